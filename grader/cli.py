@@ -1,0 +1,78 @@
+"""Command line: `python -m grader grade|bench ...`. Exit 0 when grading completed (whatever the score), 2 when
+the grader itself cannot run, with one line on stderr saying why."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from . import report
+from .pipeline import GraderError, Options, grade
+from .spec import SpecError, find_problem, load_problem
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    g = sub.add_parser("grade", help="grade a submission (default: assignment/)")
+    g.add_argument("--problem", default="glu", help="problem name under reference/, or a spec.yaml path (default: glu)")
+    g.add_argument("--submission", type=Path, default=ROOT / "assignment", help="directory with the student's files (default: assignment/)")
+    g.add_argument("--staff", action="store_true", help="grade the staff solutions from reference/ instead")
+    g.add_argument("--out", type=Path, default=Path("grade-results"), help="where results.json goes (default: grade-results/)")
+    g.add_argument("--only", choices=None, action="append", default=[], help="grade only this implementation (triton or cuda); repeatable")
+    g.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    g.add_argument("--no-perf", action="store_true", help="skip performance timing (correctness only)")
+    return p
+
+
+def _secret() -> int:
+    raw = os.environ.get("GRADER_SECRET_SEED", "0")
+    try:
+        return int(raw)
+    except ValueError:
+        raise GraderError(f"GRADER_SECRET_SEED must be an integer, got {raw!r}") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    err = Console(stderr=True)
+    try:
+        problem = load_problem(find_problem(args.problem, ROOT))
+        for o in args.only:
+            if o not in problem.implementations:
+                raise GraderError(f"--only {o}: no such implementation (choose from {', '.join(problem.implementations)})")
+        opts = Options(
+            submission=args.submission,
+            out=args.out,
+            only=tuple(args.only),
+            device=args.device,
+            staff=args.staff,
+            secret=_secret(),
+            perf=not args.no_perf,
+        )
+        _check_writable(args.out)
+        with err.status("grading...") as status:
+            g = grade(problem, opts, progress=lambda s: status.update(f"grading: {s}"))
+        path = report.write_results(g, args.out)
+    except (SpecError, GraderError) as e:
+        err.print(f"grader error: {e}", markup=False, highlight=False)
+        return 2
+    report.print_summary(g)
+    Console().print(f"results written to {path}", highlight=False)
+    return 0
+
+
+def _check_writable(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise GraderError(f"cannot write results to {out}: {e.strerror or e} (pass --out DIR)") from None

@@ -1,0 +1,164 @@
+"""Stage 3+4 driver: run every correctness case in the child and check each result in the parent.
+
+For each case: fresh seeded input (parent) -> child runs it twice (poisoned allocator) -> parent checks output
+tensor metadata, values against the float64 truth, determinism (run 1 == run 2) and that the input is unchanged.
+A crash or hang in one case costs that case; the worker is restarted for the rest (up to MAX_RESTARTS).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from . import check, inputs
+from .reference import Reference
+from .results import FAILED, PASSED, SKIPPED, TestResult
+from .sandbox import Sandbox, WorkerFailure
+from .spec import Case, Implementation, Problem
+
+MAX_RESTARTS = 3
+
+
+@dataclass
+class Target:
+    """What to load in the child: a Triton file or a built CUDA library."""
+
+    impl: Implementation
+    path: str  # the .py file (triton) or the built .so (cuda)
+    display: str  # the file name as the student knows it
+
+    def payload(self, problem: Problem) -> dict:
+        return {
+            "impl": self.impl.name,
+            "kind": self.impl.kind,
+            "path": self.path,
+            "lib": self.path,
+            "entry": self.impl.entry,
+            "display": self.display,
+            "out_cols": problem.out_cols,
+            "handout": problem.handout,
+            "section": self.impl.handout_section,
+        }
+
+
+def _test(impl: Implementation, case: Case, score: float, state: str, output: str, **extra) -> TestResult:
+    return TestResult(
+        name=f"{impl.name} / correctness / {case.name}",
+        part=impl.name,
+        stage="correctness",
+        score=score,
+        max_score=case.points,
+        state=state,
+        output=output,
+        extra={"case": case.name, **extra},
+    )
+
+
+def check_case(
+    problem: Problem, case: Case, reply: dict, base: torch.Tensor, ref: Reference, device: str
+) -> check.Verdict:
+    """Every check for one case, in order; the first failure is the verdict."""
+    dtype = inputs.TORCH_DTYPES[case.dtype]
+    meta = reply["meta"]
+    if meta.get("type") != "Tensor":
+        return check.Verdict(False, f"returned {meta.get('type')}, expected a torch.Tensor")
+    v = check.check_meta(meta, shape=problem.out_shape(case.shape), dtype=case.dtype, device_type=torch.device(device).type)
+    if not v.ok:
+        return v
+    cols = case.shape[-1]
+    x = base[..., :cols] if case.pad else base
+    xd = x.to(device)
+    truth = ref.truth(xd)
+    eager = ref.baselines["eager"](xd) if "eager" in ref.baselines else None
+    out1, out2 = (o.to(device) for o in reply["outs"])
+    v = check.check_output(out1, truth, tol=problem.tolerances[case.dtype], dtype=dtype, eager_out=eager)
+    if not v.ok:
+        return v
+    if not check.same_values(out1, out2):
+        n = int((~((out1 == out2) | (out1.isnan() & out2.isnan()))).sum())
+        return check.Verdict(False, f"not deterministic: two runs on the same input differ in {n} elements (a race, or reading unwritten memory?)")
+    if not check.same_values(reply["x_after"], base):
+        return check.Verdict(False, "the input was modified: a kernel must not write into x")
+    return v
+
+
+def run_correctness(
+    problem: Problem,
+    target: Target,
+    ref: Reference,
+    *,
+    device: str,
+    secret: int,
+    progress: Callable[[str], None] = lambda s: None,
+) -> list[TestResult]:
+    impl = target.impl
+    cases = list(problem.cases)
+    results: list[TestResult] = []
+    runnable = [c for c in cases if device != "cpu" or not c.gpu_only]
+    for c in cases:
+        if c not in runnable:
+            results.append(_test(impl, c, 0.0, SKIPPED, "skipped: this case runs only on a GPU (too slow for the Triton interpreter)"))
+    deadline = time.monotonic() + problem.limits.correctness_s
+    restarts = 0
+    box: Sandbox | None = None
+    load_error: str | None = None
+
+    def start() -> Sandbox:
+        b = Sandbox(device)
+        b.request("load", target.payload(problem), timeout_s=max(1.0, deadline - time.monotonic()), what="loading the submission")
+        return b
+
+    try:
+        for i, case in enumerate(runnable):
+            progress(f"{impl.name}: {case.name}")
+            if load_error is not None:
+                results.append(_test(impl, case, 0.0, FAILED, load_error))
+                continue
+            if time.monotonic() > deadline:
+                results.append(_test(impl, case, 0.0, FAILED, f"not run: the correctness stage ran past its {problem.limits.correctness_s:.0f} s limit"))
+                continue
+            try:
+                if box is None or not box.alive:
+                    box = start()
+            except WorkerFailure as e:
+                load_error = f"not run: {e.line}" + (f"\n{e.detail}" if e.detail else "")
+                results.append(_test(impl, case, 0.0, FAILED, load_error))
+                continue
+            base = inputs.make_input(case, "cpu", secret)
+            if case.pad:
+                base = base._base if base._base is not None else base  # send the padded buffer, not a copy
+            payload = {"base": base.contiguous(), "cols": case.shape[-1], "out_numel": _numel(problem.out_shape(case.shape))}
+            t0 = time.monotonic()
+            try:
+                reply = box.request("run", payload, timeout_s=max(1.0, deadline - time.monotonic()), what=f"case {case.name}")
+            except WorkerFailure as e:
+                msg = e.line + (f"\n{e.detail}" if e.detail else "")
+                results.append(_test(impl, case, 0.0, FAILED, msg))
+                if e.fatal:
+                    box = None
+                    restarts += 1
+                    if "timed out" in e.line or restarts > MAX_RESTARTS:
+                        load_error = f"not run: an earlier case {'hung' if 'timed out' in e.line else 'crashed the process repeatedly'} ({case.name})"
+                continue
+            verdict = check_case(problem, case, reply, payload["base"], ref, device)
+            state = PASSED if verdict.ok else FAILED
+            results.append(
+                _test(impl, case, case.points if verdict.ok else 0.0, state, verdict.text(),
+                      max_abs_err=verdict.max_abs_err, max_rel_err=verdict.max_rel_err, seconds=round(time.monotonic() - t0, 3))
+            )
+    finally:
+        if box is not None:
+            box.close()
+    order = {c.name: i for i, c in enumerate(cases)}
+    results.sort(key=lambda r: order[r.extra["case"]])
+    return results
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n

@@ -1,0 +1,112 @@
+"""The one place that knows the order of the stages:
+
+    spec -> (build) -> inputs -> run in a child -> check -> time -> score -> report
+
+Each stage is its own module and never calls the next one; this module passes data from one to the next.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from .correctness import Target, run_correctness
+from .reference import load_reference
+from .results import FAILED, PASSED, SKIPPED, Grade, TestResult
+from .spec import Implementation, Problem
+
+
+class GraderError(Exception):
+    """The grader itself cannot run (bad spec, missing submission directory). One line; exit code 2."""
+
+
+@dataclass
+class Options:
+    submission: Path
+    out: Path
+    only: tuple[str, ...] = ()
+    device: str = "auto"
+    staff: bool = False  # grade the staff solutions named in the spec instead of a submission
+    secret: int = 0
+    perf: bool = True
+
+
+def resolve_device(device: str) -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise GraderError("--device cuda was asked for, but PyTorch sees no CUDA GPU here (use --device auto or cpu)")
+    if device not in ("cpu", "cuda"):
+        raise GraderError(f"--device must be auto, cpu or cuda, not {device!r}")
+    return device
+
+
+def _source(problem: Problem, impl: Implementation, opts: Options) -> tuple[Path, str]:
+    if opts.staff:
+        return impl.staff, impl.staff.name
+    return opts.submission / impl.file, impl.file
+
+
+def _one_line(impl: Implementation, stage: str, state: str, output: str, name: str | None = None) -> TestResult:
+    return TestResult(name=name or f"{impl.name} / {stage}", part=impl.name, stage=stage, score=0.0, max_score=0.0, state=state, output=output)
+
+
+def _fail_all(problem: Problem, impl: Implementation, state: str, why: str) -> list[TestResult]:
+    return [
+        TestResult(f"{impl.name} / correctness / {c.name}", impl.name, "correctness", 0.0, c.points, state, why, {"case": c.name})
+        for c in problem.cases
+    ]
+
+
+def grade(problem: Problem, opts: Options, progress: Callable[[str], None] = lambda s: None) -> Grade:
+    device = resolve_device(opts.device)
+    if not opts.staff:
+        if not opts.submission.is_dir():
+            raise GraderError(f"submission directory {opts.submission} does not exist (pass --submission DIR)")
+        if not any(opts.submission.iterdir()):
+            raise GraderError(f"submission directory {opts.submission} is empty: it should hold " + ", ".join(i.file for i in problem.implementations.values()))
+    ref = load_reference(problem)
+    g = Grade(problem=problem.name, submission="staff solutions" if opts.staff else str(opts.submission), device=device)
+    impls = [i for n, i in problem.implementations.items() if not opts.only or n in opts.only]
+    if opts.only and not impls:
+        raise GraderError(f"--only {','.join(opts.only)} matches no implementation (choose from {', '.join(problem.implementations)})")
+
+    for impl in impls:
+        src, display = _source(problem, impl, opts)
+        if not src.is_file():
+            g.tests += _fail_all(problem, impl, FAILED, f"not run: {display} not found in the submission directory")
+            g.notes.append(f"{impl.name}: {display} is missing")
+            continue
+        target_path = str(src)
+        if impl.kind == "cuda":
+            from . import build  # nvcc helpers; imported only when a CUDA part is graded
+
+            t0 = time.monotonic()
+            progress(f"{impl.name}: building {display} with nvcc")
+            res = build.build_cuda(src, cache_dir=build.default_cache_dir(), arch=build.gpu_arch(), timeout_s=problem.limits.build_s)
+            g.phases["build"] = g.phases.get("build", 0.0) + time.monotonic() - t0
+            if not res.ok:
+                errs = build.error_lines(res.log) or res.log.strip().splitlines()[-20:]
+                g.tests.append(_one_line(impl, "build", FAILED, "nvcc failed:\n" + "\n".join(errs)))
+                g.tests += _fail_all(problem, impl, FAILED, f"not run: {display} did not compile (see '{impl.name} / build')")
+                continue
+            how = "cached" if res.cached else f"{res.seconds:.1f} s"
+            if device == "cpu":
+                g.tests.append(_one_line(impl, "build", PASSED, f"compiled with nvcc ({how}); needs a GPU to run"))
+                g.tests += _fail_all(problem, impl, SKIPPED, "skipped: compiled, needs a GPU to run")
+                g.notes.append(f"{impl.name}: compiled OK; needs a GPU to run, so its points cannot be earned on this machine")
+                continue
+            g.tests.append(_one_line(impl, "build", PASSED, f"compiled with nvcc ({how})"))
+            target_path = str(res.lib)
+        t0 = time.monotonic()
+        g.tests += run_correctness(problem, Target(impl, target_path, display), ref, device=device, secret=opts.secret, progress=progress)
+        g.phases["correctness"] = g.phases.get("correctness", 0.0) + time.monotonic() - t0
+
+    skipped = g.unearnable
+    if skipped:
+        g.notes.append(f"{skipped:g} of {g.max_score:g} points could not be earned on this machine ({device}); grade on a GPU for those")
+    return g

@@ -1,0 +1,62 @@
+"""Last stage: turn a Grade into results.json (Gradescope's shape, written atomically) and a terminal summary."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from .results import FAILED, PASSED, SKIPPED, Grade
+
+STYLE = {PASSED: "green", FAILED: "red", SKIPPED: "yellow"}
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    """Write to a temp file in the same directory, fsync, then rename: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=2, default=str)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_results(g: Grade, out_dir: Path) -> Path:
+    path = out_dir / "results.json"
+    write_json_atomic(path, g.to_json())
+    return path
+
+
+def print_summary(g: Grade, console: Console | None = None, verbose_failures: int = 6) -> None:
+    console = console or Console()
+    table = Table(title=f"{g.problem}: {g.submission} on {g.device}", show_lines=False)
+    for col, kw in (("test", {}), ("result", {}), ("points", {"justify": "right"}), ("detail", {"overflow": "fold"})):
+        table.add_column(col, **kw)
+    for t in g.tests:
+        first = t.output.splitlines()[0] if t.output else ""
+        pts = f"{t.score:g}/{t.max_score:g}" if t.max_score else "-"
+        table.add_row(t.name, f"[{STYLE[t.state]}]{t.state}[/]", pts, first)
+    console.print(table)
+    shown = 0
+    for t in g.tests:
+        if t.state == FAILED and "\n" in t.output and shown < verbose_failures:
+            console.print(f"[bold red]{t.name}[/]")
+            console.print(t.output, markup=False, highlight=False)
+            shown += 1
+    for n in g.notes:
+        console.print(f"[yellow]note:[/] {n}", highlight=False)
+    if g.phases:
+        console.print("time: " + ", ".join(f"{k} {v:.1f} s" for k, v in g.phases.items()), highlight=False)
+    console.print(f"[bold]score: {g.score:g} / {g.max_score:g}[/]", highlight=False)

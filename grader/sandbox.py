@@ -1,0 +1,124 @@
+"""The trusted parent's handle on one untrusted child process (grader/worker.py).
+
+The child is spawned (fresh interpreter, fresh CUDA context), puts itself in its own process group, and is
+killed as a group when it hangs, crashes or is done. Every failure becomes a `WorkerFailure` with one line a
+student can act on: "timed out after 60 s", "crashed with SIGSEGV (segmentation fault)", "exited with code 3".
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import time
+from typing import Any
+
+from . import worker
+
+_SIGNAL_HELP = {
+    signal.SIGSEGV: "segmentation fault: an invalid memory access on the host side",
+    signal.SIGABRT: "aborted: often a failed assertion or a CUDA error that killed the process",
+    signal.SIGKILL: "killed: out of memory or an external kill",
+    signal.SIGBUS: "bus error: a misaligned or invalid memory access",
+    signal.SIGFPE: "floating-point exception: an integer division by zero?",
+}
+
+
+class WorkerFailure(Exception):
+    """The child could not answer: timed out, crashed, or reported an error. str() is one line."""
+
+    def __init__(self, line: str, detail: str = "", fatal: bool = False):
+        super().__init__(line)
+        self.line = line
+        self.detail = detail
+        self.fatal = fatal  # True: the process is gone (or killed); a new one must be started
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "did not exit"
+    if code < 0:
+        sig = signal.Signals(-code)
+        return f"crashed with {sig.name} ({_SIGNAL_HELP.get(sig, 'killed by a signal')})"
+    return f"exited with code {code} (a submission must not call sys.exit or os._exit)"
+
+
+class Sandbox:
+    """One spawned worker. Use as a context manager; `request` sends a command and waits for its reply."""
+
+    def __init__(self, device: str, start_timeout_s: float = 180.0):
+        self.device = device
+        ctx = mp.get_context("spawn")
+        self.conn, child_conn = ctx.Pipe()
+        self.proc = ctx.Process(target=worker.main, args=(child_conn, device), daemon=True)
+        self.proc.start()
+        child_conn.close()
+        self.request(None, None, timeout_s=start_timeout_s, what="start")
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.is_alive()
+
+    def request(self, cmd: str | None, payload: Any, *, timeout_s: float, what: str) -> Any:
+        """Send (cmd, payload) (or just wait for the greeting when cmd is None) and return the reply value."""
+        try:
+            if cmd is not None:
+                self.conn.send((cmd, payload))
+            deadline = time.monotonic() + timeout_s
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.kill()
+                    raise WorkerFailure(f"{what} timed out after {timeout_s:.0f} s (killed)", fatal=True)
+                if self.conn.poll(min(left, 0.5)):
+                    reply = self.conn.recv()
+                    break
+                if not self.proc.is_alive():
+                    # Drain a reply that raced with the exit, else report how it died.
+                    if self.conn.poll(0.1):
+                        reply = self.conn.recv()
+                        break
+                    raise EOFError
+        except (EOFError, ConnectionError, BrokenPipeError, OSError):
+            self.proc.join(timeout=5)
+            code = self.proc.exitcode
+            self.kill()
+            raise WorkerFailure(f"{what}: the process {describe_exit(code)}", fatal=True) from None
+        if not isinstance(reply, tuple) or len(reply) < 2 or reply[0] not in ("ok", "error"):
+            self.kill()
+            raise WorkerFailure(f"{what}: the worker sent a malformed reply (was the result pipe tampered with?)", fatal=True)
+        if reply[0] == "error":
+            raise WorkerFailure(str(reply[1]), str(reply[2]) if len(reply) > 2 else "")
+        return reply[1]
+
+    def kill(self) -> None:
+        """Kill the child's whole process group (and the child itself, if it never got its own group)."""
+        pid = self.proc.pid
+        if pid is None:
+            return
+        # A group with id == pid exists only if the child made it (setsid), so this never hits our own group.
+        for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+            try:
+                kill()
+            except OSError:
+                pass
+        self.proc.join(timeout=5)
+
+    def close(self) -> None:
+        if self.proc.is_alive():
+            try:
+                self.conn.send(("exit", None))
+                self.proc.join(timeout=2)
+            except (OSError, BrokenPipeError):
+                pass
+        self.kill()
+        try:
+            self.conn.close()
+        except OSError:
+            pass

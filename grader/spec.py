@@ -1,0 +1,317 @@
+"""Stage 1: load a problem spec (YAML) and validate it into plain, typed dataclasses.
+
+Every error is a single `SpecError` line that names the file, the key path and what was expected, so a TA who
+mistypes `dtpyes:` learns exactly that, not a KeyError 40 frames deep.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DTYPES = ("float32", "float16", "bfloat16")
+DISTS = ("normal", "uniform", "saturating", "special")
+KINDS = ("triton", "cuda")
+
+
+class SpecError(Exception):
+    """A problem spec is malformed. str(err) is one line: file, key, what was expected."""
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str  # unique, e.g. "odd_h_1001/float16"
+    shape: tuple[int, ...]
+    dtype: str
+    pad: int = 0  # row stride = shape[-1] + pad (elements)
+    dist: str = "normal"
+    seed: int = 0
+    points: float = 1.0
+    gpu_only: bool = False
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: float | None = None  # absolute-style check: |out - ref| <= atol + rtol |ref|
+    atol: float = 0.0
+    eager_factor: float | None = None  # eager-relative check, see grader/check.py
+
+
+@dataclass(frozen=True)
+class Implementation:
+    name: str
+    kind: str  # "triton" | "cuda"
+    file: str
+    entry: str
+    staff: Path
+    handout_section: str
+
+
+@dataclass(frozen=True)
+class Curve:
+    zero_at: str
+    partial_baseline: str
+    partial_credit: float
+    full_at: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Performance:
+    points_per_case: float
+    margin: float
+    curve: Curve
+    cases: tuple[Case, ...]
+
+
+@dataclass(frozen=True)
+class Limits:
+    build_s: float = 180.0
+    correctness_s: float = 600.0
+    timing_s: float = 600.0
+
+
+@dataclass(frozen=True)
+class Problem:
+    name: str
+    title: str
+    path: Path  # the spec file
+    handout: str
+    reference: Path
+    out_cols: str  # "half" | "same"
+    implementations: dict[str, Implementation]
+    baselines: dict[str, dict[str, str]]  # name -> {"fn": ...} or {"compile": ...}
+    tolerances: dict[str, Tolerance]
+    cases: tuple[Case, ...]
+    performance: Performance | None
+    limits: Limits = field(default_factory=Limits)
+
+    def out_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        cols = shape[-1]
+        return (*shape[:-1], cols // 2) if self.out_cols == "half" else tuple(shape)
+
+    @property
+    def correctness_points(self) -> float:
+        return sum(c.points for c in self.cases)
+
+
+class _V:
+    """Tiny validator that carries the file and key path for error messages."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def fail(self, key: str, expected: str, got: Any) -> SpecError:
+        return SpecError(f"{self.path}: key '{key}': expected {expected}, got {got!r}")
+
+    def mapping(self, obj: Any, key: str, required: set[str], optional: set[str]) -> dict[str, Any]:
+        if not isinstance(obj, dict):
+            raise self.fail(key or "<top>", "a mapping", obj)
+        unknown = sorted(set(obj) - required - optional)
+        if unknown:
+            where = f"{key}.{unknown[0]}" if key else unknown[0]
+            allowed = ", ".join(sorted(required | optional))
+            raise SpecError(f"{self.path}: unknown key '{where}' (allowed here: {allowed})")
+        missing = sorted(required - set(obj))
+        if missing:
+            where = f"{key}.{missing[0]}" if key else missing[0]
+            raise SpecError(f"{self.path}: missing required key '{where}'")
+        return obj
+
+    def string(self, obj: Any, key: str, choices: tuple[str, ...] | None = None) -> str:
+        if not isinstance(obj, str) or not obj:
+            raise self.fail(key, "a non-empty string" + (f" ({'|'.join(choices)})" if choices else ""), obj)
+        if choices and obj not in choices:
+            raise self.fail(key, "one of " + "|".join(choices), obj)
+        return obj
+
+    def number(self, obj: Any, key: str, lo: float = 0.0, hi: float = math.inf) -> float:
+        if isinstance(obj, bool) or not isinstance(obj, (int, float)) or not (lo <= obj <= hi):
+            raise self.fail(key, f"a number in [{lo}, {hi}]", obj)
+        return float(obj)
+
+    def integer(self, obj: Any, key: str, lo: int = 0) -> int:
+        if isinstance(obj, bool) or not isinstance(obj, int) or obj < lo:
+            raise self.fail(key, f"an integer >= {lo}", obj)
+        return obj
+
+    def boolean(self, obj: Any, key: str) -> bool:
+        if not isinstance(obj, bool):
+            raise self.fail(key, "true or false", obj)
+        return obj
+
+    def shape(self, obj: Any, key: str, out_cols: str) -> tuple[int, ...]:
+        if not isinstance(obj, list) or not obj or any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in obj):
+            raise self.fail(key, "a non-empty list of non-negative integers", obj)
+        if obj[-1] < 1 or (out_cols == "half" and obj[-1] % 2):
+            raise self.fail(key, "a last dimension that is positive" + (" and even" if out_cols == "half" else ""), obj)
+        return tuple(obj)
+
+
+def _case(v: _V, raw: Any, key: str, dtype: str, defaults: dict[str, Any], out_cols: str) -> Case:
+    shape = v.shape(raw["shape"], f"{key}.shape", out_cols)
+    return Case(
+        name=v.string(raw["name"], f"{key}.name"),
+        shape=shape,
+        dtype=dtype,
+        pad=v.integer(raw.get("pad", 0), f"{key}.pad"),
+        dist=v.string(raw.get("dist", "normal"), f"{key}.dist", DISTS),
+        seed=v.integer(raw.get("seed", defaults["seed"]), f"{key}.seed"),
+        points=v.number(raw.get("points", defaults["points"]), f"{key}.points"),
+        gpu_only=v.boolean(raw.get("gpu_only", defaults.get("gpu_only", False)), f"{key}.gpu_only"),
+    )
+
+
+def _cases(v: _V, raw: Any, key: str, defaults: dict[str, Any], out_cols: str, multi: bool) -> tuple[Case, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise v.fail(key, "a non-empty list of cases", raw)
+    out: list[Case] = []
+    for i, c in enumerate(raw):
+        k = f"{key}[{i}]"
+        opt = {"pad", "dist", "seed", "points", "gpu_only"}
+        c = v.mapping(c, k, {"name", "shape", "dtypes" if multi else "dtype"}, opt)
+        if multi:
+            dts = c["dtypes"]
+            if not isinstance(dts, list) or not dts:
+                raise v.fail(f"{k}.dtypes", "a non-empty list of " + "|".join(DTYPES), dts)
+            for j, dt in enumerate(dts):
+                dt = v.string(dt, f"{k}.dtypes[{j}]", DTYPES)
+                case = _case(v, c, k, dt, defaults, out_cols)
+                out.append(Case(**{**case.__dict__, "name": f"{case.name}/{dt}", "seed": case.seed + 1000 * i + j}))
+        else:
+            out.append(_case(v, c, k, v.string(c["dtype"], f"{k}.dtype", DTYPES), defaults, out_cols))
+    names = [c.name for c in out]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup:
+        raise SpecError(f"{v.path}: key '{key}': case name '{dup}' is used twice; names must be unique")
+    return tuple(out)
+
+
+def load_problem(path: str | Path) -> Problem:
+    """Read and validate a problem spec. Raises SpecError (one line) on any problem."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise SpecError(f"{path}: cannot read the spec file ({e.strerror or e})") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise SpecError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
+    v = _V(path)
+    top_req = {"name", "title", "reference", "implementations", "baselines", "tolerances", "correctness"}
+    raw = v.mapping(raw, "", top_req, {"handout", "out_cols", "performance", "limits"})
+    here = path.parent
+
+    ref = here / v.string(raw["reference"], "reference")
+    if not ref.is_file():
+        raise SpecError(f"{path}: key 'reference': file {ref.name} not found next to the spec")
+    out_cols = v.string(raw.get("out_cols", "same"), "out_cols", ("half", "same"))
+
+    impls: dict[str, Implementation] = {}
+    rimpl = v.mapping(raw["implementations"], "implementations", set(), set(raw["implementations"] or {}))
+    if not rimpl:
+        raise v.fail("implementations", "at least one implementation", rimpl)
+    for name, r in rimpl.items():
+        k = f"implementations.{name}"
+        r = v.mapping(r, k, {"kind", "file", "entry", "staff"}, {"handout_section"})
+        staff = here / v.string(r["staff"], f"{k}.staff")
+        if not staff.is_file():
+            raise SpecError(f"{path}: key '{k}.staff': staff solution {staff.name} not found next to the spec")
+        impls[name] = Implementation(
+            name=name,
+            kind=v.string(r["kind"], f"{k}.kind", KINDS),
+            file=v.string(r["file"], f"{k}.file"),
+            entry=v.string(r["entry"], f"{k}.entry"),
+            staff=staff,
+            handout_section=str(r.get("handout_section", name)),
+        )
+
+    baselines: dict[str, dict[str, str]] = {}
+    rb = raw["baselines"]
+    if not isinstance(rb, dict) or not rb:
+        raise v.fail("baselines", "a mapping of baseline name to a reference function", rb)
+    for name, r in rb.items():
+        k = f"baselines.{name}"
+        if isinstance(r, str):
+            baselines[name] = {"fn": r}
+        else:
+            r = v.mapping(r, k, {"compile"}, set())
+            target = v.string(r["compile"], f"{k}.compile")
+            baselines[name] = {"compile": target}
+
+    tols: dict[str, Tolerance] = {}
+    rt = v.mapping(raw["tolerances"], "tolerances", set(DTYPES), set())
+    for dt in DTYPES:
+        k = f"tolerances.{dt}"
+        r = v.mapping(rt[dt], k, {"atol"}, {"rtol", "eager_factor"})
+        if ("rtol" in r) == ("eager_factor" in r):
+            raise SpecError(f"{path}: key '{k}': give exactly one of 'rtol' or 'eager_factor'")
+        tols[dt] = Tolerance(
+            rtol=v.number(r["rtol"], f"{k}.rtol", 0, 1) if "rtol" in r else None,
+            atol=v.number(r["atol"], f"{k}.atol", 0, 1),
+            eager_factor=v.number(r["eager_factor"], f"{k}.eager_factor", 1, 100) if "eager_factor" in r else None,
+        )
+
+    rc = v.mapping(raw["correctness"], "correctness", {"cases"}, {"points_per_case", "seed"})
+    defaults = {
+        "seed": v.integer(rc.get("seed", 0), "correctness.seed"),
+        "points": v.number(rc.get("points_per_case", 1), "correctness.points_per_case"),
+    }
+    cases = _cases(v, rc["cases"], "correctness.cases", defaults, out_cols, multi=True)
+
+    perf = None
+    if "performance" in raw:
+        rp = v.mapping(raw["performance"], "performance", {"cases", "curve"}, {"points_per_case", "margin"})
+        rcurve = v.mapping(rp["curve"], "performance.curve", {"zero_at", "partial_at", "full_at"}, set())
+        rpart = v.mapping(rcurve["partial_at"], "performance.curve.partial_at", {"baseline", "credit"}, set())
+        full = rcurve["full_at"]
+        full = [full] if isinstance(full, str) else full
+        if not isinstance(full, list) or not full:
+            raise v.fail("performance.curve.full_at", "a baseline name or a list of them", full)
+        curve = Curve(
+            zero_at=v.string(rcurve["zero_at"], "performance.curve.zero_at", tuple(baselines)),
+            partial_baseline=v.string(rpart["baseline"], "performance.curve.partial_at.baseline", tuple(baselines)),
+            partial_credit=v.number(rpart["credit"], "performance.curve.partial_at.credit", 0, 1),
+            full_at=tuple(v.string(b, f"performance.curve.full_at[{i}]", tuple(baselines)) for i, b in enumerate(full)),
+        )
+        pdefaults = {"seed": defaults["seed"] + 7, "points": v.number(rp.get("points_per_case", 1), "performance.points_per_case"), "gpu_only": True}
+        perf = Performance(
+            points_per_case=pdefaults["points"],
+            margin=v.number(rp.get("margin", 0.0), "performance.margin", 0, 0.5),
+            curve=curve,
+            cases=_cases(v, rp["cases"], "performance.cases", pdefaults, out_cols, multi=False),
+        )
+
+    limits = Limits()
+    if "limits" in raw:
+        rl = v.mapping(raw["limits"], "limits", set(), {"build_s", "correctness_s", "timing_s"})
+        limits = Limits(**{k: v.number(x, f"limits.{k}", 1, 86400) for k, x in rl.items()})
+
+    return Problem(
+        name=v.string(raw["name"], "name"),
+        title=v.string(raw["title"], "title"),
+        path=path,
+        handout=str(raw.get("handout", "README.md")),
+        reference=ref,
+        out_cols=out_cols,
+        implementations=impls,
+        baselines=baselines,
+        tolerances=tols,
+        cases=cases,
+        performance=perf,
+        limits=limits,
+    )
+
+
+def find_problem(name_or_path: str, root: Path) -> Path:
+    """`glu` -> <root>/reference/glu/spec.yaml; an explicit path is returned as is."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml"):
+        return p
+    return root / "reference" / name_or_path / "spec.yaml"

@@ -1,0 +1,192 @@
+"""The untrusted side: a spawned child process that imports one submission and runs it on request.
+
+The trusted parent (grader/sandbox.py) never imports student code. It sends inputs here, gets outputs back and
+checks them itself against a truth this process never sees. Everything in this file runs next to student code,
+so nothing here is trusted for *correctness*: it only moves tensors and reports what happened.
+
+Protocol: the parent sends (command, payload) tuples; each gets exactly one reply ("ok", value) or
+("error", one-line message, traceback text).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from typing import Any, Callable
+
+# Trusted clocks, taken before any student import (a submission may patch the time module later).
+_perf_counter = time.perf_counter
+
+
+def _tail(tb: str, lines: int = 12) -> str:
+    return "\n".join(tb.rstrip().splitlines()[-lines:])
+
+
+class Worker:
+    def __init__(self, device: str):
+        import torch
+
+        self.torch = torch
+        self.device = torch.device(device)
+        self.fn: Callable[[Any], Any] | None = None
+        self.name = "?"
+        self.timer = None  # grader.timing.Timer, built on first use (it takes CUDA events before student code)
+        if self.device.type == "cuda":
+            torch.cuda.init()
+            from .timing import Timer
+
+            self.timer = Timer(self.device)
+
+    # -- commands -------------------------------------------------------------------------------------------
+
+    def load(self, p: dict[str, Any]) -> str:
+        """Import a Triton module or load a CUDA library; p describes which (see sandbox.load_payload)."""
+        self.name = p["display"]
+        if p["kind"] == "triton":
+            import importlib.util
+
+            path = p["path"]
+            spec = importlib.util.spec_from_file_location("submission_" + p["impl"], path)
+            assert spec and spec.loader
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = mod
+            try:
+                spec.loader.exec_module(mod)
+            except SyntaxError as e:
+                raise UserError(f"{p['display']} does not parse: {e.msg} at line {e.lineno}") from None
+            except Exception as e:  # an import-time error in the student's module
+                raise UserError(f"importing {p['display']} failed: {type(e).__name__}: {e}") from e
+            fn = getattr(mod, p["entry"], None)
+            if fn is None or not callable(fn):
+                raise UserError(f"{p['display']} has no function '{p['entry']}'; keep the name and signature from the stub")
+            self.fn = fn
+        else:
+            from .cuda_binding import CudaRowKernel, KernelCallError
+
+            half = p["out_cols"] == "half"
+            try:
+                self.fn = CudaRowKernel(
+                    p["lib"], p["entry"], (lambda c: c // 2) if half else (lambda c: c), p["handout"], p["section"]
+                )
+            except KernelCallError as e:
+                raise UserError(str(e)) from None
+        return "loaded"
+
+    def run(self, p: dict[str, Any]) -> dict[str, Any]:
+        """Run one correctness case twice on the same input; return both outputs and the input afterwards."""
+        torch = self.torch
+        base = p["base"].to(self.device)
+        x = base[..., : p["cols"]] if p["cols"] != base.shape[-1] else base
+        out_nbytes = p["out_numel"] * base.element_size()
+        outs, metas, secs = [], [], []
+        for _ in range(2):
+            self._poison_allocator(out_nbytes)
+            t0 = _perf_counter()
+            out = self._call(x)
+            self._sync()
+            secs.append(_perf_counter() - t0)
+            metas.append(self._meta(out))
+            outs.append(out)
+        for o in outs:
+            if not isinstance(o, torch.Tensor):
+                raise UserError(f"{self.name} returned {type(o).__name__}, expected a torch.Tensor")
+        return {
+            "outs": [o.detach().to("cpu") for o in outs],
+            "meta": metas[0],
+            "x_after": base.to("cpu"),
+            "seconds": secs,
+        }
+
+    def time_setup(self, p: dict[str, Any]) -> dict[str, Any]:
+        assert self.timer is not None, "timing needs a CUDA device"
+        return self.timer.setup(self.fn, p)
+
+    def time_round(self, p: dict[str, Any]) -> dict[str, Any]:
+        assert self.timer is not None
+        return self.timer.round(self.fn, p)
+
+    # -- helpers --------------------------------------------------------------------------------------------
+
+    def _call(self, x: Any) -> Any:
+        assert self.fn is not None, "load first"
+        try:
+            return self.fn(x)
+        except NotImplementedError as e:
+            raise UserError(f"not implemented: {e}") from None
+        except Exception as e:
+            from .cuda_binding import KernelCallError
+
+            if isinstance(e, KernelCallError):
+                raise UserError(str(e)) from None
+            raise
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
+
+    def _poison_allocator(self, nbytes: int) -> None:
+        """Fill the memory the next allocation of this size will most likely get with NaN.
+
+        The grader cannot poison a buffer the student allocates, but PyTorch's caching allocator (GPU) and
+        malloc (CPU, small sizes) hand a just-freed block of the same size to the next request. So unwritten
+        outputs show up as NaN instead of as stale, possibly correct, values.
+        """
+        if nbytes <= 0:
+            return
+        # 0xFF bytes are NaN in float32, float16 and bfloat16 alike (all-ones exponent, non-zero mantissa).
+        buf = self.torch.empty(nbytes, dtype=self.torch.uint8, device=self.device)
+        buf.fill_(255)
+        del buf
+
+    def _meta(self, out: Any) -> dict[str, Any]:
+        torch = self.torch
+        if not isinstance(out, torch.Tensor):
+            return {"type": type(out).__name__}
+        return {
+            "type": "Tensor",
+            "shape": list(out.shape),
+            "dtype": str(out.dtype).replace("torch.", ""),
+            "device_type": out.device.type,
+            "contiguous": bool(out.is_contiguous()),
+            "stride": list(out.stride()),
+        }
+
+
+class UserError(Exception):
+    """A problem with the submission, explained in one line for the student."""
+
+
+def main(conn: Any, device: str) -> None:
+    """Entry point of the spawned child."""
+    try:
+        os.setsid()  # own process group: the parent kills the whole group, forks included
+    except OSError:
+        pass
+    if device == "cpu":
+        # Must be set before any @triton.jit is decorated, i.e. before the student module is imported.
+        os.environ["TRITON_INTERPRET"] = "1"
+    os.environ.pop("GRADER_SECRET_SEED", None)  # never visible to student code
+    try:
+        w = Worker(device)
+    except Exception as e:
+        conn.send(("error", f"worker could not start: {type(e).__name__}: {e}", traceback.format_exc()))
+        return
+    conn.send(("ok", "ready"))
+    while True:
+        try:
+            cmd, payload = conn.recv()
+        except (EOFError, OSError):
+            return
+        if cmd == "exit":
+            return
+        try:
+            value = getattr(w, cmd)(payload)
+            conn.send(("ok", value))
+        except UserError as e:
+            conn.send(("error", str(e), ""))
+        except Exception as e:
+            tb = traceback.format_exc()
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            conn.send(("error", f"{type(e).__name__}: {first}", _tail(tb)))

@@ -1,0 +1,1 @@
+"""Trusted reference code: one folder per problem (spec.yaml, reference.py, staff solutions)."""
