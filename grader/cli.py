@@ -28,6 +28,10 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--only", choices=None, action="append", default=[], help="grade only this implementation (triton or cuda); repeatable")
     g.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     g.add_argument("--no-perf", action="store_true", help="skip performance timing (correctness only)")
+    b = sub.add_parser("bench", help="lecture-style timing table: baselines vs Triton vs CUDA (needs a GPU)")
+    for a in ("--problem", "--submission", "--out", "--only", "--device"):
+        b._add_action(next(x for x in g._actions if a in x.option_strings))
+    b.add_argument("--staff", action="store_true", help="time the staff solutions (default: the submission)")
     return p
 
 
@@ -54,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
             device=args.device,
             staff=args.staff,
             secret=_secret(),
-            perf=not args.no_perf,
+            perf=not getattr(args, "no_perf", False),
+            correctness=args.command == "grade",
         )
         _check_writable(args.out)
         with err.status("grading...") as status:
@@ -63,7 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     except (SpecError, GraderError) as e:
         err.print(f"grader error: {e}", markup=False, highlight=False)
         return 2
-    report.print_summary(g)
+    if args.command == "bench":
+        report.print_bench(g)
+    else:
+        report.print_summary(g)
     Console().print(f"results written to {path}", highlight=False)
     return 0
 

@@ -15,8 +15,10 @@ from typing import Callable
 import torch
 
 from .correctness import Target, run_correctness
+from .performance import run_performance, skipped_tests
 from .reference import load_reference
 from .results import FAILED, PASSED, SKIPPED, Grade, TestResult
+from .sandbox import WorkerFailure
 from .spec import Implementation, Problem
 
 
@@ -33,6 +35,7 @@ class Options:
     staff: bool = False  # grade the staff solutions named in the spec instead of a submission
     secret: int = 0
     perf: bool = True
+    correctness: bool = True  # False for `bench`: timing (with its sampled output checks) only
 
 
 def resolve_device(device: str) -> str:
@@ -75,6 +78,7 @@ def grade(problem: Problem, opts: Options, progress: Callable[[str], None] = lam
     if opts.only and not impls:
         raise GraderError(f"--only {','.join(opts.only)} matches no implementation (choose from {', '.join(problem.implementations)})")
 
+    targets: list[Target] = []
     for impl in impls:
         src, display = _source(problem, impl, opts)
         if not src.is_file():
@@ -102,9 +106,30 @@ def grade(problem: Problem, opts: Options, progress: Callable[[str], None] = lam
                 continue
             g.tests.append(_one_line(impl, "build", PASSED, f"compiled with nvcc ({how})"))
             target_path = str(res.lib)
+        target = Target(impl, target_path, display)
+        targets.append(target)
+        if opts.correctness:
+            t0 = time.monotonic()
+            g.tests += run_correctness(problem, target, ref, device=device, secret=opts.secret, progress=progress)
+            g.phases["correctness"] = g.phases.get("correctness", 0.0) + time.monotonic() - t0
+
+    perf_targets = targets if device == "cuda" else [Target(i, "", i.file) for i in impls]
+    if not opts.perf or problem.performance is None:
+        pass
+    elif device != "cuda":
+        g.tests += skipped_tests(problem, perf_targets, "skipped: performance is timed only on a CUDA GPU")
+        g.notes.append("performance: skipped, no CUDA GPU on this machine")
+    else:
         t0 = time.monotonic()
-        g.tests += run_correctness(problem, Target(impl, target_path, display), ref, device=device, secret=opts.secret, progress=progress)
-        g.phases["correctness"] = g.phases.get("correctness", 0.0) + time.monotonic() - t0
+        try:
+            tests, g.perf = run_performance(problem, targets, ref, device=device, secret=opts.secret, progress=progress)
+            g.tests += tests
+        except (RuntimeError, WorkerFailure) as e:
+            # The trusted baselines could not be timed: no thresholds, so no speed grade at all this run.
+            g.tests += skipped_tests(problem, targets, f"not timed: {e}")
+            g.notes.append(f"performance: not graded this run ({e}); re-run the grader")
+        g.phases["timing"] = time.monotonic() - t0
+        g.phases["compile"] = sum(float(c) for ci in g.perf.get("cases", {}).values() for d in ci.get("baselines", {}).values() if (c := d.get("compile_s")))
 
     skipped = g.unearnable
     if skipped:

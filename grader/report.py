@@ -60,3 +60,31 @@ def print_summary(g: Grade, console: Console | None = None, verbose_failures: in
     if g.phases:
         console.print("time: " + ", ".join(f"{k} {v:.1f} s" for k, v in g.phases.items()), highlight=False)
     console.print(f"[bold]score: {g.score:g} / {g.max_score:g}[/]", highlight=False)
+
+
+def print_bench(g: Grade, console: Console | None = None) -> None:
+    """Lecture-style table per perf case: ms, GB/s, % of the measured copy roofline, speedup over eager."""
+    console = console or Console()
+    perf = g.perf
+    if not perf.get("cases"):
+        console.print("no performance data (performance is timed only on a CUDA GPU)")
+        return
+    dev = perf.get("device", {})
+    bw = perf.get("copy_bytes_per_s", 0.0)
+    console.print(f"{dev.get('name', '?')}: measured copy bandwidth {bw / 1e12:.2f} TB/s (read + write), torch {dev.get('torch')}", highlight=False)
+    for name, c in perf["cases"].items():
+        t = Table(title=f"{name}: {tuple(c['shape'])} {c['dtype']}, {c['bytes'] / 1e9:.2f} GB moved, floor {c['floor_ms']:.4g} ms")
+        for col in ("implementation", "ms (median)", "IQR", "n", "GB/s", "% roofline", "x eager", "credit"):
+            t.add_column(col, justify="left" if col == "implementation" else "right")
+        rows = [(k, v, None) for k, v in c["baselines"].items()] + [(k, v, v.get("credit")) for k, v in c["impls"].items()]
+        for k, v, cr in rows:
+            t.add_row(
+                k, f"{v['effective_ms']:.4f}", f"{v['event']['iqr']:.4f}", str(v["event"]["n"]), f"{v['gbps']:.0f}",
+                f"{v['pct_roofline']:.1f}%", f"{v['speedup_vs_eager']:.2f}", "-" if cr is None else f"{100 * cr:.0f}%",
+            )
+        console.print(t)
+        th = c["thresholds"]
+        console.print(
+            f"  thresholds: zero at {th['zero_ms']:.4g} ms, {th['partial_credit']:g} at {th['partial_ms']:.4g} ms, full at {th['full_ms']:.4g} ms; stop: {c['stop']}",
+            highlight=False,
+        )

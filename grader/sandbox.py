@@ -46,14 +46,19 @@ def describe_exit(code: int | None) -> str:
 class Sandbox:
     """One spawned worker. Use as a context manager; `request` sends a command and waits for its reply."""
 
-    def __init__(self, device: str, start_timeout_s: float = 180.0):
+    def __init__(self, device: str, start_timeout_s: float = 180.0, wait: bool = True):
         self.device = device
         ctx = mp.get_context("spawn")
         self.conn, child_conn = ctx.Pipe()
         self.proc = ctx.Process(target=worker.main, args=(child_conn, device), daemon=True)
         self.proc.start()
         child_conn.close()
-        self.request(None, None, timeout_s=start_timeout_s, what="start")
+        if wait:
+            self.wait_ready(start_timeout_s)
+
+    def wait_ready(self, timeout_s: float) -> None:
+        """Wait for the child's greeting (imports and CUDA initialisation done)."""
+        self.request(None, None, timeout_s=timeout_s, what="start")
 
     def __enter__(self) -> Sandbox:
         return self

@@ -31,6 +31,7 @@ class Worker:
         self.torch = torch
         self.device = torch.device(device)
         self.fn: Callable[[Any], Any] | None = None
+        self.fns: dict[str, Callable[[Any], Any]] = {}  # what timing rounds call, by name
         self.name = "?"
         self.timer = None  # grader.timing.Timer, built on first use (it takes CUDA events before student code)
         if self.device.type == "cuda":
@@ -44,6 +45,19 @@ class Worker:
     def load(self, p: dict[str, Any]) -> str:
         """Import a Triton module or load a CUDA library; p describes which (see sandbox.load_payload)."""
         self.name = p["display"]
+        if p["kind"] == "reference":
+            # Trusted baselines (the parent's reference module), timed in their own process.
+            import importlib.util
+
+            spec = importlib.util.spec_from_file_location("_reference_baselines", p["path"])
+            assert spec and spec.loader
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            torch = self.torch
+            for name, b in p["baselines"].items():
+                fn = getattr(mod, b.get("fn") or b["compile"])
+                self.fns[name] = torch.compile(fn, dynamic=False) if "compile" in b else fn
+            return "loaded"
         if p["kind"] == "triton":
             import importlib.util
 
@@ -72,6 +86,7 @@ class Worker:
                 )
             except KernelCallError as e:
                 raise UserError(str(e)) from None
+        self.fns = {p["impl"]: self._call}
         return "loaded"
 
     def run(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -101,11 +116,15 @@ class Worker:
 
     def time_setup(self, p: dict[str, Any]) -> dict[str, Any]:
         assert self.timer is not None, "timing needs a CUDA device"
-        return self.timer.setup(self.fn, p)
+        return self.timer.setup(self.fns, p)
 
     def time_round(self, p: dict[str, Any]) -> dict[str, Any]:
         assert self.timer is not None
-        return self.timer.round(self.fn, p)
+        return self.timer.round(self.fns, p)
+
+    def copy_bandwidth(self, p: dict[str, Any]) -> dict[str, Any]:
+        assert self.timer is not None
+        return {**self.timer.copy_bandwidth(**p), **self.timer.device_info()}
 
     # -- helpers --------------------------------------------------------------------------------------------
 

@@ -1,0 +1,225 @@
+"""Build a CUDA source file (a student's glu_cuda.cu or the staff solution) into a shared library with nvcc.
+
+Builds are cached by content: the key is the SHA-256 of the source bytes, the nvcc flags and `nvcc --version`,
+and the library lives at `<cache_dir>/<key>.so`. A library is only ever published whole: nvcc writes a
+temporary file in the cache directory which is then renamed over the final name (os.replace is atomic on one
+file system). There are no lock files, so a build that is killed half-way leaves at worst a stray temporary
+file (swept later) and never blocks another build; two processes building the same key both succeed and the
+last rename wins with identical content.
+
+Student errors (a syntax error, nvcc missing, a build that hangs) never raise: they come back as
+`BuildResult(ok=False, log=...)`. Logs are student-facing, so the grading machine's directories are replaced
+(`/grading/sub123/glu_cuda.cu(42): error` reads `glu_cuda.cu(42): error`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_ARCH = "sm_90"
+BASE_FLAGS = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo")
+NVCC_MISSING = "nvcc not found: install the CUDA toolkit or set CUDA_HOME"
+_TMP_SUFFIX = ".tmp.so"
+
+
+@dataclass
+class BuildResult:
+    ok: bool
+    lib: Path | None  # the built (or cached) library; None when the build failed
+    log: str  # nvcc's output with machine paths replaced; safe to show to students
+    seconds: float
+    cached: bool
+    command: list[str] = field(default_factory=list)  # the nvcc command, with machine paths replaced
+
+
+def find_nvcc() -> str | None:
+    """nvcc from PATH, else $CUDA_HOME/bin/nvcc, else /usr/local/cuda/bin/nvcc; None if none is executable."""
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    candidates = []
+    if os.environ.get("CUDA_HOME"):
+        candidates.append(Path(os.environ["CUDA_HOME"]) / "bin" / "nvcc")
+    candidates.append(Path("/usr/local/cuda/bin/nvcc"))
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return str(c)
+    return None
+
+
+def nvcc_flags(arch: str | None) -> list[str]:
+    """The flags every build uses; `arch` is a real architecture such as "sm_90" (None: DEFAULT_ARCH)."""
+    return [*BASE_FLAGS, f"-arch={arch or DEFAULT_ARCH}"]
+
+
+def default_cache_dir() -> Path:
+    """$GRADER_CACHE, else $XDG_CACHE_HOME/kernel-grader, else ~/.cache/kernel-grader."""
+    if os.environ.get("GRADER_CACHE"):
+        return Path(os.environ["GRADER_CACHE"])
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]) / "kernel-grader"
+    return Path.home() / ".cache" / "kernel-grader"
+
+
+def gpu_arch() -> str | None:
+    """"sm_XY" for the current CUDA device, or None when torch sees no GPU."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    major, minor = torch.cuda.get_device_capability()
+    return f"sm_{major}{minor}"
+
+
+_version_cache: dict[tuple[str, float], str] = {}
+
+
+def nvcc_version(nvcc: str) -> str:
+    """`nvcc --version` output (part of the cache key: a new compiler must not reuse old libraries)."""
+    key = (nvcc, os.stat(nvcc).st_mtime)
+    if key not in _version_cache:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60, check=True)
+        _version_cache[key] = out.stdout
+    return _version_cache[key]
+
+
+def cache_key(source: bytes, flags: list[str], version: str) -> str:
+    h = hashlib.sha256()
+    for part in (source, "\0".join(flags).encode(), version.encode()):
+        h.update(len(part).to_bytes(8, "little"))  # length-prefixed, so the parts cannot run into each other
+        h.update(part)
+    return h.hexdigest()[:32]
+
+
+def _scrub(text: str, replacements: list[tuple[str, str]]) -> str:
+    """Replace machine directories in nvcc output (longest first, so nested directories go first)."""
+    for old, new in sorted(replacements, key=lambda p: -len(p[0])):
+        if old and old not in ("/", "."):
+            text = text.replace(old.rstrip("/") + "/", new)
+    # nvcc's intermediate files (/tmp/tmpxft_...) can appear in host-compiler messages.
+    return re.sub(r"(?<![\w.])/\S*/(tmpxft_[\w.-]+)", r"\1", text)
+
+
+def _sweep_stale_temps(cache_dir: Path, older_than_s: float) -> None:
+    """Remove temporaries left by killed builds. Only old ones: a young one may belong to a live build."""
+    now = time.time()
+    for p in cache_dir.glob(f"*{_TMP_SUFFIX}"):
+        try:
+            if now - p.stat().st_mtime > older_than_s:
+                p.unlink()
+        except OSError:
+            pass  # raced with its owner or another sweeper; either way it is not ours to worry about
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    """nvcc runs cicc/ptxas/gcc as children: kill the whole process group, not only nvcc."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+
+
+def build_cuda(src: Path, *, cache_dir: Path, arch: str | None = None, timeout_s: float = 180.0) -> BuildResult:
+    """Compile `src` into `<cache_dir>/<key>.so`, or return the cached library. Never raises for bad sources."""
+    start = time.monotonic()
+    src = Path(src).resolve()
+    flags = nvcc_flags(arch)
+
+    def result(ok: bool, lib: Path | None, log: str, cached: bool, command: list[str]) -> BuildResult:
+        return BuildResult(ok, lib, log, time.monotonic() - start, cached, command)
+
+    nvcc = find_nvcc()
+    if nvcc is None:
+        return result(False, None, NVCC_MISSING, False, [])
+    try:
+        source = src.read_bytes()
+    except OSError as e:
+        return result(False, None, f"cannot read {src.name}: {e.strerror}", False, [])
+    try:
+        version = nvcc_version(nvcc)
+    except (OSError, subprocess.SubprocessError) as e:
+        return result(False, None, f"nvcc found but `nvcc --version` failed: {e}", False, [])
+
+    key = cache_key(source, flags, version)
+    cache_dir = Path(cache_dir).resolve()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    lib = cache_dir / f"{key}.so"
+    shown = ["nvcc", *flags, "-o", f"<cache>/{key}.so", src.name]
+    if lib.is_file():
+        return result(True, lib, f"cached: {key}.so", True, shown)
+
+    _sweep_stale_temps(cache_dir, older_than_s=2 * timeout_s + 60)
+    fd, tmp_name = tempfile.mkstemp(prefix=f"{key}.", suffix=_TMP_SUFFIX, dir=cache_dir)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    # Run in the source's directory and name the source by its basename, so nvcc's diagnostics read
+    # `glu_cuda.cu(42): error: ...`; _scrub catches any absolute path that still slips through.
+    command = [nvcc, *flags, "-o", str(tmp), src.name]
+    scrub = [(str(src.parent), ""), (str(cache_dir), "<cache>/"), (tempfile.gettempdir(), "<tmp>/")]
+    try:
+        proc = subprocess.Popen(
+            command,
+            cwd=src.parent,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            errors="replace",
+            start_new_session=True,  # own process group, so a timeout can kill nvcc's children too
+        )
+        try:
+            out, _ = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            out, _ = proc.communicate()
+            log = _scrub(out, scrub).rstrip()
+            log = (log + "\n" if log else "") + f"nvcc timed out after {timeout_s:g} s"
+            return result(False, None, log, False, shown)
+        log = _scrub(out, scrub).rstrip()
+        if proc.returncode != 0 or not tmp.is_file() or tmp.stat().st_size == 0:
+            log = (log + "\n" if log else "") + f"nvcc failed with exit status {proc.returncode}"
+            return result(False, None, log, False, shown)
+        os.replace(tmp, lib)
+        return result(True, lib, log, False, shown)
+    except OSError as e:
+        return result(False, None, f"could not run nvcc: {e.strerror or e}", False, shown)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+# `file(42): error: ...` (nvcc's front end), `file:42:7: error: ...` (the host compiler), ptxas and nvcc's own
+# fatal errors, and link errors.
+_ERROR_RE = re.compile(
+    r"(\(\d+\): (catastrophic )?error\b)|(:\d+(:\d+)?: (fatal )?error\b)|^ptxas (fatal|error)|^nvcc (fatal|error)"
+    r"|undefined reference|^nvcc timed out|^nvcc not found"
+)
+_CONTEXT_RE = re.compile(r"^\s+\S")  # the source line (and caret line) nvcc prints under an error
+
+
+def error_lines(log: str, limit: int = 20) -> list[str]:
+    """The error lines of a build log, each followed by the source line(s) nvcc quotes under it, for reports."""
+    lines = log.splitlines()
+    out: list[str] = []
+    i = 0
+    while i < len(lines) and len(out) < limit:
+        if _ERROR_RE.search(lines[i]):
+            out.append(lines[i].rstrip())
+            j = i + 1
+            while j < len(lines) and j <= i + 2 and _CONTEXT_RE.match(lines[j]) and not _ERROR_RE.search(lines[j]):
+                out.append(lines[j].rstrip())
+                j += 1
+            i = j
+        else:
+            i += 1
+    return out[:limit]

@@ -1,0 +1,261 @@
+"""Time and score the performance cases: student kernels against baselines measured in the same run.
+
+The parent orchestrates; workers only execute. One trusted worker runs the baselines (manual, eager,
+torch.compile), one untrusted worker per implementation runs the submission. Each perf case:
+  1. setup: every worker makes the input sets and warms up (compile time reported, never timed);
+  2. rounds, round-robin across workers (rotated each round), so drift and heat hit all alike, until the
+     stop rule holds for every timed function (grader/stats.py);
+  3. the parent verifies sampled elements of timed outputs against its own float64 truth for that exact input;
+  4. score (grader/score.py) on the effective time: the event median, or the host-clock median minus the
+     trusted baseline's host overhead, whichever is larger (work hidden on another stream counts).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import asdict
+from typing import Any, Callable
+
+import torch
+
+from . import check, inputs, score, stats
+from .correctness import Target
+from .reference import Reference
+from .results import FAILED, PASSED, SKIPPED, TestResult
+from .sandbox import Sandbox, WorkerFailure
+from .spec import Case, Problem
+
+N_SETS = 3  # input sets rotated per worker: consecutive calls never see the same buffers
+CALLS_PER_ROUND = 5
+SCALES = (0.25, 0.5, 1.0, 2.0, 4.0, -0.5, -1.0, -2.0)  # powers of two: scaling is exact in every dtype
+FIRST_SAMPLE = 1 << 20  # elements checked on the first timed output of each function
+ROUND_SAMPLE = 1 << 14  # elements checked on one random timed call per round
+HOST_FLAG_RATIO = 1.10  # host-derived time > 10% above the event time: flagged
+
+
+def bytes_moved(problem: Problem, case: Case) -> int:
+    """Each input element read once, each output element written once."""
+    es = torch.tensor([], dtype=inputs.TORCH_DTYPES[case.dtype]).element_size()
+    n_in = 1
+    for d in case.shape:
+        n_in *= d
+    n_out = n_in // case.shape[-1] * problem.out_shape(case.shape)[-1]
+    return (n_in + n_out) * es
+
+
+def _perf_test(impl: str, case: Case, pts: float, state: str, out: str, **extra: Any) -> TestResult:
+    return TestResult(f"{impl} / performance / {case.name}", impl, "performance", pts, case.points, state, out, {"case": case.name, **extra})
+
+
+def skipped_tests(problem: Problem, targets: list[Target], why: str) -> list[TestResult]:
+    if problem.performance is None:
+        return []
+    return [_perf_test(t.impl.name, c, 0.0, SKIPPED, why) for t in targets for c in problem.performance.cases]
+
+
+class _Sample:
+    """The verification plan for one timed call: which set, which scale, which flat indices."""
+
+    def __init__(self, name: str, k: int, scale: float, idx: torch.Tensor):
+        self.name, self.k, self.scale, self.idx = name, k, scale, idx
+
+
+def _plan(rng: random.Random, n_out: int, first: bool) -> tuple[list, list[tuple[int, float, torch.Tensor]]]:
+    plan, checks = [], []
+    vcall = 0 if first else rng.randrange(CALLS_PER_ROUND)
+    for j in range(CALLS_PER_ROUND):
+        k = (j + rng.randrange(1, N_SETS)) % N_SETS if j else rng.randrange(N_SETS)
+        scale = rng.choice(SCALES)
+        idx = None
+        if j == vcall and n_out:
+            m = min(n_out, FIRST_SAMPLE if first else ROUND_SAMPLE)
+            g = torch.Generator().manual_seed(rng.randrange(1 << 62))
+            idx = torch.randint(0, n_out, (m,), generator=g)
+            idx = torch.cat([idx, torch.arange(max(0, n_out - 1024), n_out)])  # the tail, where masks go wrong
+            checks.append((k, scale, idx))
+        plan.append((k, scale, idx))
+    return plan, checks
+
+
+def run_performance(
+    problem: Problem,
+    targets: list[Target],
+    ref: Reference,
+    *,
+    device: str,
+    secret: int,
+    rule: stats.StopRule | None = None,
+    progress: Callable[[str], None] = lambda s: None,
+) -> tuple[list[TestResult], dict[str, Any]]:
+    perf = problem.performance
+    if perf is None:
+        return [], {}
+    rule = rule or stats.StopRule()
+    rng = random.Random(secret ^ 0x5EED)
+    limit = problem.limits.timing_s
+    info: dict[str, Any] = {"cases": {}}
+    tests: list[TestResult] = []
+
+    # Start every worker at once: CUDA start-up and imports overlap.
+    progress("performance: starting workers")
+    boxes: dict[str, Sandbox | None] = {}
+    dead: dict[str, str] = {}
+    base_payload = {"kind": "reference", "path": str(problem.reference), "baselines": problem.baselines, "display": "baselines"}
+    pending = [("baselines", base_payload)] + [(t.impl.name, t.payload(problem)) for t in targets]
+    started = {name: Sandbox(device, wait=False) for name, _ in pending}
+    for name, payload in pending:
+        try:
+            started[name].wait_ready(timeout_s=180)
+            started[name].request("load", payload, timeout_s=limit, what="loading")
+            boxes[name] = started[name]
+        except WorkerFailure as e:
+            dead[name] = e.line
+            started[name].close()
+    try:
+        if "baselines" in dead:
+            raise RuntimeError(f"the baseline worker failed: {dead['baselines']}")
+        bw = boxes["baselines"]
+        assert bw is not None
+        progress("performance: measuring copy bandwidth")
+        copy = bw.request("copy_bandwidth", {}, timeout_s=limit, what="copy bandwidth")
+        info["device"] = {k: v for k, v in copy.items() if k not in ("median_ms",)}
+        info["copy_bytes_per_s"] = copy["bytes_per_s"]
+
+        for case in perf.cases:
+            progress(f"performance: {case.name}")
+            res = _time_case(problem, case, targets, boxes, dead, ref, device=device, secret=secret, rule=rule, rng=rng, copy_bps=copy["bytes_per_s"], progress=progress)
+            info["cases"][case.name] = res["info"]
+            tests += res["tests"]
+    finally:
+        for b in started.values():
+            b.close()
+    return tests, info
+
+
+def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule, rng, copy_bps, progress) -> dict[str, Any]:
+    perf = problem.performance
+    limit = problem.limits.timing_s
+    shape_out = problem.out_shape(case.shape)
+    n_out = 1
+    for d in shape_out:
+        n_out *= d
+    setup_p = {"case": asdict(case), "secret": secret, "n_sets": N_SETS, "warmup_ms": 200}
+    names = {"baselines": list(problem.baselines)} | {t.impl.name: [t.impl.name] for t in targets}
+    setup_info: dict[str, Any] = {}
+    for w, box in boxes.items():
+        if w in dead:
+            continue
+        try:
+            setup_info[w] = box.request("time_setup", setup_p, timeout_s=limit, what=f"warm-up on {case.name}")
+        except WorkerFailure as e:
+            dead[w] = e.line
+    if "baselines" in dead:
+        raise RuntimeError(f"the baseline worker failed on {case.name}: {dead['baselines']}")
+
+    event: dict[str, list[float]] = {n: [] for ns in names.values() for n in ns}
+    host: dict[str, list[float]] = {n: [] for n in event}
+    checks: dict[str, list[tuple[int, float, torch.Tensor, Any]]] = {n: [] for n in event}
+    order = list(names)
+    t_start = time.monotonic()
+    rnd, why = 0, ""
+    while True:
+        live = [w for w in order if w not in dead]
+        for w in live[rnd % len(live):] + live[: rnd % len(live)]:
+            plan, want = _plan(rng, n_out, first=(rnd == 0))
+            try:
+                r = boxes[w].request("time_round", {"names": names[w], "plan": plan}, timeout_s=limit, what=f"timing {case.name}")
+            except WorkerFailure as e:
+                dead[w] = e.line
+                continue
+            for n in names[w]:
+                event[n] += r[n]["event_ms"]
+                host[n] += r[n]["host_ms"]
+                for (k, s, idx), got in zip(want, r[n]["samples"]):
+                    checks[n].append((k, s, idx, got))
+        rnd += 1
+        timed = [stats.summarize(event[n]) for n in event if event[n] and _owner(names, n) not in dead]
+        stop, why = rule.done(timed, time.monotonic() - t_start)
+        if stop or "baselines" in dead:
+            break
+
+    # Verification happens after the rounds, so the parent's own GPU work never overlaps a timed call.
+    verified = {n: _verify(problem, case, checks[n], ref, device, secret) for n in event if checks[n]}
+
+    base_ms = {n: stats.summarize(event[n]).median for n in problem.baselines if event[n]}
+    th = score.thresholds(perf.curve, perf.margin, base_ms)
+    floor = score.physical_floor_ms(bytes_moved(problem, case), copy_bps)
+    gap_ref = _median([h - e for h, e in zip(host.get("eager", []), event.get("eager", []))]) if event.get("eager") else 0.0
+
+    def describe(n: str) -> dict[str, Any]:
+        se, sh = stats.summarize(event[n]), stats.summarize(host[n])
+        eff = max(se.median, sh.median - gap_ref)
+        bps = bytes_moved(problem, case) / (eff * 1e-3)
+        return {
+            "event": se.as_dict(), "host": sh.as_dict(), "effective_ms": eff, "gbps": bps / 1e9,
+            "pct_roofline": 100 * bps / copy_bps, "speedup_vs_eager": (base_ms.get("eager", eff) / eff),
+            "compile_s": setup_info.get(_owner(names, n), {}).get("compile_s", {}).get(n),
+            "verified": verified.get(n, (False, "no timed output was checked"))[1],
+        }
+
+    case_info: dict[str, Any] = {
+        "shape": list(case.shape), "dtype": case.dtype, "bytes": bytes_moved(problem, case), "floor_ms": floor,
+        "thresholds": th.as_dict(), "stop": why, "rounds": rnd, "baselines": {}, "impls": {},
+    }
+    for n in problem.baselines:
+        if event[n]:
+            case_info["baselines"][n] = describe(n)
+    tests: list[TestResult] = []
+    for t in targets:
+        n = t.impl.name
+        if n in dead and not event.get(n):
+            tests.append(_perf_test(n, case, 0.0, FAILED, f"not timed: {dead[n]}"))
+            continue
+        d = describe(n)
+        case_info["impls"][n] = d
+        ok, vmsg = verified.get(n, (False, "no timed output was checked"))
+        flags = []
+        if not ok:
+            flags.append(f"timed outputs are wrong: {vmsg}")
+        if d["effective_ms"] > HOST_FLAG_RATIO * d["event"]["median"]:
+            flags.append(f"host clock shows {d['host']['median']:.4g} ms against {d['event']['median']:.4g} ms of events: work outside the timed stream? (scored on the host-derived time)")
+        if score.below_floor(d["effective_ms"], floor):
+            flags.append(f"{d['effective_ms']:.4g} ms is below the physical floor {floor:.4g} ms (bytes / copy bandwidth): impossible, so not real work")
+        impossible = (not ok) or score.below_floor(d["effective_ms"], floor)
+        c = 0.0 if impossible else score.credit(d["effective_ms"], th)
+        d["credit"], d["flags"] = c, flags
+        lines = [
+            f"{d['effective_ms']:.4g} ms (median of {d['event']['n']}, IQR {d['event']['iqr']:.3g}, min {d['event']['min']:.4g}); "
+            f"{d['gbps']:.0f} GB/s = {d['pct_roofline']:.0f}% of the measured copy bandwidth; {d['speedup_vs_eager']:.2f}x eager",
+            "thresholds: " + th.describe(),
+            f"credit {100 * c:.0f}%" + ("" if ok else " (timed outputs failed verification)"),
+            *("FLAG: " + f for f in flags),
+        ]
+        tests.append(_perf_test(n, case, c * case.points, PASSED if c > 0 else FAILED, "\n".join(lines), credit=c, flags=flags, effective_ms=d["effective_ms"]))
+    return {"tests": tests, "info": case_info}
+
+
+def _owner(names: dict[str, list[str]], fn_name: str) -> str:
+    return next(w for w, ns in names.items() if fn_name in ns)
+
+
+def _median(xs: list[float]) -> float:
+    return stats.summarize(xs).median if xs else 0.0
+
+
+def _verify(problem: Problem, case: Case, checks: list, ref: Reference, device: str, secret: int) -> tuple[bool, str]:
+    """Check sampled timed outputs against the parent's own truth for that exact (set, scale) input."""
+    dtype = inputs.TORCH_DTYPES[case.dtype]
+    cache: dict[int, torch.Tensor] = {}
+    for k, scale, idx, got in checks:
+        if isinstance(got, str):
+            return False, got
+        if k not in cache:
+            cache[k] = inputs.make_input(case, device, secret, salt=f"perf{k}")
+        x = torch.mul(cache[k], scale)
+        truth = ref.truth(x).reshape(-1)[idx.to(device)]
+        eager = ref.baselines["eager"](x).reshape(-1)[idx.to(device)] if "eager" in ref.baselines else None
+        v = check.check_output(got.to(device), truth, tol=problem.tolerances[case.dtype], dtype=dtype, eager_out=eager)
+        if not v.ok:
+            return False, v.summary + ("; " + v.details[1] if len(v.details) > 1 else "")
+    return True, f"{len(checks)} timed outputs checked ({sum(int(c[2].numel()) for c in checks)} elements)"

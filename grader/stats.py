@@ -1,0 +1,62 @@
+"""Summary statistics and the adaptive stop rule for timing samples. Pure Python: testable on CPU."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    median: float
+    min: float
+    q1: float
+    q3: float
+    mean: float
+    std: float
+    sem: float  # standard error of the mean: std / sqrt(n)
+
+    @property
+    def iqr(self) -> float:
+        return self.q3 - self.q1
+
+    @property
+    def rel_sem(self) -> float:
+        """SEM relative to the median: the stop rule's precision measure."""
+        return self.sem / self.median if self.median > 0 else math.inf
+
+    def as_dict(self) -> dict[str, float]:
+        return {**asdict(self), "iqr": self.iqr, "rel_sem": self.rel_sem}
+
+
+def summarize(samples: Sequence[float]) -> Summary:
+    xs = sorted(float(s) for s in samples)
+    n = len(xs)
+    if n == 0:
+        raise ValueError("no samples")
+    if n == 1:
+        return Summary(1, xs[0], xs[0], xs[0], xs[0], xs[0], 0.0, math.inf)
+    q1, _, q3 = statistics.quantiles(xs, n=4, method="inclusive")
+    std = statistics.stdev(xs)
+    return Summary(n, statistics.median(xs), xs[0], q1, q3, statistics.fmean(xs), std, std / math.sqrt(n))
+
+
+@dataclass(frozen=True)
+class StopRule:
+    rel_sem: float = 0.005  # stop when SEM/median <= 0.5% ...
+    min_n: int = 20  # ... and at least this many samples ...
+    max_n: int = 400  # ... or at this many ...
+    max_seconds: float = 8.0  # ... or when the case's timing budget is spent
+
+    def done(self, summaries: Sequence[Summary], elapsed_s: float) -> tuple[bool, str]:
+        """(stop?, why) for a set of implementations timed together: all must be precise enough."""
+        if elapsed_s >= self.max_seconds:
+            return True, f"time cap ({self.max_seconds:g} s)"
+        if summaries and all(s.n >= self.max_n for s in summaries):
+            return True, f"sample cap ({self.max_n})"
+        if summaries and all(s.n >= self.min_n and s.rel_sem <= self.rel_sem for s in summaries):
+            return True, f"SEM/median <= {100 * self.rel_sem:g}%"
+        return False, ""

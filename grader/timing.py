@@ -1,0 +1,163 @@
+"""Timing primitives, run inside a worker process next to the code being timed (student or baseline).
+
+Lecture 6's rules, made strict:
+- Warm up until JIT/autotune/torch.compile are done (the first call, timed separately on the host clock and
+  reported as compile time), then for a time budget. Nothing of that is in any timed number.
+- Before every timed call: fresh input contents (a pristine set times a random power of two, so a cache keyed
+  by pointer returns stale answers), then an L2 flush with a buffer of 2x the L2 size, both outside the timed
+  region; then a short GPU sleep, so the GPU is still busy while the host launches the call and launch latency
+  does not leak into the event interval.
+- Clocks: CUDA events on the current stream, plus a device-wide synchronize and the host clock as a
+  cross-check. Work hidden on another stream shows up as host time far above event time.
+All torch functions used here are bound when the Timer is built, before any student module is imported.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import torch
+
+from .inputs import make_input
+from .spec import Case
+
+_perf_counter = time.perf_counter
+
+
+class Timer:
+    def __init__(self, device: torch.device):
+        self.device = device
+        # Bind the primitives now: a submission that later patches torch.cuda.Event.elapsed_time or
+        # torch.cuda.synchronize does not change what these names point to.
+        self._Event = torch.cuda.Event
+        self._record = torch.cuda.Event.record
+        self._elapsed = torch.cuda.Event.elapsed_time
+        self._sync = torch.cuda.synchronize
+        self._sleep = torch.cuda._sleep
+        self._mul = torch.mul
+        self._zero = torch.Tensor.zero_
+        props = torch.cuda.get_device_properties(device)
+        self.l2_bytes = int(getattr(props, "L2_cache_size", 0) or 64 * 2**20)
+        self.flush_bytes = max(2 * self.l2_bytes, 64 * 2**20)
+        self.flush = torch.empty(self.flush_bytes, dtype=torch.uint8, device=device)
+        self.cycles_per_us = self._calibrate_sleep()
+        self.pristine: list[torch.Tensor] = []
+        self.work: list[torch.Tensor] = []
+        self.cols = 0
+
+    # -- setup --------------------------------------------------------------------------------------------
+
+    def _calibrate_sleep(self) -> float:
+        cycles = 2_000_000
+        s, e = self._Event(enable_timing=True), self._Event(enable_timing=True)
+        self._sleep(1000)
+        self._sync()
+        self._record(s)
+        self._sleep(cycles)
+        self._record(e)
+        self._sync()
+        ms = self._elapsed(s, e)
+        return cycles / max(ms * 1e3, 1.0)
+
+    def device_info(self) -> dict[str, Any]:
+        p = torch.cuda.get_device_properties(self.device)
+        return {
+            "name": p.name,
+            "sms": p.multi_processor_count,
+            "l2_bytes": self.l2_bytes,
+            "flush_bytes": self.flush_bytes,
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+        }
+
+    def copy_bandwidth(self, nbytes: int = 2**31, reps: int = 20) -> dict[str, float]:
+        """Device-to-device copy, bytes read + written per second: the practical ceiling for GLU."""
+        src = torch.empty(nbytes, dtype=torch.uint8, device=self.device).random_(0, 255)
+        dst = torch.empty_like(src)
+        for _ in range(3):
+            dst.copy_(src)
+        times = []
+        for _ in range(reps):
+            s, e = self._Event(enable_timing=True), self._Event(enable_timing=True)
+            self._record(s)
+            dst.copy_(src)
+            self._record(e)
+            self._sync()
+            times.append(self._elapsed(s, e))
+        times.sort()
+        med = times[len(times) // 2]
+        del src, dst
+        torch.cuda.empty_cache()
+        return {"bytes_per_s": 2 * nbytes / (med * 1e-3), "median_ms": med, "nbytes": nbytes}
+
+    def setup(self, fns: dict[str, Callable], p: dict[str, Any]) -> dict[str, Any]:
+        """Make the case's input sets and warm every function up. Returns compile and warm-up facts."""
+        self.pristine, self.work = [], []
+        torch.cuda.empty_cache()
+        case = Case(**p["case"])
+        self.cols = case.shape[-1]
+        for k in range(p["n_sets"]):
+            x = make_input(case, self.device, p["secret"], salt=f"perf{k}")
+            base = x._base if x._base is not None else x
+            self.pristine.append(base)
+            self.work.append(base.clone())
+        out: dict[str, Any] = {"compile_s": {}, "warmup_calls": {}}
+        for name, fn in fns.items():
+            x = self._view(self.work[0])
+            t0 = _perf_counter()
+            fn(x)  # JIT / autotune / torch.compile happen here, never in a timed region
+            self._sync()
+            out["compile_s"][name] = _perf_counter() - t0
+            n, t_end = 0, _perf_counter() + p["warmup_ms"] / 1e3
+            while _perf_counter() < t_end or n < 3:
+                fn(self._view(self.work[n % len(self.work)]))
+                n += 1
+            self._sync()
+            out["warmup_calls"][name] = n
+        return out
+
+    def _view(self, base: torch.Tensor) -> torch.Tensor:
+        return base[..., : self.cols] if base.shape[-1] != self.cols else base
+
+    # -- timed rounds ---------------------------------------------------------------------------------------
+
+    def round(self, fns: dict[str, Callable], p: dict[str, Any]) -> dict[str, Any]:
+        """Time each named function on the given call plan. p["plan"] is a list of (set index, scale, verify).
+
+        verify, when not None, is a CPU int64 tensor of flat output indices: the values there come back so the
+        parent can check them against its own truth for that exact input.
+        """
+        sleep_cycles = int(p.get("sleep_us", 50) * self.cycles_per_us)
+        result: dict[str, Any] = {}
+        for name in p["names"]:
+            fn = fns[name]
+            ev, host, samples = [], [], []
+            for k, scale, verify in p["plan"]:
+                pristine, work = self.pristine[k], self.work[k]
+                self._mul(pristine, scale, out=work)  # fresh contents at a known pointer
+                x = self._view(work)
+                self._zero(self.flush)  # evict L2
+                self._sleep(sleep_cycles)  # keep the GPU busy while the host launches fn
+                s, e = self._Event(enable_timing=True), self._Event(enable_timing=True)
+                self._record(s)
+                t0 = _perf_counter()
+                y = fn(x)
+                self._record(e)
+                self._sync()  # device-wide: waits for every stream, not just ours
+                t1 = _perf_counter()
+                ev.append(self._elapsed(s, e))
+                host.append((t1 - t0) * 1e3)
+                if verify is not None:
+                    samples.append(_sample(y, verify))
+            result[name] = {"event_ms": ev, "host_ms": host, "samples": samples}
+        return result
+
+
+def _sample(y: Any, idx: torch.Tensor) -> Any:
+    if not isinstance(y, torch.Tensor):
+        return f"returned {type(y).__name__}, not a tensor"
+    flat = y.reshape(-1)
+    if flat.numel() <= int(idx.max()):
+        return f"output has {flat.numel()} elements, fewer than expected"
+    return flat[idx.to(flat.device)].to("cpu")

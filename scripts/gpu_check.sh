@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# One batched GPU session: versions, staff grade (correctness + timing), bench table, stub grade, gpu tests.
+# Usage (on a GPU host, in the repo root): OUT=/some/dir bash scripts/gpu_check.sh [steps...]
+# Steps: env staff bench stub tests (default: all). Logs go to $OUT/<step>.log.
+set -uo pipefail
+OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 GRADER_CACHE=${GRADER_CACHE:-/tmp/grader-cache}
+steps=${*:-env staff bench stub tests}
+run() { local name=$1; shift; echo "=== $name: $*"; local t0=$(date +%s.%N)
+  "$@" >"$OUT/$name.log" 2>&1; local rc=$?; local t1=$(date +%s.%N)
+  echo "=== $name rc=$rc wall=$(python3 -c "print(round($t1-$t0,1))")s"; tail -n ${TAIL:-40} "$OUT/$name.log"; }
+for s in $steps; do case $s in
+  env) run env bash -c 'python3 -c "import sys,torch,triton,yaml,rich;print(sys.version);print(torch.__version__,torch.version.cuda,triton.__version__,yaml.__version__,rich.__file__)"; nvcc --version|tail -2; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv; python3 -m pip list 2>/dev/null|grep -iE "^(nox|pytest|matplotlib|rich|pyyaml) "' ;;
+  staff) run staff python3 -m grader grade --staff --out "$OUT/staff" ;;
+  bench) run bench python3 -m grader bench --staff --out "$OUT/bench" ;;
+  stub) TAIL=15 run stub python3 -m grader grade --out "$OUT/stub" --no-perf ;;
+  tests) run tests python3 -m pytest -q -m gpu -x ;;
+esac; done
