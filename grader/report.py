@@ -40,14 +40,27 @@ def write_results(g: Grade, out_dir: Path) -> Path:
 
 
 def print_summary(g: Grade, console: Console | None = None, verbose_failures: int = 6) -> None:
+    """One row per failed or skipped test; passed correctness cases folded into one row per part."""
     console = console or Console()
-    table = Table(title=f"{g.problem}: {g.submission} on {g.device}", show_lines=False)
-    for col, kw in (("test", {}), ("result", {}), ("points", {"justify": "right"}), ("detail", {"overflow": "fold"})):
+    table = Table(title=f"{g.problem}: {g.submission} on {g.device}")
+    for col, kw in (("test", {"no_wrap": True}), ("result", {}), ("points", {"justify": "right"}), ("detail", {"overflow": "fold"})):
         table.add_column(col, **kw)
+    # Fold runs of tests that say the same thing (all passed, or all skipped for one reason) into one row.
+    groups: dict[tuple, list] = {}
     for t in g.tests:
         first = t.output.splitlines()[0] if t.output else ""
-        pts = f"{t.score:g}/{t.max_score:g}" if t.max_score else "-"
-        table.add_row(t.name, f"[{STYLE[t.state]}]{t.state}[/]", pts, first)
+        foldable = t.state == SKIPPED or (t.state == PASSED and t.stage == "correctness")
+        key = (t.part, t.stage, t.state, "ok" if t.state == PASSED else first) if foldable else (t.name,)
+        groups.setdefault(key, []).append(t)
+    for key, ts in groups.items():
+        t = ts[0]
+        pts = f"{sum(x.score for x in ts):.3g}/{sum(x.max_score for x in ts):g}" if t.max_score else "-"
+        first = t.output.splitlines()[0] if t.output else ""
+        if len(ts) > 1:
+            name, first = f"{t.part} / {t.stage} ({len(ts)} cases)", ("all passed" if t.state == PASSED else first)
+        else:
+            name = t.name
+        table.add_row(name, f"[{STYLE[t.state]}]{t.state}[/]", pts, first)
     console.print(table)
     shown = 0
     for t in g.tests:
@@ -58,8 +71,8 @@ def print_summary(g: Grade, console: Console | None = None, verbose_failures: in
     for n in g.notes:
         console.print(f"[yellow]note:[/] {n}", highlight=False)
     if g.phases:
-        console.print("time: " + ", ".join(f"{k} {v:.1f} s" for k, v in g.phases.items()), highlight=False)
-    console.print(f"[bold]score: {g.score:g} / {g.max_score:g}[/]", highlight=False)
+        console.print("wall time: " + ", ".join(f"{k} {v:.1f} s" for k, v in g.phases.items()), highlight=False)
+    console.print(f"[bold]score: {g.score:.4g} / {g.max_score:g}[/]", highlight=False)
 
 
 def print_bench(g: Grade, console: Console | None = None) -> None:

@@ -25,8 +25,14 @@ class Summary:
 
     @property
     def rel_sem(self) -> float:
-        """SEM relative to the median: the stop rule's precision measure."""
-        return self.sem / self.median if self.median > 0 else math.inf
+        """Standard error of the *median*, relative to it: the stop rule's precision measure.
+
+        Uses a robust spread (IQR / 1.349 estimates sigma for normal data) so that a few outliers (a context
+        switch, a clock change) do not keep the rule from stopping; 1.2533 sigma / sqrt(n) is the median's SE.
+        """
+        if self.median <= 0 or self.n < 2:
+            return math.inf
+        return 1.2533 * (self.iqr / 1.349) / math.sqrt(self.n) / self.median
 
     def as_dict(self) -> dict[str, float]:
         return {**asdict(self), "iqr": self.iqr, "rel_sem": self.rel_sem}

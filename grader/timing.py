@@ -71,25 +71,42 @@ class Timer:
             "cuda": torch.version.cuda,
         }
 
-    def copy_bandwidth(self, nbytes: int = 2**31, reps: int = 20) -> dict[str, float]:
-        """Device-to-device copy, bytes read + written per second: the practical ceiling for GLU."""
-        src = torch.empty(nbytes, dtype=torch.uint8, device=self.device).random_(0, 255)
-        dst = torch.empty_like(src)
+    def _median_ms(self, fn: Callable[[], Any], reps: int) -> float:
         for _ in range(3):
-            dst.copy_(src)
+            fn()
         times = []
         for _ in range(reps):
             s, e = self._Event(enable_timing=True), self._Event(enable_timing=True)
             self._record(s)
-            dst.copy_(src)
+            fn()
             self._record(e)
             self._sync()
             times.append(self._elapsed(s, e))
         times.sort()
-        med = times[len(times) // 2]
+        return times[len(times) // 2]
+
+    def copy_bandwidth(self, nbytes: int = 2**32, reps: int = 20) -> dict[str, float]:
+        """Two ceilings, in bytes read + written per second:
+        - copy: a device-to-device copy (1 read : 1 write), the conventional roofline;
+        - read2_write1: c = a + b, GLU's own traffic mix (2 reads : 1 write). HBM serves read-heavy traffic a
+          little faster than a copy, so a perfect GLU kernel can beat the copy figure; the physical floor
+          uses the faster of the two so that such a kernel is never called impossible.
+        """
+        src = torch.empty(nbytes, dtype=torch.uint8, device=self.device).random_(0, 255)
+        dst = torch.empty_like(src)
+        copy_ms = self._median_ms(lambda: dst.copy_(src), reps)
         del src, dst
+        n = nbytes // 3 // 4
+        a = torch.randn(n, device=self.device)
+        b, c = torch.randn_like(a), torch.empty_like(a)
+        add_ms = self._median_ms(lambda: torch.add(a, b, out=c), reps)
+        del a, b, c
         torch.cuda.empty_cache()
-        return {"bytes_per_s": 2 * nbytes / (med * 1e-3), "median_ms": med, "nbytes": nbytes}
+        return {
+            "bytes_per_s": 2 * nbytes / (copy_ms * 1e-3),
+            "read2_write1_bytes_per_s": 3 * n * 4 / (add_ms * 1e-3),
+            "nbytes": nbytes,
+        }
 
     def setup(self, fns: dict[str, Callable], p: dict[str, Any]) -> dict[str, Any]:
         """Make the case's input sets and warm every function up. Returns compile and warm-up facts."""
@@ -128,7 +145,7 @@ class Timer:
         verify, when not None, is a CPU int64 tensor of flat output indices: the values there come back so the
         parent can check them against its own truth for that exact input.
         """
-        sleep_cycles = int(p.get("sleep_us", 50) * self.cycles_per_us)
+        sleep_cycles = int(p.get("sleep_us", 100) * self.cycles_per_us)
         result: dict[str, Any] = {}
         for name in p["names"]:
             fn = fns[name]
@@ -138,6 +155,7 @@ class Timer:
                 self._mul(pristine, scale, out=work)  # fresh contents at a known pointer
                 x = self._view(work)
                 self._zero(self.flush)  # evict L2
+                self._sync()  # the host clock starts from an idle GPU: only fn's work is in its interval
                 self._sleep(sleep_cycles)  # keep the GPU busy while the host launches fn
                 s, e = self._Event(enable_timing=True), self._Event(enable_timing=True)
                 self._record(s)
