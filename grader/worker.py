@@ -186,8 +186,9 @@ def main(conn: Any, device: str) -> None:
     if device == "cpu":
         import warnings
 
-        # The interpreter runs kernels in numpy, which warns on exp overflow (saturating cases): expected noise.
-        warnings.filterwarnings("ignore", message="overflow encountered", category=RuntimeWarning)
+        # The interpreter runs kernels in numpy, which warns on exp overflow and inf*0 (our saturating and inf/NaN
+        # cases do that on purpose): expected noise for every submission.
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.")
         # Must be set before any @triton.jit is decorated, i.e. before the student module is imported.
         os.environ["TRITON_INTERPRET"] = "1"
     os.environ.pop("GRADER_SECRET_SEED", None)  # never visible to student code
