@@ -66,7 +66,8 @@ def _plan(rng: random.Random, n_out: int, first: bool) -> tuple[list, list[tuple
     plan, checks = [], []
     vcall = 0 if first else rng.randrange(CALLS_PER_ROUND)
     for j in range(CALLS_PER_ROUND):
-        k = (j + rng.randrange(1, N_SETS)) % N_SETS if j else rng.randrange(N_SETS)
+        # A different set from the previous call (never the same buffers twice in a row), chosen at random.
+        k = (plan[-1][0] + rng.randrange(1, N_SETS)) % N_SETS if plan else rng.randrange(N_SETS)
         scale = rng.choice(SCALES)
         idx = None
         if j == vcall and n_out:
