@@ -36,7 +36,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _secret() -> int:
-    raw = os.environ.get("GRADER_SECRET_SEED", "0")
+    # Taken out of the environment before any child is spawned: student processes never inherit it.
+    raw = os.environ.pop("GRADER_SECRET_SEED", "0")
     try:
         return int(raw)
     except ValueError:

@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 
-from . import check, inputs
+from . import check, inputs, kernelcheck
 from .reference import Reference
 from .results import FAILED, PASSED, SKIPPED, TestResult
 from .sandbox import Sandbox, WorkerFailure
@@ -149,12 +149,37 @@ def run_correctness(
                 _test(impl, case, case.points if verdict.ok else 0.0, state, verdict.text(),
                       max_abs_err=verdict.max_abs_err, max_rel_err=verdict.max_rel_err, seconds=round(time.monotonic() - t0, 3))
             )
+        if load_error is None:
+            results.append(_kernel_check(problem, target, box, runnable, secret, deadline))
     finally:
         if box is not None:
             box.close()
     order = {c.name: i for i, c in enumerate(cases)}
-    results.sort(key=lambda r: order[r.extra["case"]])
+    results.sort(key=lambda r: order.get(r.extra.get("case", ""), len(order)))
     return results
+
+
+def _kernel_check(problem: Problem, target: Target, box: Sandbox | None, runnable: list[Case], secret: int, deadline: float) -> TestResult:
+    """Profile one call on a strided case and classify the kernels it launched (grader/kernelcheck.py)."""
+    impl = target.impl
+    name = f"{impl.name} / kernel check"
+    pick = [c for c in runnable if c.pad and c.dist == "normal"] or [c for c in runnable if 0 not in c.shape]
+    if not pick:
+        return TestResult(name, impl.name, "checks", 0.0, 0.0, SKIPPED, "no case to profile")
+    case = min(pick, key=lambda c: _numel(c.shape))
+    try:
+        if box is None or not box.alive:
+            box = Sandbox(box.device if box else "cpu")
+        x = inputs.make_input(case, "cpu", secret)
+        base = x._base if x._base is not None else x
+        r = box.request("kernels", {"base": base.contiguous(), "cols": case.shape[-1]}, timeout_s=max(1.0, deadline - time.monotonic()), what="the kernel check")
+    except WorkerFailure as e:
+        return TestResult(name, impl.name, "checks", 0.0, 0.0, FAILED, f"could not profile: {e.line}", {"forfeit": False})
+    rep = kernelcheck.classify(impl.kind, r["ops"], r["kernels"], r["jit_names"])
+    return TestResult(
+        name, impl.name, "checks", 0.0, 0.0, PASSED if rep.ok else FAILED, rep.text() + f"\n(profiled one call on {case.name})",
+        {"forfeit": not rep.ok, "kernels": rep.kernels, "launches": len(rep.kernels), "warnings": rep.warnings, "violations": rep.violations},
+    )
 
 
 def _numel(shape: tuple[int, ...]) -> int:

@@ -131,7 +131,19 @@ def grade(problem: Problem, opts: Options, progress: Callable[[str], None] = lam
         g.phases["timing"] = time.monotonic() - t0
         g.phases["compile"] = sum(float(c) for ci in g.perf.get("cases", {}).values() for d in ci.get("baselines", {}).values() if (c := d.get("compile_s")))
 
+    _apply_forfeits(g)
     skipped = g.unearnable
     if skipped:
         g.notes.append(f"{skipped:g} of {g.max_score:g} points could not be earned on this machine ({device}); grade on a GPU for those")
     return g
+
+
+def _apply_forfeits(g: Grade) -> None:
+    """A part whose kernel check found PyTorch doing the work earns nothing, however right or fast it was."""
+    for part in {t.part for t in g.tests if t.extra.get("forfeit")}:
+        for t in g.tests:
+            if t.part == part and t.score:
+                t.score = 0.0
+                t.state = FAILED
+                t.output = f"forfeit: the '{part} / kernel check' found PyTorch doing the work\n" + t.output
+        g.notes.append(f"{part}: all points forfeit, see '{part} / kernel check'")

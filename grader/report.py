@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -39,9 +40,14 @@ def write_results(g: Grade, out_dir: Path) -> Path:
     return path
 
 
+def make_console() -> Console:
+    """The terminal's width on a TTY; a wide fixed width in CI logs, where rich would otherwise assume 80."""
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
 def print_summary(g: Grade, console: Console | None = None, verbose_failures: int = 6) -> None:
-    """One row per failed or skipped test; passed correctness cases folded into one row per part."""
-    console = console or Console()
+    """Tests that say the same thing (all passed, all skipped or forfeit for one reason) share one row."""
+    console = console or make_console()
     table = Table(title=f"{g.problem}: {g.submission} on {g.device}")
     for col, kw in (("test", {"no_wrap": True}), ("result", {}), ("points", {"justify": "right"}), ("detail", {"overflow": "fold"})):
         table.add_column(col, **kw)
@@ -49,8 +55,9 @@ def print_summary(g: Grade, console: Console | None = None, verbose_failures: in
     groups: dict[tuple, list] = {}
     for t in g.tests:
         first = t.output.splitlines()[0] if t.output else ""
-        foldable = t.state == SKIPPED or (t.state == PASSED and t.stage == "correctness")
-        key = (t.part, t.stage, t.state, "ok" if t.state == PASSED else first) if foldable else (t.name,)
+        ok_case = t.state == PASSED and t.stage == "correctness"
+        foldable = ok_case or t.stage == "correctness" or t.state == SKIPPED
+        key = (t.part, t.stage, t.state, "ok" if ok_case else first) if foldable else (t.name,)
         groups.setdefault(key, []).append(t)
     for key, ts in groups.items():
         t = ts[0]
@@ -64,7 +71,7 @@ def print_summary(g: Grade, console: Console | None = None, verbose_failures: in
     console.print(table)
     shown = 0
     for t in g.tests:
-        if t.state == FAILED and "\n" in t.output and shown < verbose_failures:
+        if t.state == FAILED and "\n" in t.output and shown < verbose_failures and not t.output.startswith("forfeit"):
             console.print(f"[bold red]{t.name}[/]")
             console.print(t.output, markup=False, highlight=False)
             shown += 1
@@ -77,7 +84,7 @@ def print_summary(g: Grade, console: Console | None = None, verbose_failures: in
 
 def print_bench(g: Grade, console: Console | None = None) -> None:
     """Lecture-style table per perf case: ms, GB/s, % of the measured copy roofline, speedup over eager."""
-    console = console or Console()
+    console = console or make_console()
     perf = g.perf
     if not perf.get("cases"):
         console.print("no performance data (performance is timed only on a CUDA GPU)")

