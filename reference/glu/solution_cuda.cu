@@ -8,17 +8,25 @@
 //   dtype: 0 = float32, 1 = float16, 2 = bfloat16.
 //
 // Design. GLU reads 2 values and writes 1 per output element and does a handful of flops on them, so it is
-// purely memory-bound: the only goal is to keep HBM busy. That means
-//   * wide accesses: every thread moves 16 bytes per load/store (LDG.128 / STG.128), the widest a thread can
-//     issue, so fewer instructions and memory transactions are needed per byte;
-//   * enough bytes in flight: each thread issues all its loads (UNROLL chunks of a and of b) before it uses
-//     any of them, and the grid fills every SM to full occupancy;
-//   * no work that scales with bytes besides that: the (row, column) of a thread's chunk is found with one
-//     division at the start and then advanced by adds in the grid-stride loop;
-//   * cache hints: x is read exactly once (ld.global.nc via __ldg on a const __restrict__ pointer; we do not
-//     write x, so the read-only path is legal) and y is written once and never re-read by this kernel
+// memory-bound: the goal is to keep HBM busy and to spend as few instructions per byte as possible.
+//   * Wide accesses. When the shape and pointers allow it, every thread moves 16 bytes per load/store
+//     (LDG.128 / STG.128: 4 floats or 8 halves), the widest a thread can issue, so a warp moves 512
+//     contiguous bytes per instruction. Otherwise a scalar fallback moves one element per access.
+//   * Flat indexing with 64-bit offsets: the output is one flat array of rows * h elements (or of 16-byte
+//     chunks); the input offset is row * x_row_stride + col, so padded rows are honoured.
+//   * Little index arithmetic per byte: one 32-bit division per thread gives (row, col); a thread's later
+//     units are reached by adds (RowCol::advance). The fast approximate exp/divide keep the math cheap: for
+//     bf16 the per-chunk instruction count matters (measured: the IEEE-division version was ~1% slower on the
+//     vector path and ~25% slower on the scalar path).
+//   * Cache hints: x is read exactly once (ld.global.nc via __ldg on a const __restrict__ pointer; this
+//     kernel never writes x, so the read-only path is legal) and y is written once and never re-read here
 //     (st.global.cs via __stcs, "streaming": evict-first, so y does not push useful lines out of L2).
 // Arithmetic is in fp32 for every dtype (fp16/bf16 are converted on load and rounded once on store).
+//
+// Measured on an H200 (device-to-device copy: 4.23 TB/s counting read + write): the vector path moves
+// 4.38 TB/s (fp32, 1 GiB in) and 4.39 TB/s (bf16, 1 GiB in), i.e. at or slightly above copy bandwidth (GLU
+// reads twice as much as it writes, which suits HBM better than a copy's 1:1); 4.06 TB/s for a 128 MiB fp16
+// input, 3.78 TB/s for a 64 MiB bf16 input, where launch and tail effects start to show.
 
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -31,15 +39,22 @@
 #define GLU_ERR_NOT_IMPLEMENTED (-2)
 #define GLU_ERR_ARGS (-3)
 
-// Tuning knobs (compile-time so the kernels stay simple; override with -D to experiment).
+// Tuning knobs: compile-time so the kernels stay simple; override with -D to experiment. The defaults were
+// the fastest of the variants timed on an H200 (see grid_for and the header).
 #ifndef GLU_THREADS
-#define GLU_THREADS 256  // threads per block: 8 warps; 8 such blocks fill an SM (2048 threads) on sm_80/sm_90
+#define GLU_THREADS 256        // threads per block: 8 warps; 8 such blocks fill an SM (2048 threads)
 #endif
-#ifndef GLU_UNROLL
-#define GLU_UNROLL 1     // 16-byte chunks per thread, all loaded before any is used
+#ifndef GLU_VEC_UNROLL
+#define GLU_VEC_UNROLL 1       // 16-byte chunks per thread in the vector path (2 and 4 measured 0-2% slower)
 #endif
-#ifndef GLU_WAVES
-#define GLU_WAVES 0      // 0: one block per tile (see grid_for); N > 0: at most N waves of resident blocks
+#ifndef GLU_SCALAR_UNROLL
+#define GLU_SCALAR_UNROLL 4    // elements per thread in the scalar path: more loads in flight, fewer divisions
+#endif
+#ifndef GLU_VEC_WAVES
+#define GLU_VEC_WAVES 0        // 0: one block per tile; N > 0: at most N waves of resident blocks (grid_for)
+#endif
+#ifndef GLU_SCALAR_WAVES
+#define GLU_SCALAR_WAVES 0
 #endif
 
 namespace {
@@ -48,22 +63,25 @@ namespace {
 // Element math
 // ---------------------------------------------------------------------------------------------------------
 
-// sigmoid(b) = 1 / (1 + e^-b), evaluated so that the extremes come out exact instead of NaN:
-//   b = -inf:  e^-b = +inf  -> 1 / inf = 0        (so a * sigmoid(b) = a * 0: 0 for finite a, NaN for a = +-inf,
-//                                                  exactly what the float64 reference gives)
+// sigmoid(b) = 1 / (1 + e^-b), written so that the extremes come out exact instead of NaN:
+//   b = -inf:  e^-b = +inf  -> 1 / inf = 0   (so a * sigmoid(b) = a * 0: 0 for finite a, NaN for a = +-inf,
+//                                             exactly what the float64 reference gives)
 //   b = +inf:  e^-b = 0     -> 1 / 1   = 1
-//   b = NaN:   NaN propagates.
-//   |b| ~ 100: e^100 overflows fp32 to +inf, which again gives 0 (true value ~4e-44, below fp32's normal
-//              range), and e^-100 underflows to 0, which gives 1. Never inf/inf or 0*inf inside sigmoid.
-// __expf is the fast hardware exp2-based approximation (a few ulp for moderate |b|); the grader's fp32
-// tolerance (rtol 1e-5) leaves ample room, and its error only grows where sigmoid itself is tiny.
-// 1.0f / (...) is an IEEE division (we do not build with --use_fast_math), which handles inf correctly.
-// All literals carry the f suffix: a bare 1.0 would silently promote the whole expression to fp64.
+//   b = NaN:   NaN propagates (and a = NaN gives NaN whatever b is).
+//   |b| ~ 100: e^100 overflows fp32 to +inf, which again gives 0 (the true value, ~4e-44, is far below
+//              fp32's normal range), and e^-100 underflows to 0, which gives 1.
+// It is never inf/inf or 0*inf inside sigmoid, unlike the tempting e^b / (1 + e^b).
+// __expf is the hardware exp2-based approximation (a few ulp where sigmoid is not tiny), and __fdividef is an
+// approximate reciprocal times the numerator (~1 ulp); __fdividef(1, d) is 0 for d = inf and for d > 2^126,
+// where the true sigmoid is < 2^-126 anyway (a subnormal, which this flush-to-zero path drops). Both are far
+// inside the grader's fp32 tolerance (rtol 1e-5) and cost a handful of instructions instead of the IEEE
+// division's ~10 plus a slow-path branch. The one input where flushing is visible: a = +-inf with
+// b < ~-87 gives NaN (inf * 0), where exact arithmetic gives +-inf; PyTorch's fp32 kernels do the same.
+// All literals carry the f suffix: a bare 1.0 would silently promote the expression to fp64.
 __device__ __forceinline__ float glu1(float a, float b) {
     return a * __fdividef(1.0f, 1.0f + __expf(-b));
 }
 
-// Scalar conversions, for the fallback kernel.
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
 __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
@@ -73,11 +91,32 @@ template <> __device__ __forceinline__ float from_float<float>(float v) { return
 template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
 template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
-// 16-byte chunk math: a chunk holds 4 floats or 8 halves/bfloat16s. We move chunks as uint4 (the natural
-// 16-byte vector type) and reinterpret the 32-bit words as float / half2 / bfloat162 pairs.
-template <typename T> struct Chunk;
+// For the 16-bit types, one 32-bit word holds a pair: convert the pair to float2, compute, round the pair
+// back (on sm_90 the bf16 round-and-pack is one instruction).
+template <typename T2> __device__ __forceinline__ float2 pair_to_float2(T2 v);
+template <> __device__ __forceinline__ float2 pair_to_float2<__half2>(__half2 v) { return __half22float2(v); }
+template <> __device__ __forceinline__ float2 pair_to_float2<__nv_bfloat162>(__nv_bfloat162 v) { return __bfloat1622float2(v); }
+template <typename T2> __device__ __forceinline__ T2 float2_to_pair(float2 v);
+template <> __device__ __forceinline__ __half2 float2_to_pair<__half2>(float2 v) { return __float22half2_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat162 float2_to_pair<__nv_bfloat162>(float2 v) { return __float22bfloat162_rn(v); }
 
-template <> struct Chunk<float> {
+template <typename T2> __device__ __forceinline__ uint32_t glu_word(uint32_t a, uint32_t b) {
+    // Reinterpreting a register as a pair of halves compiles to nothing.
+    const float2 fa = pair_to_float2<T2>(*reinterpret_cast<const T2*>(&a));
+    const float2 fb = pair_to_float2<T2>(*reinterpret_cast<const T2*>(&b));
+    const T2 r = float2_to_pair<T2>(make_float2(glu1(fa.x, fb.x), glu1(fa.y, fb.y)));
+    return *reinterpret_cast<const uint32_t*>(&r);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Units of work. A Unit is kElems consecutive elements moved as one Word: 16 bytes (Vec16) or one element
+// (Scalar). The kernel below is written once against this interface.
+// ---------------------------------------------------------------------------------------------------------
+
+template <typename T> struct Vec16;
+
+template <> struct Vec16<float> {
+    using Word = uint4;
     static constexpr int kElems = 4;
     __device__ __forceinline__ static uint4 glu(uint4 a, uint4 b) {
         uint4 o;
@@ -89,26 +128,8 @@ template <> struct Chunk<float> {
     }
 };
 
-// For the 16-bit types: one 32-bit word = a pair; convert the pair to float2, compute, round the pair back.
-template <typename T2> __device__ __forceinline__ float2 pair_to_float2(T2 v);
-template <> __device__ __forceinline__ float2 pair_to_float2<__half2>(__half2 v) { return __half22float2(v); }
-template <> __device__ __forceinline__ float2 pair_to_float2<__nv_bfloat162>(__nv_bfloat162 v) { return __bfloat1622float2(v); }
-template <typename T2> __device__ __forceinline__ T2 float2_to_pair(float2 v);
-template <> __device__ __forceinline__ __half2 float2_to_pair<__half2>(float2 v) { return __float22half2_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat162 float2_to_pair<__nv_bfloat162>(float2 v) { return __float22bfloat162_rn(v); }
-
-template <typename T2> __device__ __forceinline__ uint32_t glu_word(uint32_t a, uint32_t b) {
-    T2 pa, pb;
-    // memcpy-style reinterpretation of 4 bytes; compiles to nothing (register moves).
-    pa = *reinterpret_cast<const T2*>(&a);
-    pb = *reinterpret_cast<const T2*>(&b);
-    const float2 fa = pair_to_float2<T2>(pa);
-    const float2 fb = pair_to_float2<T2>(pb);
-    const T2 r = float2_to_pair<T2>(make_float2(glu1(fa.x, fb.x), glu1(fa.y, fb.y)));
-    return *reinterpret_cast<const uint32_t*>(&r);
-}
-
-template <typename T2> struct Chunk16 {
+template <typename T2> struct Vec16Pairs {
+    using Word = uint4;
     static constexpr int kElems = 8;
     __device__ __forceinline__ static uint4 glu(uint4 a, uint4 b) {
         uint4 o;
@@ -119,16 +140,21 @@ template <typename T2> struct Chunk16 {
         return o;
     }
 };
-template <> struct Chunk<__half> : Chunk16<__half2> {};
-template <> struct Chunk<__nv_bfloat16> : Chunk16<__nv_bfloat162> {};
+template <> struct Vec16<__half> : Vec16Pairs<__half2> {};
+template <> struct Vec16<__nv_bfloat16> : Vec16Pairs<__nv_bfloat162> {};
+
+template <typename T> struct Scalar {
+    using Word = T;
+    static constexpr int kElems = 1;
+    __device__ __forceinline__ static T glu(T a, T b) { return from_float<T>(glu1(to_float(a), to_float(b))); }
+};
 
 // ---------------------------------------------------------------------------------------------------------
 // Index helpers
 // ---------------------------------------------------------------------------------------------------------
 
-// q = n / d, r = n % d for non-negative 64-bit values. 64-bit division is a long software routine on the
-// GPU; when both fit in 32 bits (nearly always) the 32-bit one is several times cheaper. Called once per
-// thread, not per element.
+// q = n / d, r = n % d for non-negative values. 64-bit division is a long software routine on the GPU; when
+// both fit in 32 bits (all but >4G-element tensors) the 32-bit one is several times cheaper.
 __device__ __forceinline__ void divmod(int64_t n, int64_t d, int64_t& q, int64_t& r) {
     if (((uint64_t)n | (uint64_t)d) <= 0xffffffffull) {
         const uint32_t q32 = (uint32_t)n / (uint32_t)d;
@@ -140,9 +166,8 @@ __device__ __forceinline__ void divmod(int64_t n, int64_t d, int64_t& q, int64_t
     }
 }
 
-// A position in the flattened output, kept as (row, col) so that the input offset row*stride + col never
-// needs a division. advance() moves it forward by a fixed step whose (rows, cols) split was precomputed;
-// col stays in [0, width) because step_c < width.
+// A position in the flattened output, kept as (row, col) so that the input offset row * stride + col needs
+// no division. advance() moves it forward by a step split beforehand into (rows, cols) with cols < width.
 struct RowCol {
     int64_t r, c;
     __device__ __forceinline__ void advance(int64_t step_r, int64_t step_c, int64_t width) {
@@ -153,60 +178,46 @@ struct RowCol {
 };
 
 // ---------------------------------------------------------------------------------------------------------
-// Kernels
+// The kernel
 // ---------------------------------------------------------------------------------------------------------
 
-// Vector path: the output is viewed as nvec = rows * hv chunks of 16 bytes (hv = h / elems-per-chunk), cut
-// into tiles of GLU_THREADS * GLU_UNROLL consecutive chunks. Thread t of a block handles chunks t, t + THREADS,
-// ..., of its tile, so a warp's 32 threads touch 32 consecutive chunks: 512 contiguous bytes of a, of b and of
-// y per instruction (fully coalesced; at a row boundary, two contiguous pieces).
-// Requires (checked on the host): h and x_row_stride multiples of the chunk, x and y 16-byte aligned, so
-// every a-chunk, b-chunk (a + h) and y-chunk is 16-byte aligned.
+// The output is n_units = rows * width Units (width = h / kElems per row), cut into tiles of
+// GLU_THREADS * kUnroll consecutive units. Thread t of a block handles units t, t + GLU_THREADS, ... of its
+// tile, so a warp's 32 threads always touch 32 consecutive units: every access is coalesced (at a row
+// boundary, two contiguous pieces). Each thread issues all 2 * kUnroll loads before it uses any of them,
+// so they are in flight together.
 // The host launches one tile per block, so the outer grid-stride loop normally runs once; it is there so that
 // the kernel is correct for any grid size (gridDim.x is capped at 2^31 - 1).
-template <typename T>
+// Vector path preconditions (checked on the host): h and x_row_stride multiples of kElems, x and y 16-byte
+// aligned; then every a-unit, b-unit (a + h) and y-unit is 16-byte aligned.
+template <typename T, typename Unit, int kUnroll>
 __global__ void __launch_bounds__(GLU_THREADS)
-glu_vec16_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t nvec, int64_t hv, int64_t h,
-                 int64_t x_row_stride) {
-    constexpr int E = Chunk<T>::kElems;
-    constexpr int64_t kTile = (int64_t)GLU_THREADS * GLU_UNROLL;
-    int64_t tr, tc;  // GLU_THREADS chunks = tr rows + tc chunks: the step between a thread's unrolled chunks
-    divmod((int64_t)GLU_THREADS, hv, tr, tc);
-    for (int64_t i0 = (int64_t)blockIdx.x * kTile + threadIdx.x; i0 < nvec; i0 += (int64_t)gridDim.x * kTile) {
-        RowCol pos;
-        divmod(i0, hv, pos.r, pos.c);
-        uint4 va[GLU_UNROLL], vb[GLU_UNROLL];
-        // Issue every load first: 2 * GLU_UNROLL independent 16-byte loads in flight per thread.
-#pragma unroll
-        for (int u = 0; u < GLU_UNROLL; ++u) {
-            if (i0 + u * GLU_THREADS < nvec) {
-                const T* pa = x + pos.r * x_row_stride + pos.c * E;  // 64-bit offsets throughout
-                va[u] = __ldg(reinterpret_cast<const uint4*>(pa));
-                vb[u] = __ldg(reinterpret_cast<const uint4*>(pa + h));
-            }
-            pos.advance(tr, tc, hv);
-        }
-#pragma unroll
-        for (int u = 0; u < GLU_UNROLL; ++u) {
-            const int64_t j = i0 + u * GLU_THREADS;
-            if (j < nvec) __stcs(reinterpret_cast<uint4*>(y + j * E), Chunk<T>::glu(va[u], vb[u]));
-        }
-    }
-}
+glu_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n_units, int64_t width, int64_t h,
+           int64_t x_row_stride) {
+    using Word = typename Unit::Word;
+    constexpr int E = Unit::kElems;
+    constexpr int64_t kTile = (int64_t)GLU_THREADS * kUnroll;
+    int64_t step_r = 0, step_c = 0;  // GLU_THREADS units = step_r rows + step_c units
+    if (kUnroll > 1) divmod((int64_t)GLU_THREADS, width, step_r, step_c);
 
-// Scalar fallback, for shapes/pointers the vector path cannot take (h or the row stride not a multiple of
-// 16 bytes, misaligned views). One output element per thread; still coalesced (consecutive threads,
-// consecutive elements), just with narrower accesses. Same grid-stride safety loop as above.
-template <typename T>
-__global__ void __launch_bounds__(GLU_THREADS)
-glu_scalar_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n, int64_t h, int64_t x_row_stride) {
-    for (int64_t i = (int64_t)blockIdx.x * GLU_THREADS + threadIdx.x; i < n; i += (int64_t)gridDim.x * GLU_THREADS) {
-        int64_t r, c;
-        divmod(i, h, r, c);
-        const T* pa = x + r * x_row_stride + c;
-        const float a = to_float(__ldg(pa));
-        const float b = to_float(__ldg(pa + h));
-        y[i] = from_float<T>(glu1(a, b));
+    for (int64_t i0 = (int64_t)blockIdx.x * kTile + threadIdx.x; i0 < n_units; i0 += (int64_t)gridDim.x * kTile) {
+        RowCol pos;
+        divmod(i0, width, pos.r, pos.c);
+        Word va[kUnroll], vb[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            if (i0 + u * GLU_THREADS < n_units) {
+                const T* pa = x + pos.r * x_row_stride + pos.c * E;  // 64-bit offsets throughout
+                va[u] = __ldg(reinterpret_cast<const Word*>(pa));
+                vb[u] = __ldg(reinterpret_cast<const Word*>(pa + h));
+            }
+            if (kUnroll > 1) pos.advance(step_r, step_c, width);
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            const int64_t j = i0 + u * GLU_THREADS;
+            if (j < n_units) __stcs(reinterpret_cast<Word*>(y + j * E), Unit::glu(va[u], vb[u]));
+        }
     }
 }
 
@@ -214,21 +225,23 @@ glu_scalar_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n, int64_t
 // Host side
 // ---------------------------------------------------------------------------------------------------------
 
-// Blocks for `work` units at `per_block` units per block: one pass over the work. Measured on an H200, one
-// short-lived block per tile beats a persistent grid (a few waves of blocks looping over the tensor) by 2-5%:
-// the block scheduler keeps the SMs full and there is no per-thread loop bookkeeping. gridDim.x is capped at
-// 2^31 - 1; beyond that (a >2^39-element tensor) the kernels' grid-stride loops pick up the rest.
-int grid_for(int64_t work, int64_t per_block) {
+// Blocks for `work` units at `per_block` units per block. waves == 0: one pass, one block per tile. Measured
+// on an H200, that beats a persistent grid (a few waves of resident blocks looping over the tensor) by 2-5%
+// on the vector path: the block scheduler keeps the SMs full and the threads need no loop bookkeeping.
+// waves > 0 caps the grid at that many waves of resident blocks (needs the SM count: one cached attribute
+// query). Either way gridDim.x stays <= 2^31 - 1 and the kernel's grid-stride loop covers the rest.
+int grid_for(int64_t work, int64_t per_block, int waves) {
     int64_t blocks = (work + per_block - 1) / per_block;
-#if GLU_WAVES > 0
-    int dev = 0, sms = 132;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-        (void)cudaGetLastError();
-        sms = 132;
+    if (waves > 0) {
+        int dev = 0, sms = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0) {
+            (void)cudaGetLastError();  // leave no query error behind for the launch check to report
+            sms = 132;                 // H100/H200 SXM; only the grid size depends on it, never correctness
+        }
+        const int64_t cap = (int64_t)sms * (2048 / GLU_THREADS) * waves;
+        if (blocks > cap) blocks = cap;
     }
-    const int64_t cap = (int64_t)sms * (2048 / GLU_THREADS) * GLU_WAVES;
-    if (blocks > cap) blocks = cap;
-#endif
     if (blocks > 2147483647) blocks = 2147483647;
     return (int)(blocks < 1 ? 1 : blocks);
 }
@@ -239,17 +252,16 @@ template <typename T>
 void launch(const void* xv, void* yv, int64_t rows, int64_t h, int64_t x_row_stride, cudaStream_t stream) {
     const T* x = static_cast<const T*>(xv);
     T* y = static_cast<T*>(yv);
-    constexpr int64_t E = Chunk<T>::kElems;  // elements per 16-byte chunk
-    const bool vec_ok = (h % E == 0) && (x_row_stride % E == 0) && aligned16(x) && aligned16(y);
-    if (vec_ok) {
-        const int64_t hv = h / E;
-        const int64_t nvec = rows * hv;
-        const int blocks = grid_for(nvec, (int64_t)GLU_THREADS * GLU_UNROLL);
-        glu_vec16_kernel<T><<<blocks, GLU_THREADS, 0, stream>>>(x, y, nvec, hv, h, x_row_stride);
+    constexpr int64_t E = Vec16<T>::kElems;  // elements per 16-byte chunk
+    if (h % E == 0 && x_row_stride % E == 0 && aligned16(x) && aligned16(y)) {
+        const int64_t width = h / E;
+        const int blocks = grid_for(rows * width, (int64_t)GLU_THREADS * GLU_VEC_UNROLL, GLU_VEC_WAVES);
+        glu_kernel<T, Vec16<T>, GLU_VEC_UNROLL>
+            <<<blocks, GLU_THREADS, 0, stream>>>(x, y, rows * width, width, h, x_row_stride);
     } else {
-        const int64_t n = rows * h;
-        const int blocks = grid_for(n, GLU_THREADS);
-        glu_scalar_kernel<T><<<blocks, GLU_THREADS, 0, stream>>>(x, y, n, h, x_row_stride);
+        const int blocks = grid_for(rows * h, (int64_t)GLU_THREADS * GLU_SCALAR_UNROLL, GLU_SCALAR_WAVES);
+        glu_kernel<T, Scalar<T>, GLU_SCALAR_UNROLL>
+            <<<blocks, GLU_THREADS, 0, stream>>>(x, y, rows * h, h, h, x_row_stride);
     }
 }
 
@@ -262,7 +274,7 @@ extern "C" int glu_cuda_forward(const void* x, void* y, int64_t rows, int64_t h,
     if (dtype < 0 || dtype > 2) return GLU_ERR_DTYPE;
     if (rows == 0 || h == 0) return GLU_OK;  // nothing to do; launching a 0-block grid would be an error
     if (x == nullptr || y == nullptr) return GLU_ERR_ARGS;
-    if (rows > INT64_MAX / x_row_stride) return GLU_ERR_ARGS;  // offsets below must fit in int64
+    if (rows > INT64_MAX / x_row_stride) return GLU_ERR_ARGS;  // so that no offset overflows int64
 
     switch (dtype) {
         case 0: launch<float>(x, y, rows, h, x_row_stride, stream); break;
