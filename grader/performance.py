@@ -31,8 +31,8 @@ CALLS_PER_ROUND = 5
 SCALES = (0.25, 0.5, 1.0, 2.0, 4.0, -0.5, -1.0, -2.0)  # powers of two: scaling is exact in every dtype
 FIRST_SAMPLE = 1 << 20  # elements checked on the first timed output of each function
 ROUND_SAMPLE = 1 << 14  # elements checked on one random timed call per round
-HOST_FLAG_RATIO = 1.10
-FLOOR_SLACK = 0.10  # a time 10% under bytes / (fastest measured bandwidth) is called impossible  # host-derived time > 10% above the event time: flagged
+HOST_FLAG_RATIO = 1.10  # host-derived time > 10% above the event time: flagged
+FLOOR_SLACK = 0.10  # a time 10% under bytes / (fastest measured bandwidth) is called impossible
 
 
 def bytes_moved(problem: Problem, case: Case) -> int:
@@ -62,12 +62,14 @@ class _Sample:
         self.name, self.k, self.scale, self.idx = name, k, scale, idx
 
 
-def _plan(rng: random.Random, n_out: int, first: bool) -> tuple[list, list[tuple[int, float, torch.Tensor]]]:
+def _plan(rng: random.Random, n_out: int, first: bool, prev_k: int | None = None) -> tuple[list, list[tuple[int, float, torch.Tensor]]]:
+    """One round's calls. prev_k: the set the previous round ended on, so rounds don't repeat it either."""
     plan, checks = [], []
     vcall = 0 if first else rng.randrange(CALLS_PER_ROUND)
     for j in range(CALLS_PER_ROUND):
         # A different set from the previous call (never the same buffers twice in a row), chosen at random.
-        k = (plan[-1][0] + rng.randrange(1, N_SETS)) % N_SETS if plan else rng.randrange(N_SETS)
+        last = plan[-1][0] if plan else prev_k
+        k = (last + rng.randrange(1, N_SETS)) % N_SETS if last is not None else rng.randrange(N_SETS)
         scale = rng.choice(SCALES)
         idx = None
         if j == vcall and n_out:
@@ -164,10 +166,12 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
     order = list(names)
     t_start = time.monotonic()
     rnd, why = 0, ""
+    last_k: dict[str, int] = {}
     while True:
         live = [w for w in order if w not in dead]
         for w in live[rnd % len(live):] + live[: rnd % len(live)]:
-            plan, want = _plan(rng, n_out, first=(rnd == 0))
+            plan, want = _plan(rng, n_out, first=(rnd == 0), prev_k=last_k.get(w))
+            last_k[w] = plan[-1][0]
             try:
                 r = boxes[w].request("time_round", {"names": names[w], "plan": plan}, timeout_s=limit, what=f"timing {case.name}")
             except WorkerFailure as e:

@@ -65,6 +65,10 @@ def credit(t_ms: float, th: Thresholds) -> float:
         return 1.0
     if t_ms >= th.zero_ms:
         return 0.0
+    if th.partial_ms <= th.full_ms:
+        # The partial baseline is itself the full-credit one (eager fastest): one log-time ramp 0 .. 1,
+        # so that the credit never jumps from 1 to partial_credit at a single point.
+        return _interp(t_ms, th.zero_ms, th.full_ms, 0.0, 1.0)
     if t_ms <= th.partial_ms:
         return _interp(t_ms, th.partial_ms, th.full_ms, th.partial_credit, 1.0)
     return _interp(t_ms, th.zero_ms, th.partial_ms, 0.0, th.partial_credit)
