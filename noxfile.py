@@ -16,7 +16,7 @@ nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["tests"]
 
-REQS = ["torch", "triton", "pyyaml", "rich"]
+REQS = ["-r", "requirements.txt"]  # shared with the Dockerfile
 
 
 def _install(session: nox.Session, *extra: str) -> None:

@@ -224,12 +224,32 @@ class UserError(Exception):
     """A problem with the submission, explained in one line for the student."""
 
 
+def _drop_privileges() -> None:
+    """In the container the grader is root (to keep the secret seed and the results out of reach); student code
+    must not be. GRADER_STUDENT_UID names the unprivileged user to become before anything else is imported."""
+    uid = os.environ.get("GRADER_STUDENT_UID")
+    if not uid or os.getuid() != 0:
+        return
+    import pwd
+
+    try:
+        gid = pwd.getpwuid(int(uid)).pw_gid
+    except KeyError:
+        gid = int(uid)
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(int(uid))
+    if os.getuid() == 0:  # pragma: no cover - setuid cannot silently fail, but never run student code as root
+        raise SystemExit("could not drop root privileges")
+
+
 def main(conn: Any, device: str) -> None:
     """Entry point of the spawned child."""
     try:
         os.setsid()  # own process group: the parent kills the whole group, forks included
     except OSError:
         pass
+    _drop_privileges()
     if device == "cpu":
         import warnings
 
