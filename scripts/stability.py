@@ -42,7 +42,7 @@ def main() -> int:
     print(f"{'case':<16} {'implementation':<10} {'min ms':>9} {'max ms':>9} {'spread':>8}")
     for (case, name), ms in sorted(medians.items()):
         spread = (max(ms) - min(ms)) / min(ms)
-        bad = spread > a.max_spread and name not in ("manual", "eager", "compiled")
+        bad = spread > a.max_spread
         ok &= not bad
         print(f"{case:<16} {name:<10} {min(ms):9.4f} {max(ms):9.4f} {100 * spread:7.2f}%{'  <-- over' if bad else ''}")
     print("STABLE" if ok else "UNSTABLE")
