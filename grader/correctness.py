@@ -68,6 +68,8 @@ def check_case(
     v = check.check_meta(meta, shape=problem.out_shape(case.shape), dtype=case.dtype, device_type=torch.device(device).type)
     if not v.ok:
         return v
+    if not check.same_values(reply["x_after"], base):
+        return check.Verdict(False, "the input was modified: a kernel must not write into x")
     cols = case.shape[-1]
     x = base[..., :cols] if case.pad else base
     xd = x.to(device)
@@ -80,8 +82,6 @@ def check_case(
     if not check.same_values(out1, out2):
         n = int((~((out1 == out2) | (out1.isnan() & out2.isnan()))).sum())
         return check.Verdict(False, f"not deterministic: two runs on the same input differ in {n} elements (a race, or reading unwritten memory?)")
-    if not check.same_values(reply["x_after"], base):
-        return check.Verdict(False, "the input was modified: a kernel must not write into x")
     return v
 
 
@@ -108,7 +108,11 @@ def run_correctness(
 
     def start() -> Sandbox:
         b = Sandbox(device)
-        b.request("load", target.payload(problem), timeout_s=max(1.0, deadline - time.monotonic()), what="loading the submission")
+        try:
+            b.request("load", target.payload(problem), timeout_s=max(1.0, deadline - time.monotonic()), what="loading the submission")
+        except WorkerFailure:
+            b.close()  # a worker that could not load is ours to end, not a stray of the submission's
+            raise
         return b
 
     try:
@@ -130,7 +134,10 @@ def run_correctness(
             base = inputs.make_input(case, "cpu", secret)
             if case.pad:
                 base = base._base if base._base is not None else base  # send the padded buffer, not a copy
-            payload = {"base": base.contiguous(), "cols": case.shape[-1], "out_numel": _numel(problem.out_shape(case.shape))}
+            base = base.contiguous()
+            # Send a copy: on CPU, torch's pickling moves a sent tensor into shared memory, so a kernel that
+            # writes into x would also rewrite the parent's copy used for the truth and the input check.
+            payload = {"base": base.clone(), "cols": case.shape[-1], "out_numel": _numel(problem.out_shape(case.shape))}
             t0 = time.monotonic()
             try:
                 reply = box.request("run", payload, timeout_s=max(1.0, deadline - time.monotonic()), what=f"case {case.name}")
@@ -143,7 +150,7 @@ def run_correctness(
                     if "timed out" in e.line or restarts > MAX_RESTARTS:
                         load_error = f"not run: an earlier case {'hung' if 'timed out' in e.line else 'crashed the process repeatedly'} ({case.name})"
                 continue
-            verdict = check_case(problem, case, reply, payload["base"], ref, device)
+            verdict = check_case(problem, case, reply, base, ref, device)
             state = PASSED if verdict.ok else FAILED
             results.append(
                 _test(impl, case, case.points if verdict.ok else 0.0, state, verdict.text(),

@@ -58,7 +58,10 @@ class Timer:
         self._record(e)
         self._sync()
         ms = self._elapsed(s, e)
-        return cycles / max(ms * 1e3, 1.0)
+        # Calibrated on an idle GPU the SM clock may be low (345 MHz seen on the H200), which would make every
+        # later sleep far too short at boost clock. Assume at least 2 GHz: sleeps are then never shorter
+        # than asked, at most a few times longer on a slow clock.
+        return max(cycles / max(ms * 1e3, 1.0), 2000.0)
 
     def device_info(self) -> dict[str, Any]:
         p = torch.cuda.get_device_properties(self.device)
