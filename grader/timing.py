@@ -148,7 +148,10 @@ class Timer:
         verify, when not None, is a CPU int64 tensor of flat output indices: the values there come back so the
         parent can check them against its own truth for that exact input.
         """
-        sleep_cycles = int(p.get("sleep_us", 100) * self.cycles_per_us)
+        # 1 ms of GPU sleep ahead of each timed call: Python launchers (Triton's, torch.compile's guards, a
+        # ctypes binding) take 20-200 us on the host, and any of it not hidden behind the sleep lands in the
+        # event interval. 100 us was measured not to be enough (medians of launch-heavy kernels spread 5-12%).
+        sleep_cycles = int(p.get("sleep_us", 1000) * self.cycles_per_us)
         result: dict[str, Any] = {}
         for name in p["names"]:
             fn = fns[name]

@@ -22,21 +22,6 @@ from grader.results import FAILED, PASSED, SKIPPED
 BROKEN = Path(__file__).resolve().parent / "broken"
 BROKEN_NAMES = sorted(p.name for p in BROKEN.iterdir() if (p / "glu_triton.py").is_file())
 
-# grader bugs that some expectations below run into; the xfails are strict, so a fix turns them into failures
-# that say "remove the marker".
-SHARED_INPUT_BUG = (
-    "grader bug: on CPU the input reaches the worker through torch's multiprocessing shared memory, so a kernel "
-    "that writes into x also rewrites the parent's copy that the truth and the input-unchanged check use"
-)
-CHECK_ORDER_BUG = (
-    "grader diagnostics: check_case tests determinism before the input-unchanged check, so a kernel whose write "
-    "into x changes its second run is reported as 'not deterministic'"
-)
-STRAY_NOTE_BUG = (
-    "grader bug: when 'load' fails, correctness.start() never closes its Sandbox; reap_strays then kills that "
-    "worker and the notes blame the submission for leaving a process running"
-)
-
 N_BAD = re.compile(r"(\d+) of (\d+) elements wrong")
 FIRST_AT = re.compile(r"at index \(([\d, ]+)\): expected (\S+), got (\S+)")
 NANS = re.compile(r"NaN: expected (\d+), got (\d+)")
@@ -136,10 +121,7 @@ def test_every_broken_submission_has_a_diagnosis():
     assert set(BROKEN_NAMES) == set(DIAGNOSES), "add a diagnosis for each tests/broken/<name>/ (and vice versa)"
 
 
-@pytest.mark.parametrize(
-    "name",
-    [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=SHARED_INPUT_BUG)) if n == "mutates_input" else n for n in BROKEN_NAMES],
-)
+@pytest.mark.parametrize("name", BROKEN_NAMES)
 def test_broken_submission_loses_points(name, problem, grade_dir):
     g = grade_broken(grade_dir, name)
     cases = ran(g, problem)
@@ -239,6 +221,7 @@ def _missing_mask(cases):
 
 
 def _mutates_input(cases):
+    # Regression: on CPU the sent input used to be shared memory with the parent's copy, so this passed.
     for c, t in cases.values():
         if c.dist == "saturating":  # |b| >= 80: clamped in place
             expect(t, FAILED, "input was modified")
@@ -247,6 +230,7 @@ def _mutates_input(cases):
 
 
 def _mutates_input_inplace(cases):
+    # Regression: the second run reads the modified x; this used to be reported as "not deterministic".
     for c, t in cases.values():
         if n_out(c):
             expect(t, FAILED, "input was modified")
@@ -294,16 +278,9 @@ DIAGNOSES = {
     "import_error": _import_error,
     "syntax_error": _syntax_error,
 }
-XFAIL = {
-    "mutates_input": SHARED_INPUT_BUG,
-    "mutates_input_inplace": SHARED_INPUT_BUG + "; and " + CHECK_ORDER_BUG,
-}
 
 
-@pytest.mark.parametrize(
-    "name",
-    [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=XFAIL[n])) if n in XFAIL else n for n in sorted(DIAGNOSES)],
-)
+@pytest.mark.parametrize("name", sorted(DIAGNOSES))
 def test_broken_submission_diagnosis(name, problem, grade_dir):
     g = grade_broken(grade_dir, name)
     cases = ran(g, problem)
@@ -318,9 +295,10 @@ def test_sys_exit_does_not_stall_the_grade(problem, grade_dir):
     assert g.phases["correctness"] < 120, g.phases
 
 
-@pytest.mark.xfail(strict=True, reason=STRAY_NOTE_BUG)
 @pytest.mark.parametrize("name", ["import_error", "syntax_error"])
 def test_load_failure_is_not_reported_as_a_stray_process(name, grade_dir):
+    # Regression: a worker that failed to load used to be left running, then killed by reap_strays and
+    # reported as a process the submission left behind.
     g = grade_broken(grade_dir, name)
     assert not [n for n in g.notes if "left running" in n], g.notes
 

@@ -1,8 +1,8 @@
 """BROKEN on purpose (tests/test_correctness.py): writes sigmoid(b) back into x's b half "to save memory".
 
 The first call's output is right, but x is modified, so the grader's second run on the same x computes
-a * sigmoid(sigmoid(b)). Every non-empty case fails; tests/test_correctness.py says what the grader
-should report ("the input was modified") and what it reports today.
+a * sigmoid(sigmoid(b)). Every non-empty case must fail with "the input was modified" (checked before
+determinism, which the changed second run would also fail).
 """
 
 from __future__ import annotations
