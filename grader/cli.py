@@ -63,7 +63,6 @@ def _secret(path: Path | None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    err = Console(stderr=True)
     try:
         problem = load_problem(find_problem(args.problem, ROOT))
         for o in getattr(args, "only", []) or ():
@@ -80,11 +79,11 @@ def main(argv: list[str] | None = None) -> int:
             correctness=args.command != "bench",
         )
         _check_writable(args.out)
-        with err.status("grading...") as status:
+        with Console(stderr=True).status("grading...") as status:
             g = grade(problem, opts, progress=lambda s: status.update(f"grading: {s}"))
         path = report.write_results(g, args.out)
     except (SpecError, GraderError) as e:
-        err.print(f"grader error: {e}", markup=False, highlight=False)
+        print(f"grader error: {e}", file=sys.stderr)  # one line, never wrapped (rich would wrap at 80 in CI)
         return 2
     if args.command == "bench":
         report.print_bench(g)

@@ -140,7 +140,8 @@ def run_correctness(
             payload = {"base": base.clone(), "cols": case.shape[-1], "out_numel": _numel(problem.out_shape(case.shape))}
             t0 = time.monotonic()
             try:
-                reply = box.request("run", payload, timeout_s=max(1.0, deadline - time.monotonic()), what=f"case {case.name}")
+                budget = min(problem.limits.case_s, deadline - time.monotonic())
+                reply = box.request("run", payload, timeout_s=max(1.0, budget), what=f"case {case.name}")
             except WorkerFailure as e:
                 msg = e.line + (f"\n{e.detail}" if e.detail else "")
                 results.append(_test(impl, case, 0.0, FAILED, msg))

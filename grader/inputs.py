@@ -25,9 +25,14 @@ def mix_seed(case_seed: int, secret: int = 0, salt: str = "") -> int:
 
 def make_input(case: Case, device: str | torch.device, secret: int = 0, salt: str = "") -> torch.Tensor:
     """x for `case`: shape case.shape, dtype case.dtype, last dim contiguous, row stride cols + pad."""
+    return make_input_seeded(case, device, mix_seed(case.seed, secret, salt))
+
+
+def make_input_seeded(case: Case, device: str | torch.device, seed: int) -> torch.Tensor:
+    """The same, from an already mixed seed: what untrusted workers get, so they never see the secret."""
     device = torch.device(device)
     gen = torch.Generator(device=device)
-    gen.manual_seed(mix_seed(case.seed, secret, salt))
+    gen.manual_seed(seed)
     dtype = TORCH_DTYPES[case.dtype]
     *lead, cols = case.shape
     full = (*lead, cols + case.pad)

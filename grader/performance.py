@@ -146,7 +146,8 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
     n_out = 1
     for d in shape_out:
         n_out *= d
-    setup_p = {"case": asdict(case), "secret": secret, "n_sets": N_SETS, "warmup_ms": 200}
+    seeds = [inputs.mix_seed(case.seed, secret, f"perf{k}") for k in range(N_SETS)]
+    setup_p = {"case": asdict(case), "seeds": seeds, "warmup_ms": 200}
     names = {"baselines": list(problem.baselines)} | {t.impl.name: [t.impl.name] for t in targets}
     setup_info: dict[str, Any] = {}
     t_case = time.monotonic()

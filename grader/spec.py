@@ -70,6 +70,7 @@ class Performance:
 @dataclass(frozen=True)
 class Limits:
     build_s: float = 180.0
+    case_s: float = 120.0  # one correctness case (two calls); a hang costs this, not the whole stage
     correctness_s: float = 600.0
     timing_s: float = 600.0
 
@@ -214,7 +215,9 @@ def load_problem(path: str | Path) -> Problem:
     out_cols = v.string(raw.get("out_cols", "same"), "out_cols", ("half", "same"))
 
     impls: dict[str, Implementation] = {}
-    rimpl = v.mapping(raw["implementations"], "implementations", set(), set(raw["implementations"] or {}))
+    if not isinstance(raw["implementations"], dict):
+        raise v.fail("implementations", "a mapping of implementation name to its settings", raw["implementations"])
+    rimpl = v.mapping(raw["implementations"], "implementations", set(), set(raw["implementations"]))
     if not rimpl:
         raise v.fail("implementations", "at least one implementation", rimpl)
     for name, r in rimpl.items():
@@ -290,7 +293,7 @@ def load_problem(path: str | Path) -> Problem:
 
     limits = Limits()
     if "limits" in raw:
-        rl = v.mapping(raw["limits"], "limits", set(), {"build_s", "correctness_s", "timing_s"})
+        rl = v.mapping(raw["limits"], "limits", set(), {"build_s", "case_s", "correctness_s", "timing_s"})
         limits = Limits(**{k: v.number(x, f"limits.{k}", 1, 86400) for k, x in rl.items()})
 
     return Problem(

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import torch
 
-from .inputs import make_input
+from .inputs import make_input_seeded
 from .spec import Case
 
 _perf_counter = time.perf_counter
@@ -117,8 +117,8 @@ class Timer:
         torch.cuda.empty_cache()
         case = Case(**p["case"])
         self.cols = case.shape[-1]
-        for k in range(p["n_sets"]):
-            x = make_input(case, self.device, p["secret"], salt=f"perf{k}")
+        for seed in p["seeds"]:  # mixed with the secret by the parent: the secret itself never comes here
+            x = make_input_seeded(case, self.device, seed)
             base = x._base if x._base is not None else x
             self.pristine.append(base)
             self.work.append(base.clone())

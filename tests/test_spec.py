@@ -23,11 +23,6 @@ SIBLINGS = ("reference.py", "solution_triton.py", "solution_cuda.cu")
 
 # The CLI promises "one line on stderr" for exit 2. rich wraps at the console width, which off a terminal is 80
 # columns (or $COLUMNS): the line breaks inside long messages such as tmp paths. Strict, so a fix shows up.
-CLI_WRAP_BUG = (
-    "grader bug: cli.main prints 'grader error: ...' with rich's Console(stderr=True).print, which wraps the "
-    "message at 80 columns when stderr is not a terminal"
-)
-
 
 @pytest.fixture(scope="module")
 def raw_spec(repo_root) -> dict:
@@ -190,12 +185,6 @@ def test_wrong_dtype_names_the_choices(spec_dir, raw_spec):
     assert_one_line_naming(ei.value, path, "fp16", *DTYPES)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="grader bug: spec.py load_problem builds set(raw['implementations']) before checking it is a mapping, "
-    "so a YAML list of mappings raises TypeError (unhashable dict): the CLI prints a traceback and exits 1",
-)
 def test_implementations_as_a_list_is_a_spec_error(spec_dir, raw_spec):
     raw = copy.deepcopy(raw_spec)
     raw["implementations"] = [{k: v} for k, v in raw["implementations"].items()]  # "- triton: {...}"
@@ -275,7 +264,6 @@ def test_cli_exits_2_with_a_grader_error(name, cli_errors):
         assert n in msg, f"{n!r} not in {msg!r}"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=CLI_WRAP_BUG)
 @pytest.mark.parametrize("name", ["bad_spec", "missing_submission", "empty_submission"])
 def test_cli_error_is_one_line(name, cli_errors):
     proc, _ = cli_errors[name]
