@@ -6,8 +6,9 @@ torch.compile), one untrusted worker per implementation runs the submission. Eac
   2. rounds, round-robin across workers (rotated each round), so drift and heat hit all alike, until the
      stop rule holds for every timed function (grader/stats.py);
   3. the parent verifies sampled elements of timed outputs against its own float64 truth for that exact input;
-  4. score (grader/score.py) on the effective time: the event median, or the host-clock median minus the
-     trusted baseline's host overhead, whichever is larger (work hidden on another stream counts).
+  4. score (grader/score.py) on the effective time: the event median; but when the host clock (median, less
+     the trusted eager baseline's host overhead) exceeds it by far more than host jitter, that host-derived
+     time instead, and a flag (work hidden on another stream counts).
 """
 
 from __future__ import annotations
@@ -31,7 +32,11 @@ CALLS_PER_ROUND = 5
 SCALES = (0.25, 0.5, 1.0, 2.0, 4.0, -0.5, -1.0, -2.0)  # powers of two: scaling is exact in every dtype
 FIRST_SAMPLE = 1 << 20  # elements checked on the first timed output of each function
 ROUND_SAMPLE = 1 << 14  # elements checked on one random timed call per round
-HOST_FLAG_RATIO = 1.10  # host-derived time > 10% above the event time: flagged
+# The host clock is a guard, not the measurement: its sync latency jitters by ~5-10 us, which is 10-30% of
+# a 30 us kernel (stability runs on the H200 showed exactly that). It takes over only when it exceeds the
+# event time by far more than that jitter, i.e. when real work ran outside the timed stream.
+HOST_FLAG_RATIO = 1.5
+HOST_FLAG_SLACK_MS = 0.02
 FLOOR_SLACK = 0.10  # a time 10% under bytes / (fastest measured bandwidth) is called impossible
 
 
@@ -200,10 +205,12 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
 
     def describe(n: str) -> dict[str, Any]:
         se, sh = stats.summarize(event[n]), stats.summarize(host[n])
-        eff = max(se.median, sh.median - gap_ref)
+        host_derived = sh.median - gap_ref
+        hidden = host_derived > HOST_FLAG_RATIO * se.median + HOST_FLAG_SLACK_MS
+        eff = host_derived if hidden else se.median
         bps = bytes_moved(problem, case) / (eff * 1e-3)
         return {
-            "event": se.as_dict(), "host": sh.as_dict(), "effective_ms": eff, "gbps": bps / 1e9,
+            "event": se.as_dict(), "host": sh.as_dict(), "effective_ms": eff, "host_derived_ms": host_derived, "hidden_work": hidden, "gbps": bps / 1e9,
             "pct_roofline": 100 * bps / copy_bps, "speedup_vs_eager": (base_ms.get("eager", eff) / eff),
             "compile_s": setup_info.get(_owner(names, n), {}).get("compile_s", {}).get(n),
             "verified": verified.get(n, (False, "no timed output was checked"))[1],
@@ -229,7 +236,7 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
         flags = []
         if not ok:
             flags.append(f"timed outputs are wrong: {vmsg}")
-        if d["effective_ms"] > HOST_FLAG_RATIO * d["event"]["median"]:
+        if d["hidden_work"]:
             flags.append(f"host clock shows {d['host']['median']:.4g} ms against {d['event']['median']:.4g} ms of events: work outside the timed stream? (scored on the host-derived time)")
         if score.below_floor(d["effective_ms"], floor):
             flags.append(f"{d['effective_ms']:.4g} ms is below the physical floor {floor:.4g} ms (bytes / copy bandwidth): impossible, so not real work")
