@@ -47,8 +47,9 @@ def glu_kernel(
     # TODO 1. Which output elements are mine?
     #   pid = tl.program_id(0)
     #   offs = pid * BLOCK + tl.arange(0, BLOCK)
-    #   Use 64-bit math: on the lecture's 16384 x 16384 input, row * row_stride passes 2**31 and an int32
-    #   offset silently wraps around. `tl.program_id(0).to(tl.int64)` fixes that.
+    #   Use 64-bit math. The lecture's 16384 x 16384 input has 2.7e8 elements, still under 2**31, but one
+    #   more doubling (a 32768 x 65536 activation is ordinary in an LLM) passes it, and an int32 offset then
+    #   silently wraps around. `tl.program_id(0).to(tl.int64)` makes every offset derived from it 64-bit.
     #
     # TODO 2. The last program usually runs past n_out. Build `mask = offs < n_out` and pass it to every load
     #   and store. (The interpreter does not catch out-of-bounds accesses; the grader's odd-size cases will.)
