@@ -1,5 +1,8 @@
-"""Command line: `python -m grader grade|bench ...`. Exit 0 when grading completed (whatever the score), 2 when
-the grader itself cannot run, with one line on stderr saying why."""
+"""Command line: `python -m grader grade|autograde|bench|report ...`. Exit 0 when grading completed (whatever the
+score), 2 when the grader itself cannot run, with one line on stderr saying why.
+
+After results.json, grade/autograde/bench also write the student's report.md and report.html beside it; a failure
+there prints one line and changes nothing else. `report DIR` writes the TA's grades.csv and class_summary.html."""
 
 from __future__ import annotations
 
@@ -39,6 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     for a in ("--problem", "--submission", "--out", "--only", "--device"):
         b._add_action(next(x for x in g._actions if a in x.option_strings))
     b.add_argument("--staff", action="store_true", help="time the staff solutions (default: the submission)")
+    r = sub.add_parser("report", help="TA reports: grades.csv and class_summary.html from every results.json under DIR")
+    r.add_argument("dir", type=Path, metavar="DIR", help="folder searched recursively for results.json files (one folder per student)")
+    r.add_argument("--out", type=Path, default=None, help="where grades.csv and class_summary.html go (default: DIR)")
     return p
 
 
@@ -63,6 +69,8 @@ def _secret(path: Path | None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "report":
+        return _ta_report(args.dir, args.out)
     try:
         problem = load_problem(find_problem(args.problem, ROOT))
         for o in getattr(args, "only", []) or ():
@@ -79,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
             correctness=args.command != "bench",
         )
         _check_writable(args.out)
-        with Console(stderr=True).status("grading...") as status:
-            g = grade(problem, opts, progress=lambda s: status.update(f"grading: {s}"))
+        with report.progress("grading") as update:
+            g = grade(problem, opts, progress=update)
         path = report.write_results(g, args.out)
     except (SpecError, GraderError) as e:
         print(f"grader error: {e}", file=sys.stderr)  # one line, never wrapped (rich would wrap at 80 in CI)
@@ -90,6 +98,43 @@ def main(argv: list[str] | None = None) -> int:
     else:
         report.print_summary(g)
     Console().print(f"results written to {path}", highlight=False)
+    _student_report(g, args.out)
+    return 0
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(f"{type(e).__name__}: {e}".split())[:300]
+
+
+def _student_report(g, out: Path) -> None:
+    """report.md + report.html beside results.json. Never fatal: results.json is already written, exit stays 0."""
+    try:
+        from .studentreport import write_student_report
+
+        md, page = write_student_report(g, out)
+    except Exception as e:
+        print(f"report: not written ({_one_line(e)}); results.json is unaffected", file=sys.stderr)
+        return
+    Console().print(f"report written to {page} (and {md.name})", highlight=False)
+
+
+def _ta_report(root: Path, out: Path | None) -> int:
+    """grades.csv + class_summary.html over every results.json under root. Bad files are listed, never fatal."""
+    from . import tareport
+
+    if not root.is_dir():
+        print(f"grader error: {root} is not a directory (pass the folder that holds the students' results)", file=sys.stderr)
+        return 2
+    try:
+        _check_writable(out or root)
+    except GraderError as e:
+        print(f"grader error: {e}", file=sys.stderr)
+        return 2
+    with report.progress("report", min_interval_s=1.0) as update:
+        csv_path, html_path, subs, bad = tareport.write_ta_report(root, out, progress=update)
+    flagged = sum(1 for x in subs if x.flags)
+    print(f"{len(subs)} submission(s) read, {flagged} flagged, {len(bad)} file(s) or folder(s) unusable (listed in the summary)")
+    print(f"written: {csv_path} and {html_path}")
     return 0
 
 

@@ -7,6 +7,7 @@ import math
 import os
 import sys
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -115,16 +116,19 @@ def progress(label: str, stream: TextIO | None = None, *, min_interval_s: float 
             yield lambda msg: bar.update(task, description=f"{label}: {msg}")
         return
     state = {"last": "", "at": -1e9}
+    lock = threading.Lock()  # parts report progress from several threads
 
     def plain(msg: str) -> None:
-        now = time.monotonic()
-        if msg == state["last"] or now - state["at"] < min_interval_s:
-            return
-        state["last"], state["at"] = msg, now
-        line = " ".join(f"{label}: {msg}".split())  # one line, whatever the message held
-        line = "".join(ch for ch in line if ch.isprintable())  # and no escape codes
-        print(f"[{now - t0:6.1f} s] {line}", file=stream, flush=True)
+        with lock:
+            now = time.monotonic()
+            if msg == state["last"] or now - state["at"] < min_interval_s:
+                return
+            state["last"], state["at"] = msg, now
+            line = " ".join(f"{label}: {msg}".split())  # one line, whatever the message held
+            line = "".join(ch for ch in line if ch.isprintable())  # and no escape codes
+            print(f"[{now - t0:6.1f} s] {line}", file=stream, flush=True)
 
+    plain("started")
     yield plain
 
 
