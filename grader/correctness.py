@@ -183,7 +183,7 @@ def _kernel_check(problem: Problem, target: Target, box: Sandbox | None, runnabl
         r = box.request("kernels", {"base": base.contiguous(), "cols": case.shape[-1]}, timeout_s=max(1.0, deadline - time.monotonic()), what="the kernel check")
     except WorkerFailure as e:
         return TestResult(name, impl.name, "checks", 0.0, 0.0, FAILED, f"could not profile: {e.line}", {"forfeit": False})
-    rep = kernelcheck.classify(impl.kind, r["ops"], r["kernels"], r["jit_names"])
+    rep = kernelcheck.classify(impl.kind, r["ops"], r["kernels"], r["jit_names"], r.get("triton_launches"))
     return TestResult(
         name, impl.name, "checks", 0.0, 0.0, PASSED if rep.ok else FAILED, rep.text() + f"\n(profiled one call on {case.name})",
         {"forfeit": not rep.ok, "kernels": rep.kernels, "launches": len(rep.kernels), "warnings": rep.warnings, "violations": rep.violations},

@@ -33,6 +33,7 @@ class KernelReport:
     kernels: list[str] = field(default_factory=list)  # device kernels, in launch order (GPU only)
     violations: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    triton_launches: int | None = None  # launches of the file's own @triton.jit functions (counted in the worker)
 
     @property
     def ok(self) -> bool:
@@ -45,6 +46,8 @@ class KernelReport:
             lines.append(f"{len(self.kernels)} kernel launch(es) per call: " + ", ".join(f"{k} x{self.kernels.count(k)}" for k in uniq))
         else:
             lines.append("no device kernels recorded (CPU run: host ops checked instead)")
+        if self.triton_launches is not None:
+            lines.append(f"{self.triton_launches} launch(es) of this file's @triton.jit kernels per call")
         lines += ["warning: " + w for w in self.warnings]
         return "\n".join(lines)
 
@@ -53,10 +56,10 @@ def short(name: str, width: int = 90) -> str:
     return name if len(name) <= width else name[: width - 3] + "..."
 
 
-def classify(kind: str, ops: list[str], kernels: list[str], jit_names: list[str]) -> KernelReport:
+def classify(kind: str, ops: list[str], kernels: list[str], jit_names: list[str], triton_launches: int | None = None) -> KernelReport:
     """kind: "triton" | "cuda". ops: host ATen op names (without "aten::"). jit_names: the student's
     @triton.jit function names (Triton kernels launch under those names)."""
-    rep = KernelReport(kernels=[short(k) for k in kernels])
+    rep = KernelReport(kernels=[short(k) for k in kernels], triton_launches=triton_launches)
     compute_ops = sorted({o for o in ops if o not in MEMORY_OPS})
     if compute_ops:
         rep.violations.append(
@@ -79,6 +82,12 @@ def classify(kind: str, ops: list[str], kernels: list[str], jit_names: list[str]
                 rep.violations.append(f"a PyTorch compute kernel ran: {short(k)}")
         elif kind == "triton" and jit_names and k not in jit_names:
             rep.violations.append(f"kernel {short(k)} is not one of this file's @triton.jit functions ({', '.join(jit_names)})")
+    if kind == "triton" and not jit_names:
+        rep.violations.append("this file defines no @triton.jit kernel: the Triton part must compute with Triton")
+    elif kind == "triton" and triton_launches == 0:
+        rep.violations.append("no @triton.jit kernel of this file was launched during the call: the work was done some other way")
+    elif kind == "triton" and kernels and jit_names and not any(k in jit_names for k in kernels):
+        rep.violations.append("none of the device kernels is one of this file's @triton.jit functions")
     if kind == "cuda" and kernels and all(ATEN_KERNEL.search(k) for k in kernels):
         rep.violations.append("no kernel from your library ran")
     return rep

@@ -155,11 +155,11 @@ def grade(problem: Problem, opts: Options, progress: Callable[[str], None] = lam
 
 
 def _apply_forfeits(g: Grade) -> None:
-    """A part whose kernel check found PyTorch doing the work earns nothing, however right or fast it was."""
+    """A part whose kernel check found the work done outside its own kernels earns nothing, however right or fast."""
     for part in {t.part for t in g.tests if t.extra.get("forfeit")}:
         for t in g.tests:
             if t.part == part and t.score:
                 t.score = 0.0
                 t.state = FAILED
-                t.output = f"forfeit: the '{part} / kernel check' found PyTorch doing the work\n" + t.output
+                t.output = f"forfeit: the '{part} / kernel check' found the work done outside your own kernel\n" + t.output
         g.notes.append(f"{part}: all points forfeit, see '{part} / kernel check'")

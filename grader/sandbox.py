@@ -141,8 +141,22 @@ def become_subreaper() -> bool:
         return False
 
 
-def reap_strays() -> int:
-    """Kill every remaining child process of the grader (all sandboxes are closed by now). Returns how many."""
+def reap_strays(quiet_scans: int = 5, max_scans: int = 500) -> int:
+    """Kill every remaining child of the grader (all sandboxes are closed by now), scanning until `quiet_scans`
+    scans in a row find none: as a subreaper we inherit each new generation of a re-forking daemon, so it
+    is caught by a later scan. Returns how many were killed."""
+    killed, quiet = 0, 0
+    for _ in range(max_scans):
+        n = _reap_once()
+        killed += n
+        quiet = 0 if n else quiet + 1
+        if quiet >= quiet_scans:
+            break
+        time.sleep(0.002)
+    return killed
+
+
+def _reap_once() -> int:
     me, killed = os.getpid(), 0
     keep = set()
     try:  # multiprocessing's own resource tracker is our child too, and is not the submission's

@@ -33,6 +33,7 @@ class Worker:
         self.fn: Callable[[Any], Any] | None = None
         self.fns: dict[str, Callable[[Any], Any]] = {}  # what timing rounds call, by name
         self.jit_names: list[str] = []  # the submission's @triton.jit kernels (launch names)
+        self.launches: _LaunchCounter | None = None
         self.name = "?"
         self.timer = None  # grader.timing.Timer, built on first use (it takes CUDA events before student code)
         if self.device.type == "cuda":
@@ -78,6 +79,7 @@ class Worker:
                 raise UserError(f"{p['display']} has no function '{p['entry']}'; keep the name and signature from the stub")
             self.fn = fn
             self.jit_names = _jit_names(mod)
+            self.launches = _LaunchCounter(_jit_functions(mod))
         else:
             from .cuda_binding import CudaRowKernel, KernelCallError
 
@@ -135,6 +137,7 @@ class Worker:
         saved = os.dup(2)  # the profiler's C++ side prints start/stop lines on stderr: keep them out of reports
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 2)
+        before = self.launches.count if self.launches else 0
         try:
             with profile(activities=acts) as prof:
                 self._call(x)
@@ -151,7 +154,8 @@ class Worker:
                     kernels.append(e.name)
             elif e.name.startswith("aten::"):
                 ops.add(e.name[len("aten::"):])
-        return {"ops": sorted(ops), "kernels": kernels, "jit_names": self.jit_names}
+        launched = (self.launches.count - before) if self.launches else None
+        return {"ops": sorted(ops), "kernels": kernels, "jit_names": self.jit_names, "triton_launches": launched}
 
     def time_setup(self, p: dict[str, Any]) -> dict[str, Any]:
         assert self.timer is not None, "timing needs a CUDA device"
@@ -213,18 +217,44 @@ class Worker:
         }
 
 
-def _jit_names(mod: Any) -> list[str]:
-    """Names of the @triton.jit functions a module defines (through @autotune / @heuristics wrappers)."""
-    names = []
+_JIT_TYPES = ("JITFunction", "InterpretedFunction")  # the second is what @triton.jit gives under TRITON_INTERPRET
+
+
+def _jit_functions(mod: Any) -> list[Any]:
+    """The @triton.jit functions a module defines (through @autotune / @heuristics wrappers)."""
+    found = []
     for v in vars(mod).values():
         seen = 0
         while v is not None and seen < 5:
-            if type(v).__name__ == "JITFunction":
-                names.append(v.fn.__name__)
+            if type(v).__name__ in _JIT_TYPES:
+                found.append(v)
                 break
             v = getattr(v, "fn", None)
             seen += 1
-    return sorted(set(names))
+    return found
+
+
+def _jit_names(mod: Any) -> list[str]:
+    return sorted({f.fn.__name__ for f in _jit_functions(mod)})
+
+
+class _LaunchCounter:
+    """Counts launches of the submission's own Triton kernels by wrapping each function's `run`.
+
+    `kernel[grid](...)` ends in `run` both compiled and interpreted, so this works on the CPU too, where the
+    profiler sees no device kernels: a "Triton" part that never launches a Triton kernel is caught there.
+    """
+
+    def __init__(self, funcs: list[Any]):
+        self.count = 0
+        for f in funcs:
+            original = f.run
+
+            def run(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+                self.count += 1
+                return _original(*args, **kwargs)
+
+            f.run = run
 
 
 class UserError(Exception):
