@@ -37,6 +37,7 @@ ROUND_SAMPLE = 1 << 14  # elements checked on one random timed call per round
 # event time by far more than that jitter, i.e. when real work ran outside the timed stream.
 HOST_FLAG_RATIO = 1.5
 HOST_FLAG_SLACK_MS = 0.02
+WALL_FLAG_SLACK_MS = 0.1  # per call, on top of the kernel's own time, before the wall-clock check flags
 FLOOR_SLACK = 0.10  # a time 10% under bytes / (fastest measured bandwidth) is called impossible
 
 
@@ -67,8 +68,10 @@ class _Sample:
         self.name, self.k, self.scale, self.idx = name, k, scale, idx
 
 
-def _plan(rng: random.Random, n_out: int, first: bool, prev_k: int | None = None) -> tuple[list, list[tuple[int, float, torch.Tensor]]]:
-    """One round's calls. prev_k: the set the previous round ended on, so rounds don't repeat it either."""
+def _plan(rng: random.Random, n_out: int, first: bool, prev_k: int | None = None) -> tuple[list, list[tuple[int, int, float, torch.Tensor]]]:
+    """One round's calls [(set, scale)], and the parent's private choice of which call to verify:
+    [(call index, set, scale, flat output indices)]. prev_k: the set the previous round ended on, so rounds
+    don't repeat it either. Only the plan goes to the worker; the choice is sent after the round."""
     plan, checks = [], []
     vcall = 0 if first else rng.randrange(CALLS_PER_ROUND)
     for j in range(CALLS_PER_ROUND):
@@ -76,14 +79,13 @@ def _plan(rng: random.Random, n_out: int, first: bool, prev_k: int | None = None
         last = plan[-1][0] if plan else prev_k
         k = (last + rng.randrange(1, N_SETS)) % N_SETS if last is not None else rng.randrange(N_SETS)
         scale = rng.choice(SCALES)
-        idx = None
         if j == vcall and n_out:
             m = min(n_out, FIRST_SAMPLE if first else ROUND_SAMPLE)
             g = torch.Generator().manual_seed(rng.randrange(1 << 62))
             idx = torch.randint(0, n_out, (m,), generator=g)
             idx = torch.cat([idx, torch.arange(max(0, n_out - 1024), n_out)])  # the tail, where masks go wrong
-            checks.append((k, scale, idx))
-        plan.append((k, scale, idx))
+            checks.append((j, k, scale, idx))
+        plan.append((k, scale))
     return plan, checks
 
 
@@ -173,21 +175,29 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
     t_start = time.monotonic()
     rnd, why = 0, ""
     last_k: dict[str, int] = {}
+    # The parent's own clock over each round, less the event times the worker reported, per call: the same for
+    # every worker (input refresh, flush, 1 ms sleep, sync) unless the reported times are not the real ones.
+    overhead_ms: dict[str, list[float]] = {w: [] for w in names}
     while True:
         live = [w for w in order if w not in dead]
         for w in live[rnd % len(live):] + live[: rnd % len(live)]:
             plan, want = _plan(rng, n_out, first=(rnd == 0), prev_k=last_k.get(w))
             last_k[w] = plan[-1][0]
             try:
+                t_req = time.monotonic()
                 r = boxes[w].request("time_round", {"names": names[w], "plan": plan}, timeout_s=limit, what=f"timing {case.name}")
+                wall = (time.monotonic() - t_req) * 1e3
+                reported = sum(sum(r[n]["event_ms"]) for n in names[w])
+                overhead_ms[w].append((wall - reported) / (len(plan) * len(names[w])))
+                got = boxes[w].request("time_samples", {n: [(j, idx) for j, _, _, idx in want] for n in names[w]}, timeout_s=limit, what=f"checking {case.name}")
             except WorkerFailure as e:
                 dead[w] = e.line
                 continue
             for n in names[w]:
                 event[n] += r[n]["event_ms"]
                 host[n] += r[n]["host_ms"]
-                for (k, s, idx), got in zip(want, r[n]["samples"]):
-                    checks[n].append((k, s, idx, got))
+                for (j, k, s, idx), sample in zip(want, got[n]):
+                    checks[n].append((k, s, idx, sample))
         rnd += 1
         timed = [stats.summarize(event[n]) for n in event if event[n] and _owner(names, n) not in dead]
         stop, why = rule.done(timed, time.monotonic() - t_start)
@@ -236,6 +246,10 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
         flags = []
         if not ok:
             flags.append(f"timed outputs are wrong: {vmsg}")
+        excess = _median(overhead_ms.get(n, [])) - _median(overhead_ms["baselines"])
+        d["wall_excess_ms"] = excess
+        if excess > WALL_FLAG_SLACK_MS + d["event"]["median"]:
+            flags.append(f"the parent's clock saw {excess:.3g} ms per call more than the baselines' rounds: the reported times may not be real (not scored yet: this check awaits GPU validation)")
         if d["hidden_work"]:
             flags.append(f"host clock shows {d['host']['median']:.4g} ms against {d['event']['median']:.4g} ms of events: work outside the timed stream? (scored on the host-derived time)")
         if score.below_floor(d["effective_ms"], floor):

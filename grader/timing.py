@@ -45,6 +45,7 @@ class Timer:
         self.pristine: list[torch.Tensor] = []
         self.work: list[torch.Tensor] = []
         self.cols = 0
+        self.kept: dict[str, list[Any]] = {}  # the last round's outputs, until the parent samples them
 
     # -- setup --------------------------------------------------------------------------------------------
 
@@ -130,10 +131,13 @@ class Timer:
             self._sync()
             out["compile_s"][name] = _perf_counter() - t0
             n, t_end = 0, _perf_counter() + p["warmup_ms"] / 1e3
+            held = []  # as many live outputs as a round keeps, so the allocator's cache has their blocks
             while _perf_counter() < t_end or n < 3:
-                fn(self._view(self.work[n % len(self.work)]))
+                held.append(fn(self._view(self.work[n % len(self.work)])))
+                held = held[-p.get("calls_per_round", 5):]
                 n += 1
             self._sync()
+            del held
             out["warmup_calls"][name] = n
         return out
 
@@ -143,20 +147,21 @@ class Timer:
     # -- timed rounds ---------------------------------------------------------------------------------------
 
     def round(self, fns: dict[str, Callable], p: dict[str, Any]) -> dict[str, Any]:
-        """Time each named function on the given call plan. p["plan"] is a list of (set index, scale, verify).
+        """Time each named function on the given call plan, a list of (set index, scale).
 
-        verify, when not None, is a CPU int64 tensor of flat output indices: the values there come back so the
-        parent can check them against its own truth for that exact input.
+        The outputs are kept until `samples`: which calls and elements get verified is decided by the parent
+        and sent only after the round, so code under test cannot tell a checked call from an unchecked one.
         """
         # 1 ms of GPU sleep ahead of each timed call: Python launchers (Triton's, torch.compile's guards, a
         # ctypes binding) take 20-200 us on the host, and any of it not hidden behind the sleep lands in the
         # event interval. 100 us was measured not to be enough (medians of launch-heavy kernels spread 5-12%).
         sleep_cycles = int(p.get("sleep_us", 1000) * self.cycles_per_us)
         result: dict[str, Any] = {}
+        self.kept = {}
         for name in p["names"]:
             fn = fns[name]
-            ev, host, samples = [], [], []
-            for k, scale, verify in p["plan"]:
+            ev, host, outs = [], [], []
+            for k, scale in p["plan"]:
                 pristine, work = self.pristine[k], self.work[k]
                 self._mul(pristine, scale, out=work)  # fresh contents at a known pointer
                 x = self._view(work)
@@ -172,10 +177,16 @@ class Timer:
                 t1 = _perf_counter()
                 ev.append(self._elapsed(s, e))
                 host.append((t1 - t0) * 1e3)
-                if verify is not None:
-                    samples.append(_sample(y, verify))
-            result[name] = {"event_ms": ev, "host_ms": host, "samples": samples}
+                outs.append(y)
+            self.kept[name] = outs
+            result[name] = {"event_ms": ev, "host_ms": host}
         return result
+
+    def samples(self, p: dict[str, Any]) -> dict[str, list[Any]]:
+        """Values of the last round's outputs at the parent's indices: {name: [(call, idx), ...]}. Frees them."""
+        out = {name: [_sample(self.kept[name][j], idx) for j, idx in wants] for name, wants in p.items()}
+        self.kept = {}
+        return out
 
 
 def _sample(y: Any, idx: torch.Tensor) -> Any:

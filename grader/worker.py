@@ -166,6 +166,10 @@ class Worker:
         assert self.timer is not None
         return self.timer.round(self.fns, p)
 
+    def time_samples(self, p: dict[str, Any]) -> dict[str, Any]:
+        assert self.timer is not None
+        return self.timer.samples(p)
+
     def copy_bandwidth(self, p: dict[str, Any]) -> dict[str, Any]:
         assert self.timer is not None
         return {**self.timer.copy_bandwidth(**p), **self.timer.device_info()}

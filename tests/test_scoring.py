@@ -505,18 +505,34 @@ def test_plan_constants_are_sane():
 def test_plan_consecutive_calls_use_different_sets(seed: int, n_out: int):
     for plan, _ in plans(seed, n_out, 50):
         assert len(plan) == performance.CALLS_PER_ROUND
-        ks = [k for k, _, _ in plan]
+        ks = [k for k, _ in plan]
         assert all(0 <= k < performance.N_SETS for k in ks)
         assert all(a != b for a, b in zip(ks, ks[1:])), ks
 
 
+def test_plan_rounds_do_not_repeat_the_last_set():
+    rng = random.Random(9)
+    prev = None
+    for r in range(200):
+        plan, _ = performance._plan(rng, 5000, first=(r == 0), prev_k=prev)
+        if prev is not None:
+            assert plan[0][0] != prev
+        prev = plan[-1][0]
+
+
+def test_plan_sent_to_the_worker_carries_no_verification_hint(lecture_plans):
+    # The worker sees only (set, scale) pairs; which call is checked is sent after the round.
+    for plan, _ in lecture_plans:
+        assert all(len(entry) == 2 and isinstance(entry[1], float) for entry in plan)
+
+
 def test_plan_uses_every_set(lecture_plans):
-    used = {k for plan, _ in lecture_plans for k, _, _ in plan}
+    used = {k for plan, _ in lecture_plans for k, _ in plan}
     assert used == set(range(performance.N_SETS))
 
 
 def test_plan_scales_are_powers_of_two(lecture_plans):
-    scales = [s for plan, _ in lecture_plans for _, s, _ in plan]
+    scales = [s for plan, _ in lecture_plans for _, s in plan]
     for s in scales:
         assert s in performance.SCALES
     for s in performance.SCALES:
@@ -527,25 +543,22 @@ def test_plan_scales_are_powers_of_two(lecture_plans):
 
 def test_plan_exactly_one_verified_call_per_round(lecture_plans):
     for r, (plan, checks) in enumerate(lecture_plans):
-        verified = [j for j, (_, _, idx) in enumerate(plan) if idx is not None]
-        assert len(verified) == 1 and len(checks) == 1
-        j = verified[0]
-        k, s, idx = plan[j]
-        ck, cs, cidx = checks[0]
-        assert (ck, cs) == (k, s) and cidx is idx
+        assert len(checks) == 1
+        j, ck, cs, _ = checks[0]
+        assert plan[j] == (ck, cs)  # the check names the set and scale that call really used
         if r == 0:
             assert j == 0  # the first timed output of each function is checked
 
 
 def test_plan_verified_call_position_varies(lecture_plans):
-    positions = {next(j for j, (_, _, idx) in enumerate(plan) if idx is not None) for plan, _ in lecture_plans[1:]}
+    positions = {checks[0][0] for _, checks in lecture_plans[1:]}
     assert positions == set(range(performance.CALLS_PER_ROUND))  # a submission can't know which call is checked
 
 
 @pytest.mark.parametrize("n_out", [N_OUT_LECTURE, 70_000, 5000, 1024, 1000, 1])
 def test_plan_indices_in_range_and_include_tail(n_out: int):
     for plan, checks in plans(7, n_out, 4):
-        (_, _, idx), = checks
+        (_, _, _, idx), = checks
         assert idx.dtype == torch.int64 and idx.dim() == 1
         assert int(idx.min()) >= 0 and int(idx.max()) < n_out
         tail = torch.arange(max(0, n_out - 1024), n_out)
@@ -553,7 +566,7 @@ def test_plan_indices_in_range_and_include_tail(n_out: int):
 
 
 def test_plan_first_round_sample_larger(lecture_plans):
-    sizes = [checks[0][2].numel() for _, checks in lecture_plans]
+    sizes = [checks[0][3].numel() for _, checks in lecture_plans]
     assert sizes[0] == performance.FIRST_SAMPLE + 1024
     assert all(n == performance.ROUND_SAMPLE + 1024 for n in sizes[1:])
     assert sizes[0] > max(sizes[1:])
@@ -561,23 +574,35 @@ def test_plan_first_round_sample_larger(lecture_plans):
 
 def test_plan_sample_capped_by_output_size():
     (_, first), (_, later) = plans(3, 5000, 2)
-    assert first[0][2].numel() == 5000 + 1024
-    assert later[0][2].numel() == 5000 + 1024
+    assert first[0][3].numel() == 5000 + 1024
+    assert later[0][3].numel() == 5000 + 1024
 
 
 def test_plan_empty_output_verifies_nothing():
     for plan, checks in plans(5, 0, 5):
         assert checks == []
-        assert all(idx is None for _, _, idx in plan)
         assert len(plan) == performance.CALLS_PER_ROUND
 
 
 def _fingerprint(ps: list[tuple[list, list]]) -> list:
-    return [[(k, s, None if idx is None else idx.tolist()) for k, s, idx in plan] for plan, _ in ps]
+    return [(plan, [(j, k, s, idx.tolist()) for j, k, s, idx in checks]) for plan, checks in ps]
 
 
 def test_plan_depends_on_seed():
     a, b = plans(1, 70_000, 10), plans(2, 70_000, 10)
-    assert [[(k, s) for k, s, _ in p] for p, _ in a] != [[(k, s) for k, s, _ in p] for p, _ in b]
-    assert not torch.equal(a[1][1][0][2], b[1][1][0][2])  # the sampled indices differ too
+    assert [p for p, _ in a] != [p for p, _ in b]
+    assert not torch.equal(a[1][1][0][3], b[1][1][0][3])  # the sampled indices differ too
     assert _fingerprint(plans(1, 70_000, 10)) == _fingerprint(a)  # same secret: same plan (reproducible)
+
+
+def test_timer_samples_come_from_kept_outputs_and_free_them():
+    # Timer.samples needs no GPU: it reads the outputs the last round kept, at indices chosen afterwards.
+    from grader.timing import Timer
+
+    t = object.__new__(Timer)
+    outs = [torch.arange(10.0) * (j + 1) for j in range(3)]
+    t.kept = {"triton": outs, "cuda": [torch.zeros(2, 3), "not a tensor"]}
+    got = t.samples({"triton": [(2, torch.tensor([0, 9, 4]))], "cuda": [(1, torch.tensor([0]))]})
+    assert got["triton"][0].tolist() == [0.0, 27.0, 12.0]
+    assert "not a tensor" in got["cuda"][0]
+    assert t.kept == {}  # outputs are freed after sampling
