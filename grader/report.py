@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -19,6 +20,7 @@ from rich.table import Table
 from .results import FAILED, PASSED, SKIPPED, Grade
 
 STYLE = {PASSED: "green", FAILED: "red", SKIPPED: "yellow"}
+ANSI_CSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 
 
 def write_json_atomic(path: Path, data: dict) -> None:
@@ -109,7 +111,7 @@ def progress(label: str, stream: TextIO | None = None, *, min_interval_s: float 
         from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
         with Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+            SpinnerColumn(), TextColumn("{task.description}", markup=False), TimeElapsedColumn(),
             console=Console(file=stream), transient=True,
         ) as bar:
             task = bar.add_task(f"{label}...", total=None)
@@ -125,11 +127,10 @@ def progress(label: str, stream: TextIO | None = None, *, min_interval_s: float 
                 return
             state["last"], state["at"] = msg, now
             line = " ".join(f"{label}: {msg}".split())  # one line, whatever the message held
-            line = "".join(ch for ch in line if ch.isprintable())  # and no escape codes
+            line = "".join(ch for ch in ANSI_CSI.sub("", line) if ch.isprintable())  # and no escape codes
             print(f"[{now - t0:6.1f} s] {line}", file=stream, flush=True)
 
-    plain("started")
-    yield plain
+    yield plain  # nothing printed up front: an error before the first stage stays the only line on stderr
 
 
 def make_console() -> Console:

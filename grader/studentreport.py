@@ -1,0 +1,696 @@
+"""The student's report: report.md and a self-contained report.html, written beside results.json.
+
+Everything is read from the results.json form of a Grade (Grade.to_json() plus the leaderboard), so a report can
+be made again later from a results.json file alone. Contents:
+- the score per part;
+- per perf case, the lecture-style table (manual / eager / compiled / triton / cuda: ms, GB/s, % of the measured
+  copy roofline, speedup over eager, credit) and a bar chart of the times with the credit thresholds drawn in;
+- a chart of the achieved bandwidth against the measured copy ceiling;
+- the correctness matrix (case x part: pass / fail / skip);
+- every lost point with its reason (the test's first output lines) and what to try next;
+- warnings and flags that cost nothing yet (static warnings, extra copies, FLAG lines).
+
+Charts need matplotlib, an optional dependency: without it both files are still written, with tables only and a
+note saying so. Images are embedded in the HTML as base64 data URIs; it loads nothing from anywhere.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .report import write_text_atomic
+from .results import FAILED, PASSED, SKIPPED, Grade
+
+NO_PLOTS = "plots need matplotlib (pip install matplotlib); this report has tables only"
+REASON_LINES = 6  # lines of a test's output quoted as the reason for lost points
+STAGES = ("correctness", "performance")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Reading results.json
+
+
+@dataclass
+class Test:
+    name: str
+    part: str
+    stage: str
+    state: str
+    score: float
+    max_score: float
+    output: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def case(self) -> str:
+        c = self.extra.get("case")
+        return str(c) if c else self.name.split(" / ")[-1]
+
+    @property
+    def lost(self) -> float:
+        return max(0.0, self.max_score - self.score)
+
+    def first_lines(self, n: int = REASON_LINES) -> list[str]:
+        lines = [ln.rstrip() for ln in self.output.splitlines() if ln.strip()]
+        return lines[:n] + ([f"... ({len(lines) - n} more lines)"] if len(lines) > n else [])
+
+
+def _num(v: Any, default: float = 0.0) -> float:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return default
+    return f if math.isfinite(f) else default
+
+
+def tests_of(data: dict[str, Any]) -> list[Test]:
+    """The tests of a results.json dict, with part/stage/state recovered from tags and extra_data."""
+    out = []
+    for t in data.get("tests") or []:
+        if not isinstance(t, dict):
+            continue
+        name = str(t.get("name", "?"))
+        bits = [b.strip() for b in name.split(" / ")]
+        tags = [str(x) for x in t.get("tags") or []]
+        extra = t.get("extra_data") if isinstance(t.get("extra_data"), dict) else {}
+        part = tags[0] if tags else bits[0]
+        stage = tags[1] if len(tags) > 1 else (bits[1] if len(bits) > 1 else "")
+        state = str(extra.get("state") or (SKIPPED if SKIPPED in tags else t.get("status", FAILED)))
+        out.append(Test(name, part, stage, state, _num(t.get("score")), _num(t.get("max_score")), str(t.get("output") or ""), extra))
+    return out
+
+
+def as_results(source: Grade | dict | str | Path) -> dict[str, Any]:
+    """A results.json dict from a Grade, a dict, or the path of a results.json file."""
+    if isinstance(source, Grade):
+        from .report import results_json
+
+        return results_json(source)
+    if isinstance(source, dict):
+        return source
+    return json.loads(Path(source).read_text(encoding="utf-8"))
+
+
+def flags_of(data: dict[str, Any]) -> list[str]:
+    """Why a submission deserves a human look: perf FLAG lines, kernel-check violations, forfeits."""
+    found: list[str] = []
+
+    def add(s: str) -> None:
+        if s not in found:
+            found.append(s)
+
+    for t in tests_of(data):
+        where = f"{t.part} / {t.case}" if t.stage == "performance" else t.part
+        for f in t.extra.get("flags") or []:
+            add(f"FLAG {where}: {f}")
+        for ln in t.output.splitlines():
+            if ln.startswith("FLAG: "):
+                add(f"FLAG {where}: {ln[6:]}")
+            elif ln.startswith("VIOLATION: "):
+                add(f"kernel check violation ({t.part}): {ln[11:]}")
+        for v in t.extra.get("violations") or []:
+            add(f"kernel check violation ({t.part}): {v}")
+        if t.extra.get("forfeit"):
+            add(f"forfeit ({t.part}): all its points, see '{t.part} / kernel check'")
+    for n in str(data.get("output") or "").splitlines():
+        if "forfeit" in n:
+            part = n.split(":")[0]
+            if not any(f.startswith(f"forfeit ({part})") for f in found):
+                add(f"forfeit ({part}): {n}")
+    return found
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# What to try next
+
+
+def _pct_at(c: dict[str, Any], ms: float, copy_bps: float) -> float:
+    return 100.0 * c["bytes"] / (ms * 1e-3) / copy_bps if ms > 0 and copy_bps > 0 and c.get("bytes") else float("nan")
+
+
+def advice(t: Test, perf: dict[str, Any] | None = None) -> list[str]:
+    """Map a lost point's failure class to what to try next. Most specific first; generic last."""
+    out, low = t.output, t.output.lower()
+    tips: list[str] = []
+    if t.state == SKIPPED:
+        return ["Not a fault of your code: these points need a CUDA GPU. They are earned when the submission is graded on "
+                "a GPU (the autograder), or run `python -m grader grade` on a GPU machine."]
+    if out.startswith("forfeit") or "VIOLATION" in out:
+        tips.append("The kernel check saw PyTorch doing the math (e.g. F.glu, torch.sigmoid, *, exp): every point of this "
+                    "part is forfeit. Do all the arithmetic in your own kernel; the wrapper may only allocate the output "
+                    "(torch.empty) and launch it.")
+    if "not found in the submission" in low:
+        tips.append("The file is missing: submit it under exactly the name the handout gives.")
+    if "not implemented" in low:
+        tips.append("This part is still the stub: implement it (see the handout section named above).")
+    if "did not compile" in low or "nvcc failed" in low:
+        tips.append("The CUDA file did not compile: read the first nvcc error in the build test's output, fix it, and build "
+                    "locally with `python -m grader grade --only cuda`.")
+    if "does not parse" in low or ("importing" in low and "failed" in low):
+        tips.append("The file does not import: run `python -c 'import glu_triton'` in the submission directory and fix the "
+                    "first error.")
+    if "has no function" in low:
+        tips.append("Keep the function name and signature from the stub.")
+    if "timed out" in low or "hung" in low:
+        tips.append("The call never finished: look for a loop whose bound never changes, or a grid that relaunches itself.")
+    if any(k in low for k in ("segmentation", "illegal memory", "bus error", "aborted", "crashed", "signal", "out of bounds", "misaligned")):
+        tips.append("The process crashed: an out-of-bounds or misaligned access. Mask every load and store (offsets < n), use "
+                    "64-bit offsets for large shapes, and check alignment before 16-byte vector accesses.")
+    if "input was modified" in low:
+        tips.append("Your kernel wrote into x. Never store into the input: allocate the output with torch.empty and write only there.")
+    if "not deterministic" in low:
+        tips.append("Two runs on the same input differ: a race (two threads writing the same output element, or a block "
+                    "reading what another block writes) or a read of unwritten memory. Give each output element exactly "
+                    "one writer, and mask loads so no thread reads past the end.")
+    if "wrong output tensor" in low or "expected a torch.tensor" in low:
+        tips.append("Return a new contiguous tensor of the input's dtype and device, shaped like x with the last dimension halved: "
+                    "torch.empty((*x.shape[:-1], x.shape[-1] // 2), dtype=x.dtype, device=x.device).")
+    if "row 0 is right but later rows are wrong" in low or ("wrong values" in low and "strided" in t.case):
+        tips.append("Later rows are wrong: the input can be a view with padded rows. Use the row stride (x.stride(-2)), not "
+                    "the row width, when computing a row's start: a at row*row_stride + col, b at row*row_stride + h + col.")
+    if "never written" in low or "outputs are nan where a finite value was expected" in low:
+        tips.append("Some outputs were never written (the output is poisoned with NaN before each call): launch enough "
+                    "programs/blocks to cover every output element (cdiv(n, BLOCK)), and check the mask and the tail.")
+    if "wrong values" in low and not tips:
+        if "saturating" in t.case:
+            tips.append("Large |b| breaks a naive sigmoid: exp(-b) overflows. Use a stable form (1/(1+exp(-b)) computed in "
+                        "fp32 behaves; or branch on the sign of b).")
+        elif "inf_nan" in t.case:
+            tips.append("Special values: NaN must stay NaN and +-inf must give the mathematically right limit (a*sigmoid(b)); "
+                        "avoid tricks like max/min that swallow NaN.")
+        elif "float16" in t.case or "bfloat16" in t.case:
+            tips.append("Low-precision case: load, compute in fp32, and cast once on store.")
+        else:
+            tips.append("Compare with the reference: out = a * sigmoid(b), a = x[..., :h], b = x[..., h:]. Check which half is "
+                        "which, the column offset h, and compute in fp32.")
+    if t.stage == "performance":
+        tips += _perf_advice(t, perf or {})
+    if not tips:
+        tips.append("Read the output above; run `python -m grader grade` locally to reproduce it.")
+    return tips
+
+
+def _perf_advice(t: Test, perf: dict[str, Any]) -> list[str]:
+    out, tips = t.output, []
+    if "timed outputs are wrong" in out:
+        tips.append("The outputs timed on the large perf shape were wrong: a kernel must stay correct at every size "
+                    "(64-bit offsets: row*row_stride passes 2^31 on large shapes).")
+    if "below the physical floor" in out:
+        tips.append("A time under the physical floor cannot be real work: no caching, skipping or reusing outputs.")
+    if "host clock shows" in out:
+        tips.append("The host clock saw much more time than the CUDA events: do all work on the current stream and "
+                    "synchronously in the call (no side streams, no deferred work).")
+    if out.startswith("not timed"):
+        tips.append("The part could not be timed (see the reason); fix correctness first.")
+    credit = t.extra.get("credit")
+    c = (perf.get("cases") or {}).get(t.case) or {}
+    d = (c.get("impls") or {}).get(t.part) or {}
+    if isinstance(credit, (int, float)) and credit < 1.0 and d:
+        th = c.get("thresholds") or {}
+        copy_bps = _num(perf.get("copy_bytes_per_s"))
+        full_ms = _num(th.get("full_ms"))
+        pct, target = _num(d.get("pct_roofline"), float("nan")), _pct_at(c, full_ms, copy_bps)
+        tips.append(
+            f"You reach {pct:.0f}% of the copy roofline here; full credit needs <= {full_ms:.4g} ms "
+            f"(about {target:.0f}% of the roofline). GLU is memory-bound: count bytes, not flops."
+        )
+        if "cuda" in t.part.lower():
+            tips.append("Give each thread at least 16 bytes per access: 16-byte vector loads and stores (float4, or 8 "
+                        "halves as uint4) when h and the row stride allow it (h * elem_size a multiple of 16, aligned "
+                        "pointers), with a scalar fallback and tail; a grid-stride loop over output elements.")
+        else:
+            tips.append("Give each program enough work: a flat 1-D grid over output elements with a larger BLOCK_SIZE "
+                        "(1024-4096) so each thread loads 16 bytes at a time; try num_warps 4-8; no per-row programs "
+                        "for short rows.")
+        tips.append("Make exactly one pass over memory: no x.contiguous(), no temporaries, a and b read once, the "
+                    "output written once; compute in fp32 registers and cast on store.")
+    return tips
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The report's content, independent of its format
+
+
+@dataclass
+class Loss:
+    title: str
+    tests: list[Test]
+    reason: list[str]
+    tips: list[str]
+
+    @property
+    def points(self) -> float:
+        return sum(t.lost for t in self.tests)
+
+    @property
+    def state(self) -> str:
+        return self.tests[0].state
+
+
+def losses(data: dict[str, Any]) -> list[Loss]:
+    """Every test that lost points, with tests that lost them for the same reason folded into one entry."""
+    perf = (data.get("extra_data") or {}).get("performance") or {}
+    groups: dict[tuple, list[Test]] = {}
+    for t in tests_of(data):
+        if t.lost <= 1e-9:
+            continue
+        lines = t.first_lines(1)
+        first = lines[0] if lines else ""
+        same_reason = t.stage == "correctness" or t.state == SKIPPED or first.startswith(("forfeit", "not run", "not timed"))
+        key = (t.part, t.stage, t.state, first) if same_reason else (t.name,)
+        groups.setdefault(key, []).append(t)
+    out = []
+    for ts in groups.values():
+        t = ts[0]
+        title = t.name if len(ts) == 1 else f"{t.part} / {t.stage}: {len(ts)} cases ({_case_list(ts)})"
+        out.append(Loss(title, ts, t.first_lines(), advice(t, perf)))
+    return sorted(out, key=lambda lo: (lo.state == SKIPPED, -lo.points))
+
+
+def _case_list(ts: list[Test], n: int = 6) -> str:
+    cs = [t.case for t in ts]
+    return ", ".join(cs[:n]) + (f", ... {len(cs) - n} more" if len(cs) > n else "")
+
+
+def parts_of(data: dict[str, Any]) -> list[str]:
+    """Implementation names in the order the grade first mentions them."""
+    out: list[str] = []
+    for t in tests_of(data):
+        if t.part not in out:
+            out.append(t.part)
+    return out
+
+
+def part_scores(data: dict[str, Any]) -> dict[str, dict[str, tuple[float, float]]]:
+    """part -> stage -> (score, max) for the stages that carry points."""
+    out: dict[str, dict[str, tuple[float, float]]] = {p: {} for p in parts_of(data)}
+    for t in tests_of(data):
+        if t.max_score <= 0 and t.stage not in STAGES:
+            continue
+        s, m = out.setdefault(t.part, {}).get(t.stage, (0.0, 0.0))
+        out[t.part][t.stage] = (s + t.score, m + t.max_score)
+    return {p: st for p, st in out.items() if st}
+
+
+def correctness_matrix(data: dict[str, Any]) -> tuple[list[str], list[str], dict[tuple[str, str], Test]]:
+    """(cases in order, parts in order, (case, part) -> test)."""
+    cases: list[str] = []
+    cells: dict[tuple[str, str], Test] = {}
+    for t in tests_of(data):
+        if t.stage != "correctness":
+            continue
+        if t.case not in cases:
+            cases.append(t.case)
+        cells[(t.case, t.part)] = t
+    parts = [p for p in parts_of(data) if any(k[1] == p for k in cells)]
+    return cases, parts, cells
+
+
+def warnings_of(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """(where, text) for things that cost nothing (yet) but deserve attention."""
+    out = []
+    for t in tests_of(data):
+        if t.stage == "checks" and t.name.endswith("static warnings") and t.output.strip() and t.output.strip() != "no static warnings":
+            out += [(t.name, ln) for ln in t.output.splitlines() if ln.strip()]
+        for ln in t.output.splitlines():
+            if ln.startswith(("warning: ", "VIOLATION: ", "FLAG: ")) and not t.name.endswith("static warnings"):
+                out.append((t.name, ln))
+    return out
+
+
+PERF_COLS = ("implementation", "ms", "GB/s", "% of copy roofline", "speedup vs eager", "credit")
+
+
+def forfeit_parts(data: dict[str, Any]) -> set[str]:
+    return {t.part for t in tests_of(data) if t.extra.get("forfeit")}
+
+
+def perf_rows(c: dict[str, Any], forfeit: set[str] = frozenset()) -> list[tuple[str, str, list[str]]]:
+    """(name, kind, cells) per row of one perf case's lecture table; kind is 'baseline' or 'impl'."""
+    rows = []
+    for kind, group in (("baseline", c.get("baselines") or {}), ("impl", c.get("impls") or {})):
+        for name, d in group.items():
+            cr = d.get("credit")
+            if kind == "baseline":
+                credit = "baseline"
+            elif name in forfeit:
+                credit = "0% (forfeit)"
+            else:
+                credit = f"{100 * _num(cr):.0f}%" if cr is not None else "-"
+            rows.append((name, kind, [
+                name, f"{_num(d.get('effective_ms')):.4f}", f"{_num(d.get('gbps')):.0f}", f"{_num(d.get('pct_roofline')):.1f}%",
+                f"{_num(d.get('speedup_vs_eager')):.2f}x", credit,
+            ]))
+    return rows
+
+
+def thresholds_line(c: dict[str, Any], copy_bps: float) -> str:
+    th = c.get("thresholds") or {}
+    if not th:
+        return ""
+    full, part, zero = _num(th.get("full_ms")), _num(th.get("partial_ms")), _num(th.get("zero_ms"))
+    return (
+        f"Credit: full at <= {full:.4g} ms ({_pct_at(c, full, copy_bps):.0f}% of the roofline), "
+        f"{_num(th.get('partial_credit'), 0.5):g} at {part:.4g} ms, none at >= {zero:.4g} ms "
+        f"(margin {100 * _num(th.get('margin')):g}% in your favour). Physical floor: {_num(c.get('floor_ms')):.4g} ms."
+    )
+
+
+def case_title(name: str, c: dict[str, Any]) -> str:
+    shape = "x".join(str(d) for d in c.get("shape") or [])
+    return f"{name}: {shape} {c.get('dtype', '')}, {_num(c.get('bytes')) / 1e9:.2f} GB moved"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Charts (matplotlib, optional)
+
+
+def _matplotlib():
+    """(Figure, FigureCanvasAgg), or None when matplotlib is missing or broken. No pyplot: no global state."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except Exception:
+        return None
+    return Figure, FigureCanvasAgg
+
+
+def _png(fig, canvas_cls) -> bytes:
+    canvas_cls(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
+    return buf.getvalue()
+
+
+CREDIT_COLORS = {"full": "#2e7d32", "partial": "#ef6c00", "none": "#c62828", "baseline": "#90a4ae"}
+
+
+def _credit_color(kind: str, credit: Any) -> str:
+    if kind == "baseline":
+        return CREDIT_COLORS["baseline"]
+    c = _num(credit)
+    return CREDIT_COLORS["full"] if c >= 0.999 else CREDIT_COLORS["partial"] if c > 0 else CREDIT_COLORS["none"]
+
+
+def chart_case(mpl, name: str, c: dict[str, Any], forfeit: set[str] = frozenset()) -> bytes:
+    """Bar chart of one perf case's times, baselines grey, with the credit thresholds as horizontal lines."""
+    Figure, Canvas = mpl
+    items = [(n, "baseline", d) for n, d in (c.get("baselines") or {}).items()] + [(n, "impl", d) for n, d in (c.get("impls") or {}).items()]
+    fig = Figure(figsize=(7.5, 3.8))
+    ax = fig.add_subplot(1, 1, 1)
+    xs = list(range(len(items)))
+    ms = [_num(d.get("effective_ms")) for _, _, d in items]
+    bars = ax.bar(xs, ms, color=[_credit_color(k, 0.0 if n in forfeit else d.get("credit")) for n, k, d in items], width=0.6)
+    for b, v in zip(bars, ms):
+        ax.annotate(f"{v:.3g}", (b.get_x() + b.get_width() / 2, v), ha="center", va="bottom", fontsize=8)
+    th = c.get("thresholds") or {}
+    for key, label, color, style in (
+        ("zero_ms", "no credit at or above", CREDIT_COLORS["none"], "--"),
+        ("partial_ms", f"{_num(th.get('partial_credit'), 0.5):g} credit", CREDIT_COLORS["partial"], "--"),
+        ("full_ms", "full credit at or below", CREDIT_COLORS["full"], "--"),
+    ):
+        if th.get(key):
+            ax.axhline(_num(th[key]), color=color, linestyle=style, linewidth=1.2, label=f"{label} ({_num(th[key]):.3g} ms)")
+    if c.get("floor_ms"):
+        ax.axhline(_num(c["floor_ms"]), color="black", linestyle=":", linewidth=1, label=f"physical floor ({_num(c['floor_ms']):.3g} ms)")
+    ax.set_xticks(xs)
+    ax.set_xticklabels([n for n, _, _ in items])
+    ax.set_ylabel("time per call (ms, lower is better)")
+    ax.set_title(case_title(name, c), fontsize=10)
+    ax.set_ylim(0, max(ms + [_num(th.get("zero_ms"))]) * 1.15 or 1.0)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    ax.grid(axis="y", alpha=0.3)
+    return _png(fig, Canvas)
+
+
+def chart_bandwidth(mpl, perf: dict[str, Any]) -> bytes:
+    """Achieved bandwidth per case and implementation against the measured copy ceiling."""
+    Figure, Canvas = mpl
+    cases = perf.get("cases") or {}
+    names: list[str] = []
+    for c in cases.values():
+        for n in list(c.get("baselines") or {}) + list(c.get("impls") or {}):
+            if n not in names:
+                names.append(n)
+    fig = Figure(figsize=(7.5, 3.8))
+    ax = fig.add_subplot(1, 1, 1)
+    width = 0.8 / max(1, len(names))
+    palette = ["#b0bec5", "#78909c", "#546e7a", "#1e88e5", "#8e24aa", "#00897b", "#f4511e"]
+    for j, n in enumerate(names):
+        vals = []
+        for c in cases.values():
+            d = (c.get("baselines") or {}).get(n) or (c.get("impls") or {}).get(n) or {}
+            vals.append(_num(d.get("gbps")))
+        ax.bar([i + (j - (len(names) - 1) / 2) * width for i in range(len(cases))], vals, width=width, label=n, color=palette[j % len(palette)])
+    ceiling = _num(perf.get("copy_bytes_per_s")) / 1e9
+    if ceiling:
+        ax.axhline(ceiling, color="black", linestyle="--", linewidth=1.2, label=f"measured copy ceiling ({ceiling:.0f} GB/s)")
+    ax.set_xticks(list(range(len(cases))))
+    ax.set_xticklabels(list(cases))
+    ax.set_ylabel("achieved GB/s (read + write)")
+    dev = (perf.get("device") or {}).get("name", "")
+    ax.set_title(f"Bandwidth against the copy roofline{' on ' + dev if dev else ''}", fontsize=10)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    ax.grid(axis="y", alpha=0.3)
+    return _png(fig, Canvas)
+
+
+def charts(data: dict[str, Any]) -> dict[str, bytes] | None:
+    """name -> PNG bytes; {} when there is no perf data; None when matplotlib is missing."""
+    perf = (data.get("extra_data") or {}).get("performance") or {}
+    if not perf.get("cases"):
+        return {}  # nothing to draw: no need for matplotlib at all
+    mpl = _matplotlib()
+    if mpl is None:
+        return None
+    out: dict[str, bytes] = {}
+    for name, c in (perf.get("cases") or {}).items():
+        out[f"time_{name}"] = chart_case(mpl, name, c, forfeit_parts(data))
+    if perf.get("cases"):
+        out["bandwidth"] = chart_bandwidth(mpl, perf)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Rendering
+
+
+def _points(x: float) -> str:
+    return f"{x:.4g} point" + ("" if abs(x - 1) < 1e-9 else "s")
+
+
+def _fence(text: str) -> str:
+    ticks = max([3] + [len(m) + 1 for m in re.findall(r"`+", text)])
+    return f"{'`' * ticks}text\n{text}\n{'`' * ticks}"
+
+
+def _md_cell(s: str) -> str:
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(_md_cell(h) for h in head) + " |", "|" + "---|" * len(head)] + [
+        "| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows
+    ]
+
+
+CELL = {PASSED: "pass", FAILED: "FAIL", SKIPPED: "skip"}
+
+
+def _header(data: dict[str, Any]) -> tuple[str, list[str]]:
+    ex = data.get("extra_data") or {}
+    perf = ex.get("performance") or {}
+    dev = perf.get("device") or {}
+    title = f"{ex.get('problem', 'grade')} report: {_num(data.get('score')):.4g} / {_num(data.get('max_score'), sum(t.max_score for t in tests_of(data))):g} points"
+    facts = [f"submission: {ex.get('submission', '?')}", f"device: {dev.get('name') or ex.get('device', '?')}"]
+    if dev.get("torch"):
+        facts.append(f"torch {dev['torch']}")
+    if perf.get("copy_bytes_per_s"):
+        facts.append(f"measured copy bandwidth {_num(perf['copy_bytes_per_s']) / 1e12:.2f} TB/s (read + write)")
+    if ex.get("points_not_earnable_here"):
+        facts.append(f"{_num(ex['points_not_earnable_here']):g} points cannot be earned on this machine")
+    return title, facts
+
+
+def render_md(data: dict[str, Any], imgs: dict[str, bytes] | None, note: str | None = None) -> str:
+    title, facts = _header(data)
+    perf = (data.get("extra_data") or {}).get("performance") or {}
+    copy_bps = _num(perf.get("copy_bytes_per_s"))
+    L = [f"# {title}", "", "; ".join(facts), ""]
+    if imgs is None:
+        L += [f"> Note: {note or NO_PLOTS}.", ""]
+    elif imgs:
+        L += ["Charts of these numbers are in report.html, beside this file.", ""]
+    L += ["## Score", ""]
+    ps = part_scores(data)
+    stages = [s for s in STAGES if any(s in v for v in ps.values())]
+    rows = []
+    for part, st in ps.items():
+        tot = (sum(v[0] for v in st.values()), sum(v[1] for v in st.values()))
+        rows.append([part] + [f"{st[s][0]:.4g} / {st[s][1]:g}" if s in st else "-" for s in stages] + [f"{tot[0]:.4g} / {tot[1]:g}"])
+    L += _md_table(["part", *stages, "total"], rows) + [""]
+
+    L += ["## Performance", ""]
+    if not perf.get("cases"):
+        L += ["No performance data: speed is timed only on a CUDA GPU.", ""]
+    for name, c in (perf.get("cases") or {}).items():
+        L += [f"### {case_title(name, c)}", ""]
+        L += _md_table(list(PERF_COLS), [cells for _, _, cells in perf_rows(c, forfeit_parts(data))]) + [""]
+        if thresholds_line(c, copy_bps):
+            L += [thresholds_line(c, copy_bps), ""]
+
+    L += ["## Correctness", ""]
+    cases, parts, cells = correctness_matrix(data)
+    if cases:
+        L += _md_table(["case", *parts], [[cs] + [CELL.get(cells[(cs, p)].state, "?") if (cs, p) in cells else "-" for p in parts] for cs in cases]) + [""]
+    else:
+        L += ["No correctness tests in this run.", ""]
+
+    L += ["## Lost points", ""]
+    lost = losses(data)
+    if not lost:
+        L += ["None: every point was earned.", ""]
+    for lo in lost:
+        what = "not earnable on this machine" if lo.state == SKIPPED else "lost"
+        L += [f"### {lo.title}: {_points(lo.points)} {what}", "", _fence("\n".join(lo.reason)), "", "What to try:", ""]
+        L += [f"- {tip}" for tip in lo.tips] + [""]
+
+    warns = warnings_of(data)
+    if warns:
+        L += ["## Warnings and flags", ""] + [f"- {w}: {_md_cell(text)}" for w, text in warns] + [""]
+    notes = [n for n in str(data.get("output") or "").splitlines() if n.strip()]
+    if notes:
+        L += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
+    return "\n".join(L)
+
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
+table{border-collapse:collapse;margin:.5em 0 1em}th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f3f3f3}td.n{text-align:right;font-variant-numeric:tabular-nums}td ul{margin:0;padding-left:1.2em}
+td.passed,td.failed,td.skipped,td.none{text-align:center}td.passed{background:#c8e6c9}td.failed{background:#ffcdd2;font-weight:bold}td.skipped{background:#fff3c4}td.none{background:#eee}
+tr.impl td{font-weight:bold}pre{background:#f6f6f6;padding:.6em;overflow-x:auto;white-space:pre-wrap}
+.note{background:#fff8e1;border-left:4px solid #f9a825;padding:.5em 1em}.lost{border-left:4px solid #c62828;padding-left:1em;margin:1em 0}
+.lost.skipped{border-left-color:#f9a825}img{max-width:100%;display:block;margin:.5em 0}.facts{color:#555}
+"""
+
+
+NUMBER = re.compile(r"[-+]?\d[\d.,]*(e[-+]?\d+)?( ?(x|%|ms|s)| / [\d.]+)?( \(\d+/\d+\))?")
+
+
+def is_number(s: Any) -> bool:
+    """Cells aligned right: numbers, with an optional unit, ratio or count."""
+    return isinstance(s, (int, float)) or bool(NUMBER.fullmatch(str(s).strip()))
+
+
+def _e(s: Any) -> str:
+    return html.escape(str(s), quote=True)
+
+
+def _img(png: bytes, alt: str) -> str:
+    return f'<img alt="{_e(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">'
+
+
+def _html_table(head: list[str], rows: list[list[str]], row_classes: list[str] | None = None, cell_classes: list[list[str]] | None = None) -> str:
+    out = ["<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>"]
+    for i, r in enumerate(rows):
+        rc = f' class="{_e(row_classes[i])}"' if row_classes else ""
+        tds = []
+        for j, c in enumerate(r):
+            cc = (cell_classes[i][j] if cell_classes else "") or ("n" if is_number(c) else "")
+            tds.append(f'<td class="{_e(cc)}">{_e(c)}</td>' if cc else f"<td>{_e(c)}</td>")
+        out.append(f"<tr{rc}>" + "".join(tds) + "</tr>")
+    return "\n".join(out + ["</table>"])
+
+
+def render_html(data: dict[str, Any], imgs: dict[str, bytes] | None, note: str | None = None) -> str:
+    title, facts = _header(data)
+    perf = (data.get("extra_data") or {}).get("performance") or {}
+    copy_bps = _num(perf.get("copy_bytes_per_s"))
+    H = [f"<h1>{_e(title)}</h1>", f'<p class="facts">{"<br>".join(_e(f) for f in facts)}</p>']
+    if imgs is None:
+        H.append(f'<p class="note">Note: {_e(note or NO_PLOTS)}.</p>')
+    H.append("<h2>Score</h2>")
+    ps = part_scores(data)
+    stages = [s for s in STAGES if any(s in v for v in ps.values())]
+    rows = []
+    for part, st in ps.items():
+        tot = (sum(v[0] for v in st.values()), sum(v[1] for v in st.values()))
+        rows.append([part] + [f"{st[s][0]:.4g} / {st[s][1]:g}" if s in st else "-" for s in stages] + [f"{tot[0]:.4g} / {tot[1]:g}"])
+    H.append(_html_table(["part", *stages, "total"], rows))
+
+    H.append("<h2>Performance</h2>")
+    if not perf.get("cases"):
+        H.append("<p>No performance data: speed is timed only on a CUDA GPU.</p>")
+    for name, c in (perf.get("cases") or {}).items():
+        H.append(f"<h3>{_e(case_title(name, c))}</h3>")
+        pr = perf_rows(c, forfeit_parts(data))
+        H.append(_html_table(list(PERF_COLS), [cells for _, _, cells in pr], row_classes=[k for _, k, _ in pr]))
+        if thresholds_line(c, copy_bps):
+            H.append(f"<p>{_e(thresholds_line(c, copy_bps))}</p>")
+        if imgs and f"time_{name}" in imgs:
+            H.append(_img(imgs[f"time_{name}"], f"times on {name} against the baselines and credit thresholds"))
+    if imgs and "bandwidth" in imgs:
+        H.append("<h3>Bandwidth against the measured copy ceiling</h3>")
+        H.append(_img(imgs["bandwidth"], "achieved bandwidth per case against the measured copy ceiling"))
+
+    H.append("<h2>Correctness</h2>")
+    cases, parts, cells = correctness_matrix(data)
+    if cases:
+        head = ["case", *parts]
+        body, classes = [], []
+        for cs in cases:
+            r, cl = [cs], [""]
+            for p in parts:
+                t = cells.get((cs, p))
+                r.append(CELL.get(t.state, "?") if t else "-")
+                cl.append(t.state if t else "none")
+            body.append(r)
+            classes.append(cl)
+        H.append(_html_table(head, body, cell_classes=classes))
+    else:
+        H.append("<p>No correctness tests in this run.</p>")
+
+    H.append("<h2>Lost points</h2>")
+    lost = losses(data)
+    if not lost:
+        H.append("<p>None: every point was earned.</p>")
+    for lo in lost:
+        what = "not earnable on this machine" if lo.state == SKIPPED else "lost"
+        H.append(f'<div class="lost {_e(lo.state)}"><h3>{_e(lo.title)}: {_points(lo.points)} {what}</h3>')
+        H.append(f"<pre>{_e(chr(10).join(lo.reason))}</pre><p>What to try:</p><ul>")
+        H += [f"<li>{_e(tip)}</li>" for tip in lo.tips]
+        H.append("</ul></div>")
+    warns = warnings_of(data)
+    if warns:
+        H.append("<h2>Warnings and flags</h2><ul>" + "".join(f"<li><b>{_e(w)}</b>: {_e(text)}</li>" for w, text in warns) + "</ul>")
+    notes = [n for n in str(data.get("output") or "").splitlines() if n.strip()]
+    if notes:
+        H.append("<h2>Notes</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_e(title)}</title><style>{CSS}</style></head><body>\n" + "\n".join(H) + "\n</body></html>\n"
+    )
+
+
+def write_student_report(source: Grade | dict | str | Path, out_dir: Path) -> tuple[Path, Path]:
+    """Write report.md and report.html into out_dir (beside results.json). Returns their paths."""
+    data = as_results(source)
+    note = None
+    try:
+        imgs = charts(data)
+    except Exception as e:  # a broken plotting stack costs the charts, never the report
+        imgs, note = None, f"plots failed ({type(e).__name__}: {' '.join(str(e).split())[:200]}); this report has tables only"
+    md, page = out_dir / "report.md", out_dir / "report.html"
+    write_text_atomic(md, render_md(data, imgs, note))
+    write_text_atomic(page, render_html(data, imgs, note))
+    return md, page
