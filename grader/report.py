@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import re
 import sys
 import tempfile
@@ -28,6 +29,15 @@ def write_json_atomic(path: Path, data: dict) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, default=str))
 
 
+def _clear_squatter(path: Path) -> None:
+    """Something that is not a regular file where a result goes (a directory or a link a submission planted)
+    would make the rename fail or write elsewhere: remove it first. The grader's results are never lost."""
+    if path.is_symlink():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     """Write to a temp file in the same directory, fsync, then rename: readers never see half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -37,6 +47,8 @@ def write_text_atomic(path: Path, text: str) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; results are for TAs and CI artifact uploads to read
+        _clear_squatter(path)
         os.replace(tmp, path)
     except BaseException:
         try:
