@@ -158,7 +158,8 @@ def run_correctness(
                       max_abs_err=verdict.max_abs_err, max_rel_err=verdict.max_rel_err, seconds=round(time.monotonic() - t0, 3))
             )
         if load_error is None:
-            results.append(_kernel_check(problem, target, box, runnable, secret, deadline))
+            passed = {r.extra.get("case") for r in results if r.state == PASSED}
+            results.append(_kernel_check(problem, target, box, runnable, secret, deadline, passed))
     finally:
         if box is not None:
             box.close()
@@ -167,14 +168,20 @@ def run_correctness(
     return results
 
 
-def _kernel_check(problem: Problem, target: Target, box: Sandbox | None, runnable: list[Case], secret: int, deadline: float) -> TestResult:
-    """Profile one call on a strided case and classify the kernels it launched (grader/kernelcheck.py)."""
+def _kernel_check(
+    problem: Problem, target: Target, box: Sandbox | None, runnable: list[Case], secret: int, deadline: float, passed: set
+) -> TestResult:
+    """Profile one call on a strided case and classify the kernels it launched (grader/kernelcheck.py).
+
+    The largest strided case is used, so that even a kernel with a wrong grid launches something. "No kernel of
+    yours ran" forfeits the part only when that case was answered correctly: right answers without the
+    kernel are a cheat, wrong answers without it are a bug the correctness cases already charge for."""
     impl = target.impl
     name = f"{impl.name} / kernel check"
     pick = [c for c in runnable if c.pad and c.dist == "normal"] or [c for c in runnable if 0 not in c.shape]
     if not pick:
         return TestResult(name, impl.name, "checks", 0.0, 0.0, SKIPPED, "no case to profile")
-    case = min(pick, key=lambda c: _numel(c.shape))
+    case = max(pick, key=lambda c: _numel(c.shape))
     try:
         if box is None or not box.alive:
             box = Sandbox(box.device if box else "cpu")
@@ -184,6 +191,11 @@ def _kernel_check(problem: Problem, target: Target, box: Sandbox | None, runnabl
     except WorkerFailure as e:
         return TestResult(name, impl.name, "checks", 0.0, 0.0, FAILED, f"could not profile: {e.line}", {"forfeit": False})
     rep = kernelcheck.classify(impl.kind, r["ops"], r["kernels"], r["jit_names"], r.get("triton_launches"))
+    if case.name not in passed:
+        # Only PyTorch doing the math is a cheat whatever the answer; "nothing of yours ran" is one only if right.
+        keep = [v for v in rep.violations if v.startswith("PyTorch computed") or v.startswith("a PyTorch compute")]
+        rep.warnings += [v + f" (not forfeit: {case.name} was wrong anyway)" for v in rep.violations if v not in keep]
+        rep.violations = keep
     return TestResult(
         name, impl.name, "checks", 0.0, 0.0, PASSED if rep.ok else FAILED, rep.text() + f"\n(profiled one call on {case.name})",
         {"forfeit": not rep.ok, "kernels": rep.kernels, "launches": len(rep.kernels), "warnings": rep.warnings, "violations": rep.violations},
