@@ -15,6 +15,7 @@ from rich.console import Console
 
 from . import report
 from .pipeline import GraderError, Options, grade
+from .sandbox import become_subreaper, make_undumpable, reap_strays
 from .spec import SpecError, find_problem, load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,6 +69,7 @@ def _secret(path: Path | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    make_undumpable()  # before anything else: the secret seed may be in our environment
     args = _parser().parse_args(argv)
     if args.command == "report":
         return _ta_report(args.dir, args.out)
@@ -87,8 +89,14 @@ def main(argv: list[str] | None = None) -> int:
             correctness=args.command != "bench",
         )
         _check_writable(args.out)
+        # Orphans a submission leaves (daemons that escaped their process group) re-parent to us, and are
+        # killed before the results are written. Only the CLI does this: a library caller keeps its children.
+        become_subreaper()
         with report.progress("grading") as update:
             g = grade(problem, opts, progress=update)
+        strays = reap_strays()
+        if strays:
+            g.notes.append(f"killed {strays} process(es) the submission left running after its part ended")
         path = report.write_results(g, args.out)
     except (SpecError, GraderError) as e:
         print(f"grader error: {e}", file=sys.stderr)  # one line, never wrapped (rich would wrap at 80 in CI)

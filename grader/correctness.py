@@ -7,6 +7,7 @@ A crash or hang in one case costs that case; the worker is restarted for the res
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -20,6 +21,10 @@ from .sandbox import Sandbox, WorkerFailure
 from .spec import Case, Implementation, Problem
 
 MAX_RESTARTS = 3
+STICKY_CUDA_ERROR = re.compile(
+    r"illegal (memory )?(access|address|instruction)|unspecified launch failure|device-side assert|"
+    r"misaligned address|cudaErrorIllegal|cudaErrorLaunchFailure|CUDA error", re.IGNORECASE
+)
 
 
 @dataclass
@@ -145,6 +150,11 @@ def run_correctness(
             except WorkerFailure as e:
                 msg = e.line + (f"\n{e.detail}" if e.detail else "")
                 results.append(_test(impl, case, 0.0, FAILED, msg))
+                if not e.fatal and STICKY_CUDA_ERROR.search(e.line + e.detail):
+                    # A kernel fault poisons the CUDA context for good: later cases in this process would all
+                    # fail with the same error. Start a fresh worker for them instead.
+                    box.close()
+                    e.fatal = True
                 if e.fatal:
                     box = None
                     restarts += 1

@@ -20,7 +20,7 @@ from .correctness import Target, run_correctness
 from .performance import run_performance, skipped_tests
 from .reference import load_reference
 from .results import FAILED, PASSED, SKIPPED, Grade, TestResult
-from .sandbox import WorkerFailure, become_subreaper, reap_strays
+from .sandbox import WorkerFailure
 from .spec import Implementation, Problem
 
 
@@ -75,7 +75,6 @@ def grade(problem: Problem, opts: Options, progress: Callable[[str], None] = lam
         if not any(opts.submission.iterdir()):
             raise GraderError(f"submission directory {opts.submission} is empty: it should hold " + ", ".join(i.file for i in problem.implementations.values()))
     ref = load_reference(problem)
-    become_subreaper()
     g = Grade(problem=problem.name, submission="staff solutions" if opts.staff else str(opts.submission), device=device)
     impls = [i for n, i in problem.implementations.items() if not opts.only or n in opts.only]
     if opts.only and not impls:
@@ -144,9 +143,6 @@ def grade(problem: Problem, opts: Options, progress: Callable[[str], None] = lam
         g.phases["timing"] = time.monotonic() - t0
         g.phases["compile"] = sum(float(c) for ci in g.perf.get("cases", {}).values() for d in ci.get("baselines", {}).values() if (c := d.get("compile_s")))
 
-    strays = reap_strays()
-    if strays:
-        g.notes.append(f"killed {strays} process(es) the submission left running after its part ended")
     _apply_forfeits(g)
     skipped = g.unearnable
     if skipped:

@@ -129,6 +129,19 @@ class Sandbox:
             pass
 
 
+def make_undumpable() -> bool:
+    """PR_SET_DUMPABLE 0: another process of the same user can no longer read this one's /proc/<pid>/environ or
+    memory, nor ptrace it. So even when student code runs as the grader's own user (local grading), it cannot
+    read the secret seed out of the grader's initial environment. Children regain it with their exec."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(4, 0, 0, 0, 0) == 0  # PR_SET_DUMPABLE
+    except (OSError, AttributeError):
+        return False
+
+
 def become_subreaper() -> bool:
     """Make orphaned descendants (a submission's daemons that escaped its process group with setsid) re-parent
     to this process instead of init, so that `reap_strays` can find and kill them. Linux only; False elsewhere."""
