@@ -682,8 +682,9 @@ def render_html(data: dict[str, Any], imgs: dict[str, bytes] | None, note: str |
     )
 
 
-def write_student_report(source: Grade | dict | str | Path, out_dir: Path) -> tuple[Path, Path]:
+def write_student_report(source: Grade | dict | str | Path, out_dir: str | Path) -> tuple[Path, Path]:
     """Write report.md and report.html into out_dir (beside results.json). Returns their paths."""
+    out_dir = Path(out_dir)
     data = as_results(source)
     note = None
     try:
