@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
@@ -72,7 +72,3 @@ class Grade:
                 "performance": self.perf,
             },
         }
-
-    @staticmethod
-    def dataclass_dict(t: TestResult) -> dict[str, Any]:
-        return asdict(t)
