@@ -141,7 +141,12 @@ def grade(problem: Problem, opts: Options, progress: Callable[[str], None] = lam
             g.tests += skipped_tests(problem, targets, f"not timed: {e}")
             g.notes.append(f"performance: not graded this run ({e}); re-run the grader")
         g.phases["timing"] = time.monotonic() - t0
-        g.phases["compile"] = sum(float(c) for ci in g.perf.get("cases", {}).values() for d in ci.get("baselines", {}).values() if (c := d.get("compile_s")))
+        # First calls (Triton JIT, torch.compile): inside the timing phase, never inside a timed number.
+        g.perf["first_call_s"] = sum(
+            float(d.get("compile_s") or 0.0)
+            for ci in g.perf.get("cases", {}).values()
+            for d in (*ci.get("baselines", {}).values(), *ci.get("impls", {}).values())
+        )
 
     _apply_forfeits(g)
     skipped = g.unearnable

@@ -183,7 +183,9 @@ def print_summary(g: Grade, console: Console | None = None, verbose_failures: in
     for n in g.notes:
         console.print(f"[yellow]note:[/] {n}", highlight=False)
     if g.phases:
-        console.print("wall time: " + ", ".join(f"{k} {v:.1f} s" for k, v in g.phases.items()), highlight=False)
+        first = g.perf.get("first_call_s")
+        extra = f" (of which {first:.1f} s first calls: JIT / torch.compile)" if first else ""
+        console.print("wall time: " + ", ".join(f"{k} {v:.1f} s" for k, v in g.phases.items()) + extra, highlight=False)
     console.print(f"[bold]score: {g.score:.4g} / {g.max_score:g}[/]", highlight=False)
 
 
