@@ -108,6 +108,7 @@ def run_correctness(
             results.append(_test(impl, c, 0.0, SKIPPED, "skipped: this case runs only on a GPU (too slow for the Triton interpreter)"))
     deadline = time.monotonic() + problem.limits.correctness_s
     restarts = 0
+    case_violations: list[str] = []  # from the host-op profile of every correctness call
     box: Sandbox | None = None
     load_error: str | None = None
 
@@ -162,6 +163,7 @@ def run_correctness(
                         load_error = f"not run: an earlier case {'hung' if 'timed out' in e.line else 'crashed the process repeatedly'} ({case.name})"
                 continue
             verdict = check_case(problem, case, reply, base, ref, device)
+            case_violations += _call_violations(impl.kind, case, reply, verdict.ok, payload["out_numel"])
             state = PASSED if verdict.ok else FAILED
             results.append(
                 _test(impl, case, case.points if verdict.ok else 0.0, state, verdict.text(),
@@ -169,7 +171,7 @@ def run_correctness(
             )
         if load_error is None:
             passed = {r.extra.get("case") for r in results if r.state == PASSED}
-            results.append(_kernel_check(problem, target, box, runnable, secret, deadline, passed))
+            results.append(_kernel_check(problem, target, box, runnable, secret, deadline, passed, case_violations))
     finally:
         if box is not None:
             box.close()
@@ -178,8 +180,18 @@ def run_correctness(
     return results
 
 
+def _call_violations(kind: str, case: Case, reply: dict, correct: bool, out_numel: int) -> list[str]:
+    """What the host-op profile of one case's calls says: PyTorch math, or (for a right answer) no kernel."""
+    rep = kernelcheck.classify(kind, reply.get("ops", []), [], ["?"], reply.get("triton_launches") if out_numel else None)
+    out = [f"{v} (case {case.name})" for v in rep.violations if v.startswith("PyTorch computed")]
+    if correct and kind == "triton" and out_numel and reply.get("triton_launches") == 0:
+        out.append(f"case {case.name} was answered correctly without launching any @triton.jit kernel of this file")
+    return out
+
+
 def _kernel_check(
-    problem: Problem, target: Target, box: Sandbox | None, runnable: list[Case], secret: int, deadline: float, passed: set
+    problem: Problem, target: Target, box: Sandbox | None, runnable: list[Case], secret: int, deadline: float, passed: set,
+    case_violations: list[str] = (),
 ) -> TestResult:
     """Profile one call on a strided case and classify the kernels it launched (grader/kernelcheck.py).
 
@@ -206,6 +218,7 @@ def _kernel_check(
         keep = [v for v in rep.violations if v.startswith("PyTorch computed") or v.startswith("a PyTorch compute")]
         rep.warnings += [v + f" (not forfeit: {case.name} was wrong anyway)" for v in rep.violations if v not in keep]
         rep.violations = keep
+    rep.violations += list(dict.fromkeys(case_violations))[:5]  # every correctness call was profiled too
     return TestResult(
         name, impl.name, "checks", 0.0, 0.0, PASSED if rep.ok else FAILED, rep.text() + f"\n(profiled one call on {case.name})",
         {"forfeit": not rep.ok, "kernels": rep.kernels, "launches": len(rep.kernels), "warnings": rep.warnings, "violations": rep.violations},
