@@ -149,6 +149,9 @@ def grade(problem: Problem, opts: Options, progress: Callable[[str], None] = lam
         )
 
     _apply_forfeits(g)
+    # One part after the other, stages in pipeline order (parts are checked concurrently, so append order varies).
+    part_rank = {n: i for i, n in enumerate(problem.implementations)}
+    g.tests.sort(key=lambda t: (part_rank.get(t.part, len(part_rank)), _stage_rank(t)))
     skipped = g.unearnable
     if skipped:
         g.notes.append(f"{skipped:g} of {g.max_score:g} points could not be earned on this machine ({device}); grade on a GPU for those")
@@ -164,3 +167,11 @@ def _apply_forfeits(g: Grade) -> None:
                 t.state = FAILED
                 t.output = f"forfeit: the '{part} / kernel check' found the work done outside your own kernel\n" + t.output
         g.notes.append(f"{part}: all points forfeit, see '{part} / kernel check'")
+
+
+def _stage_rank(t: TestResult) -> int:
+    if t.name.endswith("static warnings"):
+        return 0
+    if t.name.endswith("kernel check"):
+        return 3
+    return {"build": 1, "correctness": 2, "performance": 4}.get(t.stage, 5)
