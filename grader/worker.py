@@ -140,15 +140,8 @@ class Worker:
         from torch.profiler import ProfilerActivity, profile
 
         seen: set[str] = set()
-        saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 2)
-        try:
-            with profile(activities=[ProfilerActivity.CPU]) as prof:
-                yield seen
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            os.close(devnull)
+        with _stderr_muted(), profile(activities=[ProfilerActivity.CPU]) as prof:
+            yield seen
         seen.update(e.name[len("aten::"):] for e in prof.events() if e.name.startswith("aten::"))
 
     def kernels(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -161,18 +154,10 @@ class Worker:
         self._call(x)  # compile/JIT outside the profile
         self._sync()
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.type == "cuda" else [])
-        saved = os.dup(2)  # the profiler's C++ side prints start/stop lines on stderr: keep them out of reports
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 2)
         before = self.launches.count if self.launches else 0
-        try:
-            with profile(activities=acts) as prof:
-                self._call(x)
-                self._sync()
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            os.close(devnull)
+        with _stderr_muted(), profile(activities=acts) as prof:
+            self._call(x)
+            self._sync()
         ops, kernels = set(), []
         for e in sorted(prof.events(), key=lambda e: e.time_range.start):
             dev = str(getattr(e, "device_type", "")).rsplit(".", 1)[-1]
@@ -246,6 +231,19 @@ class Worker:
             "contiguous": bool(out.is_contiguous()),
             "stride": list(out.stride()),
         }
+
+
+@contextlib.contextmanager
+def _stderr_muted() -> Iterator[None]:
+    """The profiler's C++ side prints start/stop lines on fd 2: keep them out of the grader's output."""
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 _JIT_TYPES = ("JITFunction", "InterpretedFunction")  # the second is what @triton.jit gives under TRITON_INTERPRET
