@@ -53,7 +53,8 @@ def summarize(samples: Sequence[float]) -> Summary:
 @dataclass(frozen=True)
 class StopRule:
     rel_sem: float = 0.005  # stop when SEM/median <= 0.5% ...
-    min_n: int = 20  # ... and at least this many samples ...
+    min_n: int = 100  # ... and at least this many samples (20 rounds of 5: samples within a round share a clock
+    # state, so a few rounds can agree with each other and still miss the run-to-run drift: 6 rounds spread 1.8%)
     max_n: int = 400  # ... or at this many ...
     max_seconds: float = 8.0  # ... or when the case's timing budget is spent
 

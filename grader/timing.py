@@ -6,7 +6,8 @@ Lecture 6's rules, made strict:
 - Before every timed call: fresh input contents (a pristine set times a random power of two, so a cache keyed
   by pointer returns stale answers), then an L2 flush with a buffer of 2x the L2 size, both outside the timed
   region; then a short GPU sleep, so the GPU is still busy while the host launches the call and launch latency
-  does not leak into the event interval.
+  does not leak into the event interval. The sleep fills every warp slot of every SM (`_occupy_kernel`), so work
+  a submission puts on another stream cannot run inside it: it runs after, where the host clock sees it.
 - Clocks: CUDA events on the current stream, plus a device-wide synchronize and the host clock as a
   cross-check. Work hidden on another stream shows up as host time far above event time.
 All torch functions used here are bound when the Timer is built, before any student module is imported.
@@ -18,11 +19,31 @@ import time
 from typing import Any, Callable
 
 import torch
+import triton
+import triton.language as tl
 
 from .inputs import make_input_seeded
 from .spec import Case
 
 _perf_counter = time.perf_counter
+
+
+@triton.jit
+def _now_ns():
+    # nanosleep first: the spinning warps mostly sleep, so the wait draws little power and does not lower the
+    # clocks of the timed kernel that follows.
+    return tl.inline_asm_elementwise("nanosleep.u32 256;\n\tmov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+
+
+@triton.jit
+def _occupy_kernel(ns):
+    """Wait `ns` nanoseconds. Launched as 2 programs of 32 warps per SM it holds all 64 warp slots of every SM
+    (Hopper, Ampere), so no kernel from any other stream can start until it ends. torch.cuda._sleep is a single
+    thread: a side stream's kernels run beside it, hidden from both clocks."""
+    t0 = _now_ns()
+    t = t0
+    while t - t0 < ns:
+        t = _now_ns()
 
 
 class Timer:
@@ -42,6 +63,9 @@ class Timer:
         self.flush_bytes = max(2 * self.l2_bytes, 64 * 2**20)
         self.flush = torch.empty(self.flush_bytes, dtype=torch.uint8, device=device)
         self.cycles_per_us = self._calibrate_sleep()
+        self.sms = props.multi_processor_count
+        self.occupy_grid = 2 * self.sms
+        self.sleep_kind = self._check_occupy()
         self.pristine: list[torch.Tensor] = []
         self.work: list[torch.Tensor] = []
         self.cols = 0
@@ -64,6 +88,34 @@ class Timer:
         # than asked, at most a few times longer on a slow clock.
         return max(cycles / max(ms * 1e3, 1.0), 2000.0)
 
+    def _occupy(self, us: float) -> None:
+        _occupy_kernel[(self.occupy_grid,)](int(us * 1000), num_warps=32)
+
+    def _check_occupy(self) -> str:
+        """Use the whole-device sleep if it compiles and really holds the device: a tiny kernel on a side stream,
+        launched right behind a 300 us sleep, must not finish before the sleep does."""
+        try:
+            self._occupy(10)  # compile
+            self._sync()
+            side = torch.cuda.Stream(self.device)
+            s, e_sleep, e_side = (self._Event(enable_timing=True) for _ in range(3))
+            self._record(s)
+            self._occupy(300)
+            self._record(e_sleep)
+            with torch.cuda.stream(side):
+                self.flush[:256].zero_()
+                self._record(e_side)
+            self._sync()
+            t_sleep, t_side = self._elapsed(s, e_sleep), self._elapsed(s, e_side)
+        except Exception as e:  # no Triton, no NVIDIA GPU, inline PTX refused: keep torch's one-thread sleep
+            self._occupy_ok = False
+            return f"one-thread sleep (whole-device sleep failed: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''})"
+        self._occupy_ok = t_side >= 0.9 * t_sleep
+        if self._occupy_ok:
+            return f"whole-device sleep ({self.occupy_grid} x 1024 threads; a side-stream kernel waited {t_side:.3f} ms behind a {t_sleep:.3f} ms sleep)"
+        self._occupy_ok = False
+        return f"one-thread sleep (whole-device sleep did not hold the device: a side-stream kernel ended at {t_side:.3f} ms, the sleep at {t_sleep:.3f} ms)"
+
     def device_info(self) -> dict[str, Any]:
         p = torch.cuda.get_device_properties(self.device)
         return {
@@ -73,6 +125,7 @@ class Timer:
             "flush_bytes": self.flush_bytes,
             "torch": torch.__version__,
             "cuda": torch.version.cuda,
+            "pre_call_sleep": self.sleep_kind,
         }
 
     def _median_ms(self, fn: Callable[[], Any], reps: int) -> float:
@@ -155,7 +208,8 @@ class Timer:
         # 1 ms of GPU sleep ahead of each timed call: Python launchers (Triton's, torch.compile's guards, a
         # ctypes binding) take 20-200 us on the host, and any of it not hidden behind the sleep lands in the
         # event interval. 100 us was measured not to be enough (medians of launch-heavy kernels spread 5-12%).
-        sleep_cycles = int(p.get("sleep_us", 1000) * self.cycles_per_us)
+        sleep_us = p.get("sleep_us", 1000)
+        sleep_cycles = int(sleep_us * self.cycles_per_us)
         result: dict[str, Any] = {}
         self.kept = {}
         for name in p["names"]:
@@ -167,7 +221,10 @@ class Timer:
                 x = self._view(work)
                 self._zero(self.flush)  # evict L2
                 self._sync()  # the host clock starts from an idle GPU: only fn's work is in its interval
-                self._sleep(sleep_cycles)  # keep the GPU busy while the host launches fn
+                if self._occupy_ok:  # keep the GPU busy (all of it) while the host launches fn
+                    self._occupy(sleep_us)
+                else:
+                    self._sleep(sleep_cycles)
                 s, e = self._Event(enable_timing=True), self._Event(enable_timing=True)
                 self._record(s)
                 t0 = _perf_counter()

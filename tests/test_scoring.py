@@ -179,7 +179,7 @@ def wild(n: int, seed: int = 0) -> stats.Summary:
 
 def test_stop_rule_defaults_match_docs():
     r = stats.StopRule()
-    assert (r.rel_sem, r.min_n, r.max_n, r.max_seconds) == (0.005, 20, 400, 8.0)
+    assert (r.rel_sem, r.min_n, r.max_n, r.max_seconds) == (0.005, 100, 400, 8.0)
 
 
 def test_stop_on_precision_when_all_precise_and_enough_samples():

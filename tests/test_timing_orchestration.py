@@ -1,0 +1,134 @@
+"""The parent's side of performance timing (grader/performance.py `_time_case`), on CPU, with fake workers.
+
+A timing worker runs untrusted code in the same process as the timer, so whatever it reports can be forged. The
+parent's only trusted measure is its own clock around each request. These tests drive `_time_case` with fake
+workers whose real duration per call (a sleep) and reported times are chosen by the test:
+- an honest worker reports what it spends, and is scored on its event median, unflagged;
+- a worker that reports a quarter of what it really spends (what a submission that rewrites `Timer.round`
+  does) is flagged and scored on the time the parent's clock saw;
+- timed outputs that are wrong lose the case, whatever the times say.
+Fake times are in milliseconds of real sleep, large enough (3-12 ms per call) that host jitter on a loaded
+2-core CI machine is far below the wall-clock slack.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from grader import performance, stats
+from grader.inputs import make_input_seeded
+from grader.reference import load_reference
+from grader.spec import Case, load_problem
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET = 12345
+MS = {"manual": 12.0, "eager": 6.0, "compiled": 3.0}  # the baselines' real (and reported) ms per call
+
+
+class FakeWorker:
+    """Answers the timing requests like grader/worker.py, with a chosen real and reported time per call."""
+
+    def __init__(self, fns: dict[str, tuple[float, float]], wrong: bool = False):
+        self.fns = fns  # name -> (real ms, reported ms)
+        self.wrong = wrong
+        self.sets: list[torch.Tensor] = []
+        self.kept: dict[str, list[torch.Tensor]] = {}
+
+    def request(self, kind: str, p: dict, timeout_s: float = 0.0, what: str = "") -> dict:
+        if kind == "time_setup":
+            case = Case(**p["case"])
+            self.sets = [make_input_seeded(case, "cpu", s) for s in p["seeds"]]
+            return {"compile_s": {n: 0.0 for n in self.fns}}
+        if kind == "time_round":
+            out, self.kept = {}, {}
+            for n in p["names"]:
+                real, reported = self.fns[n]
+                ev, host, ys = [], [], []
+                for k, scale in p["plan"]:
+                    t_end = time.perf_counter() + real / 1e3
+                    y = F.glu(self.sets[k] * scale, dim=-1)
+                    ys.append(y + 1.0 if self.wrong else y)
+                    time.sleep(max(0.0, t_end - time.perf_counter()))
+                    ev.append(reported)
+                    host.append(reported + 0.3)  # the same host overhead for everyone: no hidden-work flag
+                self.kept[n] = ys
+                out[n] = {"event_ms": ev, "host_ms": host}
+            return out
+        if kind == "time_samples":
+            return {n: [self.kept[n][j].reshape(-1)[idx] for j, idx in wants] for n, wants in p.items()}
+        raise AssertionError(f"unexpected request {kind}")
+
+
+@pytest.fixture(scope="module")
+def glu():
+    problem = load_problem(ROOT / "reference" / "glu" / "spec.yaml")
+    case = replace(problem.performance.cases[0], shape=(8, 64), dtype="float32", points=4.0)
+    return problem, case, load_reference(problem)
+
+
+def run_case(glu, impls: dict[str, FakeWorker]):
+    problem, case, ref = glu
+    boxes = {"baselines": FakeWorker({n: (ms, ms) for n, ms in MS.items()}), **impls}
+    targets = [SimpleNamespace(impl=SimpleNamespace(name=n)) for n in impls]
+    rule = stats.StopRule(rel_sem=0.5, min_n=15, max_n=15, max_seconds=60.0)  # 3 rounds
+    res = performance._time_case(
+        problem, case, targets, boxes, {}, ref, device="cpu", secret=SECRET, rule=rule, rng=random.Random(0),
+        copy_bps=1e15, ceiling_bps=1e15, progress=lambda s: None,
+    )
+    return {t.part: t for t in res["tests"]}, res["info"]
+
+
+def test_honest_and_forged_timings_in_one_run(glu):
+    # Both honest and forger report the compiled baseline's time; the forger really spends 4x that.
+    tests, info = run_case(glu, {"honest": FakeWorker({"honest": (3.0, 3.0)}), "forger": FakeWorker({"forger": (12.0, 3.0)})})
+    honest, forger = tests["honest"], tests["forger"]
+    assert honest.extra["credit"] == 1.0 and not honest.extra["flags"], honest.output
+    assert abs(info["impls"]["honest"]["wall_excess_ms"]) < 1.0, info["impls"]["honest"]
+    assert any("grader's own clock" in f for f in forger.extra["flags"]), forger.output
+    # Scored on what the parent's clock saw (~12 ms, the manual baseline's time: zero credit), not on 3 ms.
+    assert 10.0 < forger.extra["effective_ms"] < 14.0, forger.output
+    assert forger.extra["credit"] < 0.1, forger.output
+    assert forger.score < honest.score
+
+
+def test_a_worker_cannot_gain_by_reporting_more_than_it_spends(glu):
+    # Over-reporting makes the excess negative: the event median (the larger number) is what counts.
+    tests, _ = run_case(glu, {"slowpoke": FakeWorker({"slowpoke": (3.0, 6.0)})})
+    t = tests["slowpoke"]
+    assert 5.5 < t.extra["effective_ms"] < 6.5, t.output
+    assert t.extra["credit"] < 1.0
+
+
+def test_wrong_timed_outputs_lose_the_case(glu):
+    tests, _ = run_case(glu, {"wrong": FakeWorker({"wrong": (3.0, 3.0)}, wrong=True)})
+    t = tests["wrong"]
+    assert t.extra["credit"] == 0.0 and t.score == 0.0
+    assert any("timed outputs are wrong" in f for f in t.extra["flags"]), t.output
+
+
+def test_each_request_times_one_function(glu):
+    """Equal-shaped requests are what make the wall-clock comparison fair: the baseline worker's three functions
+    are timed in three requests of 5 calls each, like every implementation's."""
+    seen: list[list[str]] = []
+
+    class Spy(FakeWorker):
+        def request(self, kind, p, timeout_s=0.0, what=""):
+            if kind == "time_round":
+                seen.append(list(p["names"]))
+            return super().request(kind, p, timeout_s, what)
+
+    problem, case, ref = glu
+    boxes = {"baselines": Spy({n: (1.0, 1.0) for n in MS}), "x": Spy({"x": (1.0, 1.0)})}
+    rule = stats.StopRule(rel_sem=0.5, min_n=5, max_n=5, max_seconds=60.0)
+    performance._time_case(problem, case, [SimpleNamespace(impl=SimpleNamespace(name="x"))], boxes, {}, ref, device="cpu",
+                           secret=SECRET, rule=rule, rng=random.Random(1), copy_bps=1e15, ceiling_bps=1e15, progress=lambda s: None)
+    assert seen and all(len(names) == 1 for names in seen)
+    assert sorted(n for names in seen for n in names) == sorted([*MS, "x"])
