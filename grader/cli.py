@@ -46,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="TA reports: grades.csv and class_summary.html from every results.json under DIR")
     r.add_argument("dir", type=Path, metavar="DIR", help="folder searched recursively for results.json files (one folder per student)")
     r.add_argument("--out", type=Path, default=None, help="where grades.csv and class_summary.html go (default: DIR)")
+    r.add_argument("--secret-file", type=Path, default=None,
+                   help="the secret seed the grades were made with (else GRADER_SECRET_SEED): check every file's signature")
     return p
 
 
@@ -55,7 +57,9 @@ def _secret(path: Path | None) -> int:
     Taken out of the environment before any child is spawned: student processes never inherit it, and in the
     container they run as another user who cannot read the file or this process's /proc entries."""
     raw = os.environ.pop("GRADER_SECRET_SEED", "0")
+    source = "GRADER_SECRET_SEED"
     if path is not None and path.exists():
+        source = f"the secret seed file {path}"
         try:
             raw = path.read_text().strip()
         except OSError as e:
@@ -65,26 +69,27 @@ def _secret(path: Path | None) -> int:
     try:
         return int(raw)
     except ValueError:
-        raise GraderError(f"GRADER_SECRET_SEED must be an integer, got {raw!r}") from None
+        raise GraderError(f"{source} must hold an integer, got {raw[:40]!r}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
     make_undumpable()  # before anything else: the secret seed may be in our environment
     args = _parser().parse_args(argv)
     if args.command == "report":
-        return _ta_report(args.dir, args.out)
+        return _ta_report(args.dir, args.out, args.secret_file)
     try:
         problem = load_problem(find_problem(args.problem, ROOT))
         for o in getattr(args, "only", []) or ():
             if o not in problem.implementations:
                 raise GraderError(f"--only {o}: no such implementation (choose from {', '.join(problem.implementations)})")
+        secret = _secret(getattr(args, "secret_file", None))
         opts = Options(
             submission=args.submission,
             out=args.out,
             only=tuple(getattr(args, "only", []) or ()),
             device=args.device,
             staff=getattr(args, "staff", False),
-            secret=_secret(getattr(args, "secret_file", None)),
+            secret=secret,
             perf=not getattr(args, "no_perf", False),
             correctness=args.command != "bench",
         )
@@ -97,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         strays = reap_strays()
         if strays:
             g.notes.append(f"killed {strays} process(es) the submission left running after its part ended")
-        path = report.write_results(g, args.out)
+        path = report.write_results(g, args.out, secret=secret)
     except (SpecError, GraderError) as e:
         print(f"grader error: {e}", file=sys.stderr)  # one line, never wrapped (rich would wrap at 80 in CI)
         return 2
@@ -126,10 +131,18 @@ def _student_report(g, out: Path) -> None:
     Console().print(f"report written to {page} (and {md.name})", highlight=False)
 
 
-def _ta_report(root: Path, out: Path | None) -> int:
+def _ta_report(root: Path, out: Path | None, secret_file: Path | None = None) -> int:
     """grades.csv + class_summary.html over every results.json under root. Bad files are listed, never fatal."""
     from . import tareport
 
+    if secret_file is not None and not secret_file.is_file():
+        print(f"grader error: --secret-file {secret_file}: no such file (pass the file the grades were made with)", file=sys.stderr)
+        return 2
+    try:
+        secret = _secret(secret_file) if (secret_file is not None or "GRADER_SECRET_SEED" in os.environ) else None
+    except GraderError as e:
+        print(f"grader error: {e}", file=sys.stderr)
+        return 2
     if not root.is_dir():
         print(f"grader error: {root} is not a directory (pass the folder that holds the students' results)", file=sys.stderr)
         return 2
@@ -139,9 +152,14 @@ def _ta_report(root: Path, out: Path | None) -> int:
         print(f"grader error: {e}", file=sys.stderr)
         return 2
     with report.progress("report", min_interval_s=1.0) as update:
-        csv_path, html_path, subs, bad = tareport.write_ta_report(root, out, progress=update)
+        csv_path, html_path, subs, bad = tareport.write_ta_report(root, out, progress=update, secret=secret)
     flagged = sum(1 for x in subs if x.flags)
     print(f"{len(subs)} submission(s) read, {flagged} flagged, {len(bad)} file(s) or folder(s) unusable (listed in the summary)")
+    if secret is not None:
+        forged = [x.student for x in subs if x.signature != "valid"]
+        print(f"signatures: {len(subs) - len(forged)} valid, {len(forged)} not written by the grader with this secret" + (f": {', '.join(forged[:10])}" + (" ..." if len(forged) > 10 else "") if forged else ""))
+    else:
+        print("signatures: not checked (pass --secret-file, or set GRADER_SECRET_SEED, to check them)")
     print(f"written: {csv_path} and {html_path}")
     return 0
 

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterator, TextIO
 from rich.console import Console
 from rich.table import Table
 
+from . import signing
 from .results import FAILED, PASSED, SKIPPED, Grade
 
 STYLE = {PASSED: "green", FAILED: "red", SKIPPED: "yellow"}
@@ -105,9 +106,11 @@ def results_json(g: Grade) -> dict[str, Any]:
     return finite(data)
 
 
-def write_results(g: Grade, out_dir: Path) -> Path:
+def write_results(g: Grade, out_dir: Path, secret: int = 0) -> Path:
+    """results.json, atomically; signed (grader/signing.py) when grading ran with a secret seed."""
     path = out_dir / "results.json"
-    write_json_atomic(path, results_json(g))
+    data = results_json(g)
+    write_json_atomic(path, signing.sign(data, secret) if secret else data)
     return path
 
 

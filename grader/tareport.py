@@ -1,4 +1,4 @@
-"""TA reports over a folder of graded submissions: `python -m grader report DIR [--out OUT]`.
+"""TA reports over a folder of graded submissions: `python -m grader report DIR [--out OUT] [--secret-file F]`.
 
 Reads every results.json under DIR (recursively). The student id is `extra_data.student_id` when the file has one,
 else the name of the directory holding the file (its parent's name when that directory is called `results`, as in
@@ -7,7 +7,9 @@ Gradescope's /autograder/results). Writes:
 - class_summary.html (self-contained): score histogram, speedup-vs-eager distribution per perf case, pass rate per
   correctness case, flagged submissions with why, and every file that could not be read (or a student directory
   with no results.json at all).
-A corrupt or missing file is listed, never fatal, and never breaks the CSV.
+A corrupt or missing file is listed, never fatal, and never breaks the CSV. With the secret seed the grades were made
+with (--secret-file, or GRADER_SECRET_SEED), every file's signature is checked (grader/signing.py): a file the
+grader did not write is flagged first and grades.csv gets a `signature` column.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from . import signing
 from .report import write_text_atomic
 from .results import PASSED, SKIPPED
 from .studentreport import CSS, STAGES, _img, _matplotlib, _num, _png, flags_of, is_number, parts_of, tests_of
@@ -37,6 +40,7 @@ class Submission:
     total: float = 0.0
     max: float = 0.0
     flags: list[str] = field(default_factory=list)
+    signature: str = signing.NOT_CHECKED  # see grader/signing.py
 
     @property
     def device(self) -> str:
@@ -68,7 +72,7 @@ def _student_id(data: dict[str, Any], path: Path, root: Path) -> str:
     return d.name or d.resolve().name
 
 
-def _load_one(path: Path, root: Path) -> Submission | Unreadable:
+def _load_one(path: Path, root: Path, secret: int | None = None) -> Submission | Unreadable:
     rel = _rel(path, root)
     try:
         raw = path.read_bytes()
@@ -100,10 +104,15 @@ def _load_one(path: Path, root: Path) -> Submission | Unreadable:
     sub.flags = flags_of(data)
     if abs(sub.total - tsum) > SCORE_TOLERANCE:
         sub.flags.append(f"top-level score {sub.total:g} differs from the sum of the tests' scores {tsum:.4g}")
+    if secret is not None:
+        sub.signature = signing.verify(data, secret)
+        if sub.signature != signing.VALID:
+            why = "has no signature" if sub.signature == signing.UNSIGNED else "has a signature that does not match its content"
+            sub.flags.insert(0, f"NOT WRITTEN BY THE GRADER: this results.json {why} (grader/signing.py); regrade this submission")
     return sub
 
 
-def collect(root: Path, progress: Callable[[str], None] = lambda s: None, exclude: Path | None = None) -> tuple[list[Submission], list[Unreadable]]:
+def collect(root: Path, progress: Callable[[str], None] = lambda s: None, exclude: Path | None = None, secret: int | None = None) -> tuple[list[Submission], list[Unreadable]]:
     """Every results.json under root, read; plus every directory directly under root that holds none (except
     `exclude`, the report's own output folder)."""
     root = Path(root)
@@ -113,7 +122,7 @@ def collect(root: Path, progress: Callable[[str], None] = lambda s: None, exclud
     bad: list[Unreadable] = []
     for i, p in enumerate(files, 1):
         progress(f"reading {i}/{len(files)}: {_rel(p, root)}")
-        r = _load_one(p, root)
+        r = _load_one(p, root, secret)
         (subs if isinstance(r, Submission) else bad).append(r)  # type: ignore[arg-type]
     has = {p.resolve() for f in files for p in f.parents}
     for d in sorted(x for x in root.iterdir() if x.is_dir() and not x.name.startswith(".")) if root.is_dir() else []:
@@ -153,16 +162,18 @@ def _safe_cell(s: str) -> str:
     return "'" + s if s[:1] in ("=", "+", "-", "@", "\t", "\r") else s
 
 
-def render_csv(subs: list[Submission]) -> str:
+def render_csv(subs: list[Submission], signatures: bool = False) -> str:
+    """signatures: add a `signature` column (valid / INVALID / unsigned), when the report checked them."""
     cols = columns(subs)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["student_id", *cols, "total", "max", "flags"])
+    w.writerow(["student_id", *cols, "total", "max", "flags", *(["signature"] if signatures else [])])
     for s in subs:
         w.writerow([
             _safe_cell(s.student),
             *(f"{round(s.points[c][0], 4):g}" if c in s.points else "" for c in cols),
             f"{round(s.total, 4):g}", f"{round(s.max, 4):g}", _safe_cell(" | ".join(s.flags)),
+            *([s.signature] if signatures else []),
         ])
     return buf.getvalue()
 
@@ -353,11 +364,14 @@ def render_summary(subs: list[Submission], bad: list[Unreadable], imgs: dict[str
     )
 
 
-def write_ta_report(root: Path, out: Path | None = None, progress: Callable[[str], None] = lambda s: None) -> tuple[Path, Path, list[Submission], list[Unreadable]]:
-    """Write grades.csv and class_summary.html into out (default: root). Never raises for a bad results file."""
+def write_ta_report(
+    root: Path, out: Path | None = None, progress: Callable[[str], None] = lambda s: None, secret: int | None = None
+) -> tuple[Path, Path, list[Submission], list[Unreadable]]:
+    """Write grades.csv and class_summary.html into out (default: root). Never raises for a bad results file.
+    secret: the seed the grades were made with; every file's signature is then checked (grader/signing.py)."""
     root = Path(root)
     out = Path(out) if out is not None else root
-    subs, bad = collect(root, progress, exclude=out if out.resolve() != root.resolve() else None)
+    subs, bad = collect(root, progress, exclude=out if out.resolve() != root.resolve() else None, secret=secret)
     progress("drawing charts")
     top = max([s.max for s in subs] + [0.0])
     try:
@@ -365,6 +379,6 @@ def write_ta_report(root: Path, out: Path | None = None, progress: Callable[[str
     except Exception:  # a chart must never cost the CSV: fall back to tables only
         imgs = None
     csv_path, html_path = out / "grades.csv", out / "class_summary.html"
-    write_text_atomic(csv_path, render_csv(subs))
+    write_text_atomic(csv_path, render_csv(subs, signatures=secret is not None))
     write_text_atomic(html_path, render_summary(subs, bad, imgs, root.name or str(root)))
     return csv_path, html_path, subs, bad

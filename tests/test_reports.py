@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import cli, report, studentreport, tareport
+from grader import cli, report, signing, studentreport, tareport
 from grader import results
 from grader.results import Grade
 
@@ -511,6 +511,81 @@ def test_ta_report_on_an_empty_folder(tmp_path):
     csv_path, html_path, subs, bad = tareport.write_ta_report(tmp_path)
     assert csv_path.read_text().splitlines() == ["student_id,total,max,flags"]
     assert "0 graded submission(s)" in html_path.read_text()
+
+
+SECRET = 271828182845
+
+
+def test_results_written_with_a_secret_verify_and_edits_do_not(tmp_path):
+    g = grade_from_results(fixture())
+    path = report.write_results(g, tmp_path, secret=SECRET)
+    d = strict_json(path)  # what a reader gets back from disk
+    assert_valid(d)
+    assert signing.verify(d, SECRET) == signing.VALID
+    assert signing.verify(d, SECRET + 1) == signing.INVALID
+    for edit in (
+        lambda x: x.update(score=x["score"] + 1),
+        lambda x: x["tests"][0].update(score=x["tests"][0]["score"] + 0.5),
+        lambda x: x["extra_data"].update(student_id="someone-else"),
+        lambda x: x["tests"].pop(),
+    ):
+        e = copy.deepcopy(d)
+        edit(e)
+        assert signing.verify(e, SECRET) == signing.INVALID
+    e = copy.deepcopy(d)
+    del e["extra_data"]["signature"]
+    assert signing.verify(e, SECRET) == signing.UNSIGNED
+    # Without a secret (local grading) nothing is signed: a known key would prove nothing.
+    local = tmp_path / "local"
+    local.mkdir()
+    assert "signature" not in strict_json(report.write_results(g, local))["extra_data"]
+
+
+def _signed_class(root: Path) -> None:
+    fx = _clean(fixture())
+    _write(root / "alice" / "results.json", signing.sign(fx, SECRET))
+    edited = signing.sign(_clean(fixture(), lose=3), SECRET)
+    edited["score"] = 76.0  # bob "restores" his lost points by hand
+    for t in edited["tests"]:
+        t["score"] = t["max_score"]
+    _write(root / "bob" / "results.json", edited)
+    _write(root / "carol" / "results.json", fx)  # never signed: written by something else
+
+
+def test_ta_report_with_the_secret_flags_files_the_grader_did_not_write(tmp_path):
+    root = tmp_path / "class"
+    _signed_class(root)
+    csv_path, _, subs, _ = tareport.write_ta_report(root, tmp_path / "ta", secret=SECRET)
+    rows = {r["student_id"]: r for r in csv.DictReader(io.StringIO(csv_path.read_text()))}
+    assert {k: r["signature"] for k, r in rows.items()} == {"alice": "valid", "bob": "INVALID", "carol": "unsigned"}
+    assert rows["alice"]["flags"] == ""
+    assert rows["bob"]["flags"].startswith("NOT WRITTEN BY THE GRADER") and "does not match" in rows["bob"]["flags"]
+    assert rows["carol"]["flags"].startswith("NOT WRITTEN BY THE GRADER") and "no signature" in rows["carol"]["flags"]
+    assert "NOT WRITTEN BY THE GRADER" in (tmp_path / "ta" / "class_summary.html").read_text()
+    # Without the secret nothing is checked, and the CSV keeps its usual columns.
+    csv_path, _, _, _ = tareport.write_ta_report(root, tmp_path / "ta2")
+    head = csv_path.read_text().splitlines()[0]
+    assert "signature" not in head and "NOT WRITTEN" not in csv_path.read_text()
+
+
+def test_ta_report_cli_checks_signatures_with_a_secret_file(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("GRADER_SECRET_SEED", raising=False)
+    root = tmp_path / "class"
+    _signed_class(root)
+    seed = tmp_path / "seed"
+    seed.write_text(f"{SECRET}\n")
+    assert cli.main(["report", str(root), "--out", str(tmp_path / "ta"), "--secret-file", str(seed)]) == 0
+    out = capsys.readouterr().out
+    assert "signatures: 1 valid, 2 not written by the grader with this secret: bob, carol" in out
+    assert cli.main(["report", str(root), "--out", str(tmp_path / "ta")]) == 0
+    assert "signatures: not checked" in capsys.readouterr().out
+    assert cli.main(["report", str(root), "--secret-file", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("grader error: --secret-file") and err.count("\n") == 1
+    seed.write_text("not a number")
+    assert cli.main(["report", str(root), "--secret-file", str(seed)]) == 2
+    err = capsys.readouterr().err
+    assert "must hold an integer" in err and err.count("\n") == 1
 
 
 # ----------------------------------------------------------------------------------------------------------------
