@@ -34,6 +34,9 @@ WHY = {
     "torch math": "the work must be done by your own kernel; the kernel check forfeits parts where PyTorch computes",
     "monkeypatch": "replacing torch or time functions is how timers are fooled; the grader binds its own beforehand",
     "caching": "caching outputs across calls is caught: every timed call gets fresh input contents",
+    "grader internals": "the grader's own modules share this process; a kernel has no reason to look them up, and "
+    "rewriting them is caught by checks that run outside it (the parent's clock, its own truth)",
+    "computed name": "an attribute looked up by a computed name hides from this scan (and from a reader) what is called",
 }
 
 _PY_CALLS = {
@@ -46,9 +49,14 @@ _PY_CALLS = {
     "F.glu": "torch math", "torch.nn.functional.glu": "torch math", "torch.sigmoid": "torch math",
     "F.sigmoid": "torch math", "torch.nn.functional.sigmoid": "torch math", "torch.exp": "torch math",
     "torch.compile": "torch math", "functools.lru_cache": "caching", "functools.cache": "caching",
+    "sys.modules": "grader internals", "importlib": "grader internals", "__import__": "grader internals",
 }
-_PY_MODULES = {"ctypes": "ctypes", "gc": "gc", "inspect": "inspect", "threading": "thread", "subprocess": "subprocess", "multiprocessing": "subprocess"}
+_PY_MODULES = {
+    "ctypes": "ctypes", "gc": "gc", "inspect": "inspect", "threading": "thread", "subprocess": "subprocess",
+    "multiprocessing": "subprocess", "importlib": "grader internals", "grader": "grader internals",
+}
 _PATCH_TARGETS = re.compile(r"^(torch|time|triton|sys|builtins|os)\b")
+_GRADER_NAME = re.compile(r"^grader(\.\w+)*$|^(Worker|Timer|Sandbox)$")  # the grader's modules and classes
 
 _CU_PATTERNS = [
     (re.compile(r"\bcudaStreamCreate\w*|\bcudaStreamPerThread\b|cudaStreamLegacy"), "stream"),
@@ -102,8 +110,17 @@ def scan_python(src: str) -> list[Warning_]:
         elif isinstance(node, ast.Call) and _dotted(node.func) in ("setattr",) and node.args:
             if _PATCH_TARGETS.match(_dotted(node.args[0])):
                 out.append(Warning_(line, f"setattr on {_dotted(node.args[0])}", WHY["monkeypatch"]))
+        if isinstance(node, ast.Call) and _dotted(node.func) in ("getattr", "setattr", "delattr", "hasattr") and len(node.args) > 1:
+            if not (isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
+                out.append(Warning_(line, f"{_dotted(node.func)} with a computed name", WHY["computed name"]))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _GRADER_NAME.match(node.value):
+            out.append(Warning_(line, f"names {node.value!r}", WHY["grader internals"]))
     uniq = {(w.line, w.what): w for w in out}
-    return sorted(uniq.values(), key=lambda w: (w.line, w.what))
+    # `sys.modules.get(...)` is one use of sys.modules, not two: drop "uses a.b.c" when "uses a.b" is on the line.
+    uses = {(w.line, w.what[5:]) for w in uniq.values() if w.what.startswith("uses ")}
+    keep = [w for w in uniq.values() if not (w.what.startswith("uses ") and any(
+        (w.line, w.what[5:].rsplit(".", k)[0]) in uses for k in range(1, w.what.count(".") + 1)))]
+    return sorted(keep, key=lambda w: (w.line, w.what))
 
 
 def scan_cuda(src: str) -> list[Warning_]:
