@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One batched GPU session: versions, staff grade (correctness + timing), bench table, stub grade, gpu tests.
 # Usage (on a GPU host, in the repo root): OUT=/some/dir bash scripts/gpu_check.sh [steps...]
-# Steps: env staff bench stub tests (default: all). Logs go to $OUT/<step>.log.
+# Steps: env staff bench stub tests large (default: all but large). Logs go to $OUT/<step>.log.
 set -uo pipefail
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 GRADER_CACHE=${GRADER_CACHE:-/tmp/grader-cache}
@@ -15,4 +15,5 @@ for s in $steps; do case $s in
   bench) run bench python3 -m grader bench --staff --out "$OUT/bench" ;;
   stub) TAIL=15 run stub python3 -m grader grade --out "$OUT/stub" --no-perf ;;
   tests) run tests python3 -m pytest -q -m gpu -x ;;
+  large) run large python3 scripts/large_cases.py ;;
 esac; done
