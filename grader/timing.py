@@ -37,9 +37,9 @@ def _now_ns():
 
 @triton.jit
 def _occupy_kernel(ns):
-    """Wait `ns` nanoseconds. Launched as 2 programs of 32 warps per SM it holds all 64 warp slots of every SM
-    (Hopper, Ampere), so no kernel from any other stream can start until it ends. torch.cuda._sleep is a single
-    thread: a side stream's kernels run beside it, hidden from both clocks."""
+    """Wait `ns` nanoseconds. Launched with as many threads per SM as an SM holds (Timer.__init__) it takes every
+    warp slot of every SM, so no kernel from any other stream can start until it ends. torch.cuda._sleep is a
+    single thread: a side stream's kernels run beside it, hidden from both clocks."""
     t0 = _now_ns()
     t = t0
     while t - t0 < ns:
@@ -64,7 +64,11 @@ class Timer:
         self.flush = torch.empty(self.flush_bytes, dtype=torch.uint8, device=device)
         self.cycles_per_us = self._calibrate_sleep()
         self.sms = props.multi_processor_count
-        self.occupy_grid = 2 * self.sms
+        # Fill every warp slot: 2 programs of 1024 threads per SM where an SM holds 2048 threads (A100, H100,
+        # H200), 3 of 512 where it holds 1536 (consumer Ampere and Ada).
+        per_sm = int(getattr(props, "max_threads_per_multi_processor", 2048) or 2048)
+        self.occupy_warps = 32 if per_sm % 1024 == 0 else 16
+        self.occupy_grid = self.sms * max(1, per_sm // (32 * self.occupy_warps))
         self.sleep_kind = self._check_occupy()
         self.pristine: list[torch.Tensor] = []
         self.work: list[torch.Tensor] = []
@@ -89,15 +93,19 @@ class Timer:
         return max(cycles / max(ms * 1e3, 1.0), 2000.0)
 
     def _occupy(self, us: float) -> None:
-        _occupy_kernel[(self.occupy_grid,)](int(us * 1000), num_warps=32)
+        _occupy_kernel[(self.occupy_grid,)](int(us * 1000), num_warps=self.occupy_warps)
 
     def _check_occupy(self) -> str:
         """Use the whole-device sleep if it compiles and really holds the device: a tiny kernel on a side stream,
         launched right behind a 300 us sleep, must not finish before the sleep does."""
         try:
             self._occupy(10)  # compile
-            self._sync()
             side = torch.cuda.Stream(self.device)
+            with torch.cuda.stream(side):
+                # Load the side kernel now: a first launch can wait tens of ms for lazy module loading (6.9 and
+                # 30.7 ms seen on the H200), long after any sleep, which would make this check pass by accident.
+                self.flush[:256].zero_()
+            self._sync()
             s, e_sleep, e_side = (self._Event(enable_timing=True) for _ in range(3))
             self._record(s)
             self._occupy(300)
@@ -112,7 +120,7 @@ class Timer:
             return f"one-thread sleep (whole-device sleep failed: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''})"
         self._occupy_ok = t_side >= 0.9 * t_sleep
         if self._occupy_ok:
-            return f"whole-device sleep ({self.occupy_grid} x 1024 threads; a side-stream kernel waited {t_side:.3f} ms behind a {t_sleep:.3f} ms sleep)"
+            return f"whole-device sleep ({self.occupy_grid} x {32 * self.occupy_warps} threads; a side-stream kernel waited {t_side:.3f} ms behind a {t_sleep:.3f} ms sleep)"
         self._occupy_ok = False
         return f"one-thread sleep (whole-device sleep did not hold the device: a side-stream kernel ended at {t_side:.3f} ms, the sleep at {t_sleep:.3f} ms)"
 
