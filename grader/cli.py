@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from . import report
+from . import report, signing
 from .pipeline import GraderError, Options, grade
 from .sandbox import become_subreaper, make_undumpable, reap_strays
 from .spec import SpecError, find_problem, load_problem
@@ -156,8 +156,9 @@ def _ta_report(root: Path, out: Path | None, secret_file: Path | None = None) ->
     flagged = sum(1 for x in subs if x.flags)
     print(f"{len(subs)} submission(s) read, {flagged} flagged, {len(bad)} file(s) or folder(s) unusable (listed in the summary)")
     if secret is not None:
-        forged = [x.student for x in subs if x.signature != "valid"]
-        print(f"signatures: {len(subs) - len(forged)} valid, {len(forged)} not written by the grader with this secret" + (f": {', '.join(forged[:10])}" + (" ..." if len(forged) > 10 else "") if forged else ""))
+        forged = [x.student for x in subs if x.signature != signing.VALID]
+        names = (": " + ", ".join(forged[:10]) + (" ..." if len(forged) > 10 else "")) if forged else ""
+        print(f"signatures: {len(subs) - len(forged)} valid, {len(forged)} not written by the grader with this secret{names}")
     else:
         print("signatures: not checked (pass --secret-file, or set GRADER_SECRET_SEED, to check them)")
     print(f"written: {csv_path} and {html_path}")
