@@ -30,8 +30,8 @@ _perf_counter = time.perf_counter
 
 @triton.jit
 def _now_ns():
-    # nanosleep first: the spinning warps mostly sleep, so the wait draws little power and does not lower the
-    # clocks of the timed kernel that follows.
+    # nanosleep first: the waiting warps mostly sleep and issue few instructions (a wait, not a power burn ahead
+    # of the timed kernel).
     return tl.inline_asm_elementwise("nanosleep.u32 256;\n\tmov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
 
 
@@ -121,7 +121,6 @@ class Timer:
         self._occupy_ok = t_side >= 0.9 * t_sleep
         if self._occupy_ok:
             return f"whole-device sleep ({self.occupy_grid} x {32 * self.occupy_warps} threads; a side-stream kernel waited {t_side:.3f} ms behind a {t_sleep:.3f} ms sleep)"
-        self._occupy_ok = False
         return f"one-thread sleep (whole-device sleep did not hold the device: a side-stream kernel ended at {t_side:.3f} ms, the sleep at {t_sleep:.3f} ms)"
 
     def device_info(self) -> dict[str, Any]:
