@@ -132,3 +132,51 @@ def test_each_request_times_one_function(glu):
                            secret=SECRET, rule=rule, rng=random.Random(1), copy_bps=1e15, ceiling_bps=1e15, progress=lambda s: None)
     assert seen and all(len(names) == 1 for names in seen)
     assert sorted(n for names in seen for n in names) == sorted([*MS, "x"])
+
+
+@pytest.mark.parametrize(
+    "workers, cpus, spins",
+    [(3, 16, True), (3, 5, True), (3, 4, False), (2, 2, False), (1, 3, True)],
+)
+def test_workers_spin_only_with_a_core_each_plus_the_parent(workers, cpus, spins):
+    assert (performance.spin_budget(workers, cpus) > 0) is spins
+
+
+def test_setup_tells_every_worker_how_long_to_spin(glu, monkeypatch):
+    got: list[float] = []
+
+    class Spy(FakeWorker):
+        def request(self, kind, p, timeout_s=0.0, what=""):
+            if kind == "time_setup":
+                got.append(p["spin_s"])
+            return super().request(kind, p, timeout_s, what)
+
+    monkeypatch.setattr(performance, "_cpus", lambda: 64)
+    problem, case, ref = glu
+    boxes = {"baselines": Spy({n: (1.0, 1.0) for n in MS}), "x": Spy({"x": (1.0, 1.0)}), "gone": None}
+    rule = stats.StopRule(rel_sem=0.5, min_n=5, max_n=5, max_seconds=60.0)
+    res = performance._time_case(problem, case, [SimpleNamespace(impl=SimpleNamespace(name="x"))], boxes, {"gone": "died"}, ref,
+                                 device="cpu", secret=SECRET, rule=rule, rng=random.Random(2), copy_bps=1e15, ceiling_bps=1e15,
+                                 progress=lambda s: None)
+    assert got == [performance.SPIN_S] * 2
+    assert res["info"]["worker_spin_s"] == performance.SPIN_S
+    x = res["info"]["impls"]["x"]
+    lo, hi = x["overhead_range_ms"]
+    assert lo <= x["overhead_ms"] <= hi
+
+
+def test_spin_wait_returns_as_soon_as_a_request_arrives_and_gives_up_after_its_budget():
+    import multiprocessing
+    import threading
+
+    from grader.worker import spin_wait
+
+    parent, child = multiprocessing.Pipe()
+    t0 = time.monotonic()
+    assert spin_wait(child, 0.05) is False
+    assert 0.05 <= time.monotonic() - t0 < 1.0
+    threading.Timer(0.05, lambda: parent.send(("time_round", {}))).start()
+    t0 = time.monotonic()
+    assert spin_wait(child, 10.0) is True
+    assert time.monotonic() - t0 < 5.0
+    assert child.recv() == ("time_round", {})
