@@ -10,7 +10,8 @@ torch.compile), one untrusted worker per implementation runs the submission. Eac
      (median, less the trusted eager baseline's host overhead) exceeds it by far more than host jitter, that
      host-derived time instead, and a flag (work hidden on another stream counts); and when the parent's own
      clock over the worker's requests exceeds the baselines' by more than jitter (times forged inside the
-     untrusted worker), the event median plus that excess, and a flag.
+     untrusted worker), the implementation is re-timed in fresh rounds that alone count for it, and if the
+     excess recurs it is scored on the event median plus that excess, with a flag.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import os
 import random
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 import torch
@@ -190,44 +191,44 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
     if "baselines" in dead:
         raise RuntimeError(f"the baseline worker failed on {case.name}: {dead['baselines']}")
 
-    event: dict[str, list[float]] = {n: [] for ns in names.values() for n in ns}
-    host: dict[str, list[float]] = {n: [] for n in event}
-    checks: dict[str, list[tuple[int, float, torch.Tensor, Any]]] = {n: [] for n in event}
     # One request times one function: every request has the same shape (CALLS_PER_ROUND calls of one function),
     # so the parent's clock over it, less the times reported, is the same fixed overhead for all of them.
     units = [(w, n) for w in names for n in names[w]]
     t_start = time.monotonic()
-    rnd, why = 0, ""
     last_k: dict[str, int] = {}
-    # The parent's own clock over each request, less the event times the worker reported, per call: the input
-    # refresh, flush, 1 ms sleep, sync and IPC, the same for every function unless the reported times are not
-    # the real ones (a worker that rewrote its own timer) or the call does work the events do not see.
-    overhead_ms: dict[str, list[float]] = {n: [] for n in event}
-    while True:
-        live = [u for u in units if u[0] not in dead]
-        for w, n in live[rnd % len(live):] + live[: rnd % len(live)]:
-            if w in dead:  # died earlier in this round
-                continue
-            plan, want = _plan(rng, n_out, first=(rnd == 0), prev_k=last_k.get(n))
-            last_k[n] = plan[-1][0]
-            try:
-                t_req = time.monotonic()
-                r = boxes[w].request("time_round", {"names": [n], "plan": plan}, timeout_s=limit, what=f"timing {case.name}")
-                wall = (time.monotonic() - t_req) * 1e3
-                overhead_ms[n].append((wall - sum(r[n]["event_ms"])) / len(plan))
-                got = boxes[w].request("time_samples", {n: [(j, idx) for j, _, _, idx in want]}, timeout_s=limit, what=f"checking {case.name}")
-            except WorkerFailure as e:
-                dead[w] = e.line
-                continue
-            event[n] += r[n]["event_ms"]
-            host[n] += r[n]["host_ms"]
-            for (j, k, s, idx), sample in zip(want, got[n]):
-                checks[n].append((k, s, idx, sample))
-        rnd += 1
-        timed = [stats.summarize(event[n]) for n in event if event[n] and _owner(names, n) not in dead]
-        stop, why = rule.done(timed, time.monotonic() - t_start)
-        if stop or "baselines" in dead:
-            break
+
+    def timed_rounds(units: list[tuple[str, str]]) -> _Rounds:
+        return _timed_rounds(units, boxes, dead, names, rule, rng, n_out, last_k, limit, case.name)
+
+    data = timed_rounds(units)
+    event, host, overhead_ms, checks = data.event, data.host, data.overhead_ms, data.checks
+    rnd, why = data.rounds, data.why
+
+    # The wall-clock check, confirmed before it costs anything: an implementation whose requests took longer
+    # than the baselines' by more than the slack is re-timed in fresh rounds (beside the baselines, to re-measure
+    # their overhead too), and only those rounds count for it. A one-off hiccup of its process does not recur;
+    # a forged timer must forge again, and is caught again. A worker that behaves only when re-timed is scored
+    # on that behaviour, so it gains nothing by forging the first pass.
+    base_overhead = _median([o for n in problem.baselines for o in overhead_ms[n]])
+    first_pass: dict[str, dict[str, float]] = {}
+    for t in targets:
+        n = t.impl.name
+        if event.get(n) and n not in problem.baselines:
+            med = stats.summarize(event[n]).median
+            excess = _median(overhead_ms[n]) - base_overhead
+            if excess > WALL_SLACK_MS + WALL_SLACK_RATIO * med:
+                first_pass[n] = {"event_median_ms": med, "wall_excess_ms": excess}
+    retime_base, retimed, retime_rounds = base_overhead, set(), 0
+    if first_pass and "baselines" not in dead:
+        progress(f"performance: {case.name}: re-timing {', '.join(first_pass)} (the grader's clock disagreed with its reported times)")
+        again = timed_rounds([u for u in units if u[0] == "baselines" or u[1] in first_pass])
+        retime_rounds = again.rounds
+        retime_base = _median([o for n in problem.baselines for o in again.overhead_ms[n]])
+        for n in first_pass:
+            checks[n] += again.checks.get(n, [])
+            if again.event.get(n):  # else it died while re-timed: the first pass stands, flag and all
+                event[n], host[n], overhead_ms[n] = again.event[n], again.host[n], again.overhead_ms[n]
+                retimed.add(n)
 
     # Verification happens after the rounds, so the parent's own GPU work never overlaps a timed call.
     t_verify = time.monotonic()
@@ -263,7 +264,6 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
         if event[n]:
             case_info["baselines"][n] = describe(n)
             case_info["baselines"][n].update(_overhead(overhead_ms[n]))
-    base_overhead = _median([o for n in problem.baselines for o in overhead_ms[n]])
     case_info["baseline_overhead_ms"] = base_overhead
     tests: list[TestResult] = []
     for t in targets:
@@ -278,14 +278,17 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
         if not ok:
             flags.append(f"timed outputs are wrong: {vmsg}")
         d.update(_overhead(overhead_ms.get(n, [])))
-        excess = d["overhead_ms"] - base_overhead
+        excess = d["overhead_ms"] - (retime_base if n in retimed else base_overhead)
         wall_ms = d["event"]["median"] + excess
         d["wall_excess_ms"], d["wall_derived_ms"] = excess, wall_ms
+        if n in first_pass:
+            d["first_pass"] = {**first_pass[n], "retimed": n in retimed, "retime_rounds": retime_rounds}
         if excess > WALL_SLACK_MS + WALL_SLACK_RATIO * d["event"]["median"]:
+            again = f"; {first_pass[n]['wall_excess_ms']:.3g} ms in the first pass, and it recurred when re-timed" if n in retimed else ""
             flags.append(
                 f"the grader's own clock saw {excess:.3g} ms per call more than in the baselines' requests "
-                f"(the same calls, flush and sleep): the reported times are not the real ones, or the call does work "
-                f"the CUDA events do not see (scored on at least {wall_ms:.4g} ms, the event median plus that excess)"
+                f"(the same calls, flush and sleep{again}): the reported times are not the real ones, or the call does "
+                f"work the CUDA events do not see (scored on at least {wall_ms:.4g} ms, the event median plus that excess)"
             )
             if wall_ms > d["effective_ms"]:
                 d.update(rates(wall_ms))
@@ -303,8 +306,66 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
             f"credit {100 * c:.0f}%" + ("" if ok else " (timed outputs failed verification)"),
             *("FLAG: " + f for f in flags),
         ]
+        if n in retimed and not any("own clock" in f for f in flags):
+            lines.append(
+                f"note: re-timed; the first pass showed {first_pass[n]['wall_excess_ms']:.3g} ms per call of wall-clock excess "
+                "over the baselines, the re-timing did not, and only the re-timing is scored"
+            )
         tests.append(_perf_test(n, case, c * case.points, PASSED if c > 0 else FAILED, "\n".join(lines), credit=c, flags=flags, effective_ms=d["effective_ms"]))
     return {"tests": tests, "info": case_info}
+
+
+@dataclass
+class _Rounds:
+    """What timed rounds collected, per function name."""
+
+    event: dict[str, list[float]]
+    host: dict[str, list[float]]
+    # The parent's own clock over each request, less the event times the worker reported, per call: the input
+    # refresh, flush, 1 ms sleep, sync and IPC, the same for every function unless the reported times are not
+    # the real ones (a worker that rewrote its own timer) or the call does work the events do not see.
+    overhead_ms: dict[str, list[float]]
+    checks: dict[str, list[tuple[int, float, torch.Tensor, Any]]]
+    rounds: int
+    why: str
+
+
+def _timed_rounds(units: list[tuple[str, str]], boxes: dict[str, Any], dead: dict[str, str], names: dict[str, list[str]],
+                  rule: stats.StopRule, rng: random.Random, n_out: int, last_k: dict[str, int], limit: float, case_name: str) -> _Rounds:
+    """Round-robin over (worker, function) units, rotated each round, until the stop rule holds."""
+    fns = [n for _, n in units]
+    r_ = _Rounds({n: [] for n in fns}, {n: [] for n in fns}, {n: [] for n in fns}, {n: [] for n in fns}, 0, "")
+    t_start = time.monotonic()
+    rnd = 0
+    while True:
+        live = [u for u in units if u[0] not in dead]
+        if not live:
+            r_.rounds = rnd
+            return r_
+        for w, n in live[rnd % len(live):] + live[: rnd % len(live)]:
+            if w in dead:  # died earlier in this round
+                continue
+            plan, want = _plan(rng, n_out, first=n not in last_k, prev_k=last_k.get(n))
+            last_k[n] = plan[-1][0]
+            try:
+                t_req = time.monotonic()
+                r = boxes[w].request("time_round", {"names": [n], "plan": plan}, timeout_s=limit, what=f"timing {case_name}")
+                wall = (time.monotonic() - t_req) * 1e3
+                r_.overhead_ms[n].append((wall - sum(r[n]["event_ms"])) / len(plan))
+                got = boxes[w].request("time_samples", {n: [(j, idx) for j, _, _, idx in want]}, timeout_s=limit, what=f"checking {case_name}")
+            except WorkerFailure as e:
+                dead[w] = e.line
+                continue
+            r_.event[n] += r[n]["event_ms"]
+            r_.host[n] += r[n]["host_ms"]
+            for (j, k, s, idx), sample in zip(want, got[n]):
+                r_.checks[n].append((k, s, idx, sample))
+        rnd += 1
+        timed = [stats.summarize(r_.event[n]) for n in fns if r_.event[n] and _owner(names, n) not in dead]
+        stop, r_.why = rule.done(timed, time.monotonic() - t_start)
+        if stop or "baselines" in dead:
+            r_.rounds = rnd
+            return r_
 
 
 def _owner(names: dict[str, list[str]], fn_name: str) -> str:

@@ -97,6 +97,40 @@ def test_honest_and_forged_timings_in_one_run(glu):
     assert 10.0 < forger.extra["effective_ms"] < 14.0, forger.output
     assert forger.extra["credit"] < 0.1, forger.output
     assert forger.score < honest.score
+    assert info["impls"]["forger"]["first_pass"]["retimed"] and "recurred when re-timed" in forger.output, forger.output
+    assert "first_pass" not in info["impls"]["honest"]
+
+
+class Phased(FakeWorker):
+    """Real and reported ms per call for its first `n_first` timing requests, then others: a process with a
+    passing hiccup, or a forger that behaves once it sees it is being re-timed."""
+
+    def __init__(self, name: str, first: tuple[float, float], then: tuple[float, float], n_first: int = 3):
+        super().__init__({name: first})
+        self.name, self.first, self.then, self.n_first, self.requests = name, first, then, n_first, 0
+
+    def request(self, kind, p, timeout_s=0.0, what=""):
+        if kind == "time_round":
+            self.fns[self.name] = self.first if self.requests < self.n_first else self.then
+            self.requests += 1
+        return super().request(kind, p, timeout_s, what)
+
+
+def test_a_passing_hiccup_is_retimed_and_costs_nothing(glu):
+    # 3 ms kernels whose process lost 6 ms per call (unreported) during the whole first pass (3 rounds), then not.
+    tests, info = run_case(glu, {"hiccup": Phased("hiccup", first=(9.0, 3.0), then=(3.0, 3.0))})
+    t, d = tests["hiccup"], info["impls"]["hiccup"]
+    assert d["first_pass"]["retimed"] and d["first_pass"]["wall_excess_ms"] > 4.0, d
+    assert t.extra["credit"] == 1.0 and not t.extra["flags"], t.output
+    assert abs(d["wall_excess_ms"]) < 1.0 and "re-timed" in t.output, t.output
+
+
+def test_a_forger_that_behaves_only_when_retimed_is_scored_on_its_real_time(glu):
+    # Forges 4x in the first pass, then reports honestly: only the re-timing counts, so it gets its real 12 ms.
+    tests, info = run_case(glu, {"sly": Phased("sly", first=(12.0, 3.0), then=(12.0, 12.0))})
+    t = tests["sly"]
+    assert info["impls"]["sly"]["first_pass"]["retimed"], info["impls"]["sly"]
+    assert 10.0 < t.extra["effective_ms"] < 14.0 and t.extra["credit"] < 0.1, t.output
 
 
 def test_a_worker_cannot_gain_by_reporting_more_than_it_spends(glu):
