@@ -317,9 +317,10 @@ def spin_wait(conn: Any, seconds: float) -> bool:
 
     Why: a process blocked on a pipe lets its CPU sleep, and waking it costs up to a few hundred microseconds
     (an inter-processor interrupt; on a VM, a trip through the hypervisor). During timing the parent's clock
-    over each request is compared across workers (grader/performance.py), and the baseline worker, which gets
-    three requests in a row, was woken less often than a student's, which gets one: on the H200 that showed as
-    0.02-0.07 ms per call of wall-clock "excess" for correct staff kernels. Spinning keeps every worker awake.
+    over each request is compared across workers (grader/performance.py), and the baseline worker gets three
+    requests in a row where a student's worker gets one, so student workers are woken more often. On the H200,
+    correct staff kernels showed +0.004 to +0.07 ms per call of wall-clock "excess" without spinning, and
+    -0.03 to +0.05 ms, centred near zero, with it (docs/PERF_NOTES.md, runs 11 and 12).
     """
     end = _monotonic() + seconds
     while _monotonic() < end:
