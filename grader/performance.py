@@ -62,6 +62,11 @@ def bytes_moved(problem: Problem, case: Case) -> int:
     return (n_in + n_out) * es
 
 
+def wall_slack_ms(event_median_ms: float) -> float:
+    """How much more per call the parent's clock may see than the baselines' before the wall-clock check acts."""
+    return WALL_SLACK_MS + WALL_SLACK_RATIO * event_median_ms
+
+
 def spin_budget(n_workers: int, n_cpus: int) -> float:
     """Seconds an idle worker busy-waits for its next timing request: SPIN_S when cores allow, else 0."""
     return SPIN_S if n_cpus >= n_workers + 2 else 0.0
@@ -217,7 +222,7 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
         if event.get(n) and n not in problem.baselines:
             med = stats.summarize(event[n]).median
             excess = _median(overhead_ms[n]) - base_overhead
-            if excess > WALL_SLACK_MS + WALL_SLACK_RATIO * med:
+            if excess > wall_slack_ms(med):
                 first_pass[n] = {"event_median_ms": med, "wall_excess_ms": excess}
     retime_base, retimed, retime_rounds = base_overhead, set(), 0
     if first_pass and "baselines" not in dead:
@@ -284,7 +289,7 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
         d["wall_excess_ms"], d["wall_derived_ms"] = excess, wall_ms
         if n in first_pass:
             d["first_pass"] = {**first_pass[n], "retimed": n in retimed, "retime_rounds": retime_rounds}
-        if excess > WALL_SLACK_MS + WALL_SLACK_RATIO * d["event"]["median"]:
+        if excess > wall_slack_ms(d["event"]["median"]):
             again = f"; {first_pass[n]['wall_excess_ms']:.3g} ms in the first pass, and it recurred when re-timed" if n in retimed else ""
             flags.append(
                 f"the grader's own clock saw {excess:.3g} ms per call more than in the baselines' requests "

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from grader.performance import WALL_SLACK_MS, WALL_SLACK_RATIO  # noqa: E402
+from grader.performance import wall_slack_ms  # noqa: E402
 
 
 def main() -> int:
@@ -41,7 +41,7 @@ def main() -> int:
                 for name, d in c[kind].items():
                     medians.setdefault((case, name), []).append(d["effective_ms"])
             for name, d in c["impls"].items():
-                slack = WALL_SLACK_MS + WALL_SLACK_RATIO * d["event"]["median"]
+                slack = wall_slack_ms(d["event"]["median"])
                 excess.setdefault((case, name), []).append((d.get("wall_excess_ms", 0.0), slack, "first_pass" in d))
         print(f"run {i}: rc={rc} score={res['score']} / {res['max_score']} wall={wall:.1f} s phases={res['extra_data']['phases_s']}", flush=True)
     ok = len(set(scores)) == 1
