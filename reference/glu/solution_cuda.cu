@@ -59,6 +59,18 @@
 #ifndef GLU_SCALAR_WAVES
 #define GLU_SCALAR_WAVES 0
 #endif
+#ifndef GLU_EXP
+#define GLU_EXP 0              // sigmoid's exp: 0 __expf, 1 ex2/rcp.approx.ftz (inline PTX), 2 expf
+#endif
+#ifndef GLU_LOAD
+#define GLU_LOAD 0             // x loads: 0 __ldg (ld.global.nc), 1 __ldcg (.cg), 2 __ldcs (.cs), 3 plain ld.global (16 B only)
+#endif
+#ifndef GLU_FASTDIV
+#define GLU_FASTDIV 0          // 1: (row, col) by a host-built multiply-high and shift instead of a division
+#endif
+#ifndef GLU_STREAMING_STORE
+#define GLU_STREAMING_STORE 1  // 1: st.global.cs (__stcs) for y; 0: a plain store
+#endif
 
 namespace {
 
@@ -82,7 +94,18 @@ namespace {
 // b < ~-87 gives NaN (inf * 0), where exact arithmetic gives +-inf; PyTorch's fp32 kernels do the same.
 // All literals carry the f suffix: a bare 1.0 would silently promote the expression to fp64.
 __device__ __forceinline__ float glu1(float a, float b) {
+#if GLU_EXP == 1
+    // The hardware exp2 and reciprocal, flush-to-zero forms: without .ftz, ptxas wraps each in denormal
+    // fix-up instructions (scale in, scale out). 1.4426950408889634 = log2(e).
+    float e, r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(-b * 1.4426950408889634f));
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.0f + e));
+    return a * r;
+#elif GLU_EXP == 2
+    return a * __fdividef(1.0f, 1.0f + expf(-b));  // libdevice's accurate expf
+#else
     return a * __fdividef(1.0f, 1.0f + __expf(-b));
+#endif
 }
 
 __device__ __forceinline__ float to_float(float v) { return v; }
@@ -180,6 +203,59 @@ struct RowCol {
     }
 };
 
+template <typename W> __device__ __forceinline__ W load_x(const W* p) {
+#if GLU_LOAD == 1
+    return __ldcg(p);
+#elif GLU_LOAD == 2
+    return __ldcs(p);
+#else
+    return __ldg(p);
+#endif
+}
+#if GLU_LOAD == 3
+template <> __device__ __forceinline__ uint4 load_x<uint4>(const uint4* p) {
+    uint4 v;
+    asm("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+#endif
+
+// Division by a divisor fixed for the whole launch, as a multiply-high and a shift (the "magic number" method
+// compilers use for a literal divisor; the form and bounds are CUTLASS's FastDivmod). Valid for dividends and
+// divisors in [0, 2^31): the host builds it only then (ok = true) and otherwise the kernel uses divmod().
+struct FastDiv {
+    int64_t d;
+    uint32_t mul;
+    uint32_t shr;
+    bool ok;
+};
+
+FastDiv make_fastdiv(int64_t d, int64_t max_n) {
+    FastDiv f{d, 0u, 0u, false};
+    if (d < 1 || d >= (1ll << 31) || max_n >= (1ll << 31)) return f;
+    f.ok = true;
+    if (d == 1) return f;  // mul = 0 marks "divide by one"
+    int l = 0;
+    while ((1ll << l) < d) ++l;  // ceil(log2(d))
+    const int p = 31 + l;
+    f.mul = (uint32_t)(((1ull << p) + (uint64_t)d - 1) / (uint64_t)d);
+    f.shr = (uint32_t)(p - 32);
+    return f;
+}
+
+__device__ __forceinline__ void divmod(int64_t n, const FastDiv& f, int64_t& q, int64_t& r) {
+#if GLU_FASTDIV
+    if (f.ok) {
+        const uint32_t n32 = (uint32_t)n;
+        const uint32_t q32 = f.mul ? (__umulhi(n32, f.mul) >> f.shr) : n32;
+        q = q32;
+        r = (int64_t)(n32 - q32 * (uint32_t)f.d);
+        return;
+    }
+#endif
+    divmod(n, f.d, q, r);
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // The kernel
 // ---------------------------------------------------------------------------------------------------------
@@ -195,8 +271,9 @@ struct RowCol {
 // aligned; then every a-unit, b-unit (a + h) and y-unit is 16-byte aligned.
 template <typename T, typename Unit, int kUnroll>
 __global__ void __launch_bounds__(GLU_THREADS)
-glu_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n_units, int64_t width, int64_t h,
+glu_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n_units, FastDiv width_div, int64_t h,
            int64_t x_row_stride) {
+    const int64_t width = width_div.d;
     using Word = typename Unit::Word;
     constexpr int E = Unit::kElems;
     constexpr int64_t kTile = (int64_t)GLU_THREADS * kUnroll;
@@ -205,21 +282,25 @@ glu_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n_units, int64_t 
 
     for (int64_t i0 = (int64_t)blockIdx.x * kTile + threadIdx.x; i0 < n_units; i0 += (int64_t)gridDim.x * kTile) {
         RowCol pos;
-        divmod(i0, width, pos.r, pos.c);
+        divmod(i0, width_div, pos.r, pos.c);
         Word va[kUnroll], vb[kUnroll];
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
             if (i0 + u * GLU_THREADS < n_units) {
                 const T* pa = x + pos.r * x_row_stride + pos.c * E;  // 64-bit offsets throughout
-                va[u] = __ldg(reinterpret_cast<const Word*>(pa));
-                vb[u] = __ldg(reinterpret_cast<const Word*>(pa + h));
+                va[u] = load_x(reinterpret_cast<const Word*>(pa));
+                vb[u] = load_x(reinterpret_cast<const Word*>(pa + h));
             }
             if (kUnroll > 1) pos.advance(step_r, step_c, width);
         }
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
             const int64_t j = i0 + u * GLU_THREADS;
+#if GLU_STREAMING_STORE
             if (j < n_units) __stcs(reinterpret_cast<Word*>(y + j * E), Unit::glu(va[u], vb[u]));
+#else
+            if (j < n_units) *reinterpret_cast<Word*>(y + j * E) = Unit::glu(va[u], vb[u]);
+#endif
         }
     }
 }
@@ -260,11 +341,11 @@ void launch(const void* xv, void* yv, int64_t rows, int64_t h, int64_t x_row_str
         const int64_t width = h / E;
         const int blocks = grid_for(rows * width, (int64_t)GLU_THREADS * GLU_VEC_UNROLL, GLU_VEC_WAVES);
         glu_kernel<T, Vec16<T>, GLU_VEC_UNROLL>
-            <<<blocks, GLU_THREADS, 0, stream>>>(x, y, rows * width, width, h, x_row_stride);
+            <<<blocks, GLU_THREADS, 0, stream>>>(x, y, rows * width, make_fastdiv(width, rows * width), h, x_row_stride);
     } else {
         const int blocks = grid_for(rows * h, (int64_t)GLU_THREADS * GLU_SCALAR_UNROLL, GLU_SCALAR_WAVES);
         glu_kernel<T, Scalar<T>, GLU_SCALAR_UNROLL>
-            <<<blocks, GLU_THREADS, 0, stream>>>(x, y, rows * h, h, h, x_row_stride);
+            <<<blocks, GLU_THREADS, 0, stream>>>(x, y, rows * h, make_fastdiv(h, rows * h), h, x_row_stride);
     }
 }
 
