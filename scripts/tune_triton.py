@@ -350,9 +350,7 @@ def main() -> int:
                            ("cuda_exp_ftz_plain", "#define GLU_EXP 1\n#define GLU_STREAMING_STORE 0"),
                            ("cuda_expf_plain", "#define GLU_EXP 2\n#define GLU_STREAMING_STORE 0"),
                            ("cuda_ldcg", "#define GLU_LOAD 1"), ("cuda_ldcs", "#define GLU_LOAD 2"), ("cuda_ld", "#define GLU_LOAD 3"),
-                           ("cuda_expf_ld", "#define GLU_EXP 2\n#define GLU_LOAD 3"), ("cuda_expf_ld_plain", "#define GLU_EXP 2\n#define GLU_LOAD 3\n#define GLU_STREAMING_STORE 0"),
-                           ("cuda_fastdiv", "#define GLU_FASTDIV 1"), ("cuda_expf_fastdiv", "#define GLU_EXP 2\n#define GLU_FASTDIV 1"),
-                           ("cuda_exp_ftz_fastdiv", "#define GLU_EXP 1\n#define GLU_FASTDIV 1")):
+                           ("cuda_expf_ld", "#define GLU_EXP 2\n#define GLU_LOAD 3"), ("cuda_expf_ld_plain", "#define GLU_EXP 2\n#define GLU_LOAD 3\n#define GLU_STREAMING_STORE 0")):
             if a.only is not None and vn not in a.only:
                 continue
             (tmp / f"{vn}.cu").write_text(define + "\n" + src)

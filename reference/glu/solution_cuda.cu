@@ -65,9 +65,6 @@
 #ifndef GLU_LOAD
 #define GLU_LOAD 0             // x loads: 0 __ldg (ld.global.nc), 1 __ldcg (.cg), 2 __ldcs (.cs), 3 plain ld.global (16 B only)
 #endif
-#ifndef GLU_FASTDIV
-#define GLU_FASTDIV 0          // 1: (row, col) by a host-built multiply-high and shift instead of a division
-#endif
 #ifndef GLU_STREAMING_STORE
 #define GLU_STREAMING_STORE 1  // 1: st.global.cs (__stcs) for y; 0: a plain store
 #endif
@@ -179,8 +176,36 @@ template <typename T> struct Scalar {
 // Index helpers
 // ---------------------------------------------------------------------------------------------------------
 
-// q = n / d, r = n % d for non-negative values. 64-bit division is a long software routine on the GPU; when
-// both fit in 32 bits (all but >4G-element tensors) the 32-bit one is several times cheaper.
+// Two index types. Idx32 (uint32_t) when every offset the kernel forms is below 2^31 (all but >2G-element
+// tensors): the address arithmetic is one 32-bit multiply-add per pointer, and (row, col) comes from a
+// multiply-high and a shift (FastDiv) instead of a division. Otherwise int64_t with a real division. Measured
+// on an H200 (docs/PERF_NOTES.md, run 20), the 32-bit path is what brings the kernel level with the one
+// torch.compile generates, whose shapes are literals.
+
+// Division by a divisor fixed for the whole launch, as a multiply-high and a shift: the "magic number" method
+// compilers use for a literal divisor (the form and bounds are CUTLASS's FastDivmod), valid for dividends and
+// divisors in [0, 2^31). mul = 0 marks d = 1.
+struct FastDiv {
+    uint32_t d, mul, shr;
+};
+
+FastDiv make_fastdiv(uint32_t d) {
+    FastDiv f{d, 0u, 0u};
+    if (d <= 1) return f;
+    int l = 0;
+    while ((1ull << l) < d) ++l;  // ceil(log2(d))
+    const int p = 31 + l;
+    f.mul = (uint32_t)(((1ull << p) + d - 1) / d);
+    f.shr = (uint32_t)(p - 32);
+    return f;
+}
+
+// q = n / d, r = n % d for non-negative values.
+__device__ __forceinline__ void divmod(uint32_t n, const FastDiv& f, uint32_t& q, uint32_t& r) {
+    q = f.mul ? (__umulhi(n, f.mul) >> f.shr) : n;
+    r = n - q * f.d;
+}
+// 64-bit division is a long software routine on the GPU: the 32-bit one when both values fit.
 __device__ __forceinline__ void divmod(int64_t n, int64_t d, int64_t& q, int64_t& r) {
     if (((uint64_t)n | (uint64_t)d) <= 0xffffffffull) {
         const uint32_t q32 = (uint32_t)n / (uint32_t)d;
@@ -192,11 +217,25 @@ __device__ __forceinline__ void divmod(int64_t n, int64_t d, int64_t& q, int64_t
     }
 }
 
+// The divisor as each index type wants it: a FastDiv for 32 bits, the plain value for 64.
+template <typename Idx> struct Divisor;
+template <> struct Divisor<uint32_t> {
+    FastDiv f;
+    __device__ __forceinline__ uint32_t value() const { return f.d; }
+    __device__ __forceinline__ void divmod(uint32_t n, uint32_t& q, uint32_t& r) const { ::divmod(n, f, q, r); }
+};
+template <> struct Divisor<int64_t> {
+    int64_t d;
+    __device__ __forceinline__ int64_t value() const { return d; }
+    __device__ __forceinline__ void divmod(int64_t n, int64_t& q, int64_t& r) const { ::divmod(n, d, q, r); }
+};
+
 // A position in the flattened output, kept as (row, col) so that the input offset row * stride + col needs
 // no division. advance() moves it forward by a step split beforehand into (rows, cols) with cols < width.
+template <typename Idx>
 struct RowCol {
-    int64_t r, c;
-    __device__ __forceinline__ void advance(int64_t step_r, int64_t step_c, int64_t width) {
+    Idx r, c;
+    __device__ __forceinline__ void advance(Idx step_r, Idx step_c, Idx width) {
         r += step_r;
         c += step_c;
         if (c >= width) { c -= width; r += 1; }
@@ -220,42 +259,6 @@ template <> __device__ __forceinline__ uint4 load_x<uint4>(const uint4* p) {
 }
 #endif
 
-// Division by a divisor fixed for the whole launch, as a multiply-high and a shift (the "magic number" method
-// compilers use for a literal divisor; the form and bounds are CUTLASS's FastDivmod). Valid for dividends and
-// divisors in [0, 2^31): the host builds it only then (ok = true) and otherwise the kernel uses divmod().
-struct FastDiv {
-    int64_t d;
-    uint32_t mul;
-    uint32_t shr;
-    bool ok;
-};
-
-FastDiv make_fastdiv(int64_t d, int64_t max_n) {
-    FastDiv f{d, 0u, 0u, false};
-    if (d < 1 || d >= (1ll << 31) || max_n >= (1ll << 31)) return f;
-    f.ok = true;
-    if (d == 1) return f;  // mul = 0 marks "divide by one"
-    int l = 0;
-    while ((1ll << l) < d) ++l;  // ceil(log2(d))
-    const int p = 31 + l;
-    f.mul = (uint32_t)(((1ull << p) + (uint64_t)d - 1) / (uint64_t)d);
-    f.shr = (uint32_t)(p - 32);
-    return f;
-}
-
-__device__ __forceinline__ void divmod(int64_t n, const FastDiv& f, int64_t& q, int64_t& r) {
-#if GLU_FASTDIV
-    if (f.ok) {
-        const uint32_t n32 = (uint32_t)n;
-        const uint32_t q32 = f.mul ? (__umulhi(n32, f.mul) >> f.shr) : n32;
-        q = q32;
-        r = (int64_t)(n32 - q32 * (uint32_t)f.d);
-        return;
-    }
-#endif
-    divmod(n, f.d, q, r);
-}
-
 // ---------------------------------------------------------------------------------------------------------
 // The kernel
 // ---------------------------------------------------------------------------------------------------------
@@ -269,25 +272,24 @@ __device__ __forceinline__ void divmod(int64_t n, const FastDiv& f, int64_t& q, 
 // the kernel is correct for any grid size (gridDim.x is capped at 2^31 - 1).
 // Vector path preconditions (checked on the host): h and x_row_stride multiples of kElems, x and y 16-byte
 // aligned; then every a-unit, b-unit (a + h) and y-unit is 16-byte aligned.
-template <typename T, typename Unit, int kUnroll>
+template <typename T, typename Unit, int kUnroll, typename Idx>
 __global__ void __launch_bounds__(GLU_THREADS)
-glu_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n_units, FastDiv width_div, int64_t h,
-           int64_t x_row_stride) {
-    const int64_t width = width_div.d;
+glu_kernel(const T* __restrict__ x, T* __restrict__ y, Idx n_units, Divisor<Idx> width_div, Idx h, Idx x_row_stride) {
     using Word = typename Unit::Word;
     constexpr int E = Unit::kElems;
-    constexpr int64_t kTile = (int64_t)GLU_THREADS * kUnroll;
-    int64_t step_r = 0, step_c = 0;  // GLU_THREADS units = step_r rows + step_c units
-    if (kUnroll > 1) divmod((int64_t)GLU_THREADS, width, step_r, step_c);
+    constexpr Idx kTile = (Idx)GLU_THREADS * kUnroll;
+    const Idx width = width_div.value();
+    Idx step_r = 0, step_c = 0;  // GLU_THREADS units = step_r rows + step_c units
+    if (kUnroll > 1) width_div.divmod((Idx)GLU_THREADS, step_r, step_c);
 
-    for (int64_t i0 = (int64_t)blockIdx.x * kTile + threadIdx.x; i0 < n_units; i0 += (int64_t)gridDim.x * kTile) {
-        RowCol pos;
-        divmod(i0, width_div, pos.r, pos.c);
+    for (Idx i0 = (Idx)blockIdx.x * kTile + threadIdx.x; i0 < n_units; i0 += (Idx)gridDim.x * kTile) {
+        RowCol<Idx> pos;
+        width_div.divmod(i0, pos.r, pos.c);
         Word va[kUnroll], vb[kUnroll];
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
             if (i0 + u * GLU_THREADS < n_units) {
-                const T* pa = x + pos.r * x_row_stride + pos.c * E;  // 64-bit offsets throughout
+                const T* pa = x + (pos.r * x_row_stride + pos.c * E);  // offsets in Idx, then one pointer add
                 va[u] = load_x(reinterpret_cast<const Word*>(pa));
                 vb[u] = load_x(reinterpret_cast<const Word*>(pa + h));
             }
@@ -295,7 +297,7 @@ glu_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n_units, FastDiv 
         }
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
-            const int64_t j = i0 + u * GLU_THREADS;
+            const Idx j = i0 + u * GLU_THREADS;
 #if GLU_STREAMING_STORE
             if (j < n_units) __stcs(reinterpret_cast<Word*>(y + j * E), Unit::glu(va[u], vb[u]));
 #else
@@ -332,20 +334,34 @@ int grid_for(int64_t work, int64_t per_block, int waves) {
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+// Launch with 32-bit indices when every offset formed fits: input offsets up to (rows - 1) * stride + 2h, output
+// up to rows * h, and i0 + gridDim.x * kTile, at most twice that, stays below 2^32 (unsigned: no wrap).
+template <typename T, typename Unit, int kUnroll, int kWaves>
+void launch_path(const T* x, T* y, int64_t rows, int64_t width, int64_t h, int64_t x_row_stride, cudaStream_t stream) {
+    constexpr int64_t E = Unit::kElems;
+    const int64_t n_units = rows * width;
+    const int blocks = grid_for(n_units, (int64_t)GLU_THREADS * kUnroll, kWaves);
+    const bool fits32 = (rows - 1) * x_row_stride + 2 * h < (1ll << 31) && rows * h < (1ll << 31) &&
+                        (int64_t)blocks * GLU_THREADS * kUnroll < (1ll << 31);
+    if (fits32) {
+        glu_kernel<T, Unit, kUnroll, uint32_t><<<blocks, GLU_THREADS, 0, stream>>>(
+            x, y, (uint32_t)n_units, Divisor<uint32_t>{make_fastdiv((uint32_t)width)}, (uint32_t)h, (uint32_t)x_row_stride);
+    } else {
+        glu_kernel<T, Unit, kUnroll, int64_t><<<blocks, GLU_THREADS, 0, stream>>>(
+            x, y, n_units, Divisor<int64_t>{width}, h, x_row_stride);
+    }
+    (void)E;
+}
+
 template <typename T>
 void launch(const void* xv, void* yv, int64_t rows, int64_t h, int64_t x_row_stride, cudaStream_t stream) {
     const T* x = static_cast<const T*>(xv);
     T* y = static_cast<T*>(yv);
     constexpr int64_t E = Vec16<T>::kElems;  // elements per 16-byte chunk
     if (h % E == 0 && x_row_stride % E == 0 && aligned16(x) && aligned16(y)) {
-        const int64_t width = h / E;
-        const int blocks = grid_for(rows * width, (int64_t)GLU_THREADS * GLU_VEC_UNROLL, GLU_VEC_WAVES);
-        glu_kernel<T, Vec16<T>, GLU_VEC_UNROLL>
-            <<<blocks, GLU_THREADS, 0, stream>>>(x, y, rows * width, make_fastdiv(width, rows * width), h, x_row_stride);
+        launch_path<T, Vec16<T>, GLU_VEC_UNROLL, GLU_VEC_WAVES>(x, y, rows, h / E, h, x_row_stride, stream);
     } else {
-        const int blocks = grid_for(rows * h, (int64_t)GLU_THREADS * GLU_SCALAR_UNROLL, GLU_SCALAR_WAVES);
-        glu_kernel<T, Scalar<T>, GLU_SCALAR_UNROLL>
-            <<<blocks, GLU_THREADS, 0, stream>>>(x, y, rows * h, make_fastdiv(h, rows * h), h, x_row_stride);
+        launch_path<T, Scalar<T>, GLU_SCALAR_UNROLL, GLU_SCALAR_WAVES>(x, y, rows, h, h, x_row_stride, stream);
     }
 }
 
