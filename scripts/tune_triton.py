@@ -346,7 +346,7 @@ def main() -> int:
         tmp = Path(tempfile.mkdtemp())
         for vn, define in (("cuda_plain_store", "#define GLU_STREAMING_STORE 0"), ("cuda_t128", "#define GLU_THREADS 128"),
                            ("cuda_t512", "#define GLU_THREADS 512"), ("cuda_exp_ftz", "#define GLU_EXP 1"),
-                           ("cuda_expf", "#define GLU_EXP 2"), ("cuda_exp_ftz_t512", "#define GLU_EXP 1\n#define GLU_THREADS 512"),
+                           ("cuda_expf", "#define GLU_EXP 2"), ("cuda_fast_expf", "#define GLU_EXP 0"), ("cuda_exp_ftz_t512", "#define GLU_EXP 1\n#define GLU_THREADS 512"),
                            ("cuda_exp_ftz_plain", "#define GLU_EXP 1\n#define GLU_STREAMING_STORE 0"),
                            ("cuda_expf_plain", "#define GLU_EXP 2\n#define GLU_STREAMING_STORE 0"),
                            ("cuda_ldcg", "#define GLU_LOAD 1"), ("cuda_ldcs", "#define GLU_LOAD 2"), ("cuda_ld", "#define GLU_LOAD 3"),

@@ -12,12 +12,13 @@
 //   * Wide accesses. When the shape and pointers allow it, every thread moves 16 bytes per load/store
 //     (LDG.128 / STG.128: 4 floats or 8 halves), the widest a thread can issue, so a warp moves 512
 //     contiguous bytes per instruction. Otherwise a scalar fallback moves one element per access.
-//   * Flat indexing with 64-bit offsets: the output is one flat array of rows * h elements (or of 16-byte
-//     chunks); the input offset is row * x_row_stride + col, so padded rows are honoured.
-//   * Little index arithmetic per byte: one 32-bit division per thread gives (row, col); a thread's later
-//     units are reached by adds (RowCol::advance). The fast approximate exp/divide keep the math cheap: the
-//     instruction count per byte matters for the 16-bit types (measured on an H200: with an IEEE division the
-//     vector path was ~1% slower and the scalar path half as fast).
+//   * Flat indexing: the output is one flat array of rows * h elements (or of 16-byte chunks); the input
+//     offset is row * x_row_stride + col, so padded rows are honoured. Offsets are 32-bit when every one of
+//     them fits (then (row, col) is a multiply-high and a shift, FastDiv), 64-bit otherwise.
+//   * Little index arithmetic per byte: one division per thread gives (row, col); a thread's later units are
+//     reached by adds (RowCol::advance). The approximate divide keeps the math cheap: the instruction count
+//     per byte matters for the 16-bit types (measured on an H200: with an IEEE division the vector path was
+//     ~1% slower and the scalar path half as fast).
 //   * Cache hints: x is read exactly once (ld.global.nc via __ldg on a const __restrict__ pointer; this
 //     kernel never writes x, so the read-only path is legal) and y is written once and never re-read here
 //     (st.global.cs via __stcs, "streaming": evict-first, so y does not push useful lines out of L2).
@@ -60,7 +61,7 @@
 #define GLU_SCALAR_WAVES 0
 #endif
 #ifndef GLU_EXP
-#define GLU_EXP 0              // sigmoid's exp: 0 __expf, 1 ex2/rcp.approx.ftz (inline PTX), 2 expf
+#define GLU_EXP 2              // sigmoid's exp: 2 expf (default), 0 __expf, 1 ex2/rcp.approx.ftz (inline PTX)
 #endif
 #ifndef GLU_LOAD
 #define GLU_LOAD 0             // x loads: 0 __ldg (ld.global.nc), 1 __ldcg (.cg), 2 __ldcs (.cs), 3 plain ld.global (16 B only)
@@ -83,7 +84,9 @@ namespace {
 //   |b| ~ 100: e^100 overflows fp32 to +inf, which again gives 0 (the true value, ~4e-44, is far below
 //              fp32's normal range), and e^-100 underflows to 0, which gives 1.
 // It is never inf/inf or 0*inf inside sigmoid, unlike the tempting e^b / (1 + e^b).
-// __expf is the hardware exp2-based approximation (a few ulp where sigmoid is not tiny), and __fdividef is an
+// expf is libdevice's accurate exp (~1 ulp). It is also the faster one here: the intrinsic __expf compiles to
+// ex2.approx.f32, which ptxas wraps in denormal fix-ups, while expf's range-reduced form uses the flush-to-zero
+// ex2 (run 21 in docs/PERF_NOTES.md: 0.2% on fp16 4096 x 8192). __fdividef is an
 // approximate reciprocal times the numerator (~1 ulp); __fdividef(1, d) is 0 for d = inf and for d > 2^126,
 // where the true sigmoid is < 2^-126 anyway (a subnormal, which this flush-to-zero path drops). Both are far
 // inside the grader's fp32 tolerance (rtol 1e-5) and cost a handful of instructions instead of the IEEE
@@ -98,10 +101,10 @@ __device__ __forceinline__ float glu1(float a, float b) {
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(-b * 1.4426950408889634f));
     asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.0f + e));
     return a * r;
-#elif GLU_EXP == 2
-    return a * __fdividef(1.0f, 1.0f + expf(-b));  // libdevice's accurate expf
-#else
+#elif GLU_EXP == 0
     return a * __fdividef(1.0f, 1.0f + __expf(-b));
+#else
+    return a * __fdividef(1.0f, 1.0f + expf(-b));
 #endif
 }
 
@@ -179,7 +182,7 @@ template <typename T> struct Scalar {
 // Two index types. Idx32 (uint32_t) when every offset the kernel forms is below 2^31 (all but >2G-element
 // tensors): the address arithmetic is one 32-bit multiply-add per pointer, and (row, col) comes from a
 // multiply-high and a shift (FastDiv) instead of a division. Otherwise int64_t with a real division. Measured
-// on an H200 (docs/PERF_NOTES.md, run 20), the 32-bit path is what brings the kernel level with the one
+// on an H200 (docs/PERF_NOTES.md, runs 20-21), the 32-bit path is what brings the kernel level with the one
 // torch.compile generates, whose shapes are literals.
 
 // Division by a divisor fixed for the whole launch, as a multiply-high and a shift: the "magic number" method

@@ -6,7 +6,7 @@ every load/store is a coalesced run except at row boundaries, in 16-byte vectors
 multiples of 16 elements (Triton specializes integer arguments on that divisibility). Math is in fp32, cast
 once on store.
 
-Two kernels, chosen by size (measured on an H200, docs/PERF_NOTES.md runs 16-19):
+Two kernels, chosen by size (measured on an H200, docs/PERF_NOTES.md, runs 16-20):
 - glu_kernel_fixed, for large tensors: the row length, row stride and element count are compile-time
   constants, as in the kernel torch.compile generates for a static shape. Dividing by a literal h is a
   multiply-high and a shift; offsets fit in int32 (checked here); with n_out a multiple of BLOCK there is no
