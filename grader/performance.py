@@ -117,6 +117,16 @@ def _plan(rng: random.Random, n_out: int, first: bool, prev_k: int | None = None
     return plan, checks
 
 
+def start_workers(targets: list[Target], device: str) -> dict[str, Sandbox]:
+    """Spawn the timing workers (baselines, then one per implementation) without waiting for them.
+
+    The pipeline calls this before the correctness stage, so that their start-up (imports, CUDA context:
+    ~10 s of a grade on the H200) overlaps it. A worker only binds its timer at start; it measures the GPU
+    (calibration) when run_performance loads it, once the correctness stage has left the GPU idle.
+    """
+    return {name: Sandbox(device, wait=False, timing=True) for name in ["baselines"] + [t.impl.name for t in targets]}
+
+
 def run_performance(
     problem: Problem,
     targets: list[Target],
@@ -126,9 +136,13 @@ def run_performance(
     secret: int,
     rule: stats.StopRule | None = None,
     progress: Callable[[str], None] = lambda s: None,
+    started: dict[str, Sandbox] | None = None,
 ) -> tuple[list[TestResult], dict[str, Any]]:
+    """Time every target against the baselines. `started`: workers from start_workers (closed here, always)."""
     perf = problem.performance
     if perf is None:
+        for b in (started or {}).values():
+            b.close()
         return [], {}
     rule = rule or stats.StopRule()
     rng = random.Random(secret ^ 0x5EED)
@@ -136,13 +150,15 @@ def run_performance(
     info: dict[str, Any] = {"cases": {}}
     tests: list[TestResult] = []
 
-    # Start every worker at once: CUDA start-up and imports overlap.
-    progress("performance: starting workers")
+    # Every worker starts at once, so that CUDA start-up and imports overlap (and, started by the pipeline,
+    # overlap the correctness stage too).
+    progress("performance: starting workers" if started is None else "performance: loading workers")
+    if started is None:
+        started = start_workers(targets, device)
     boxes: dict[str, Sandbox | None] = {}
     dead: dict[str, str] = {}
     base_payload = {"kind": "reference", "path": str(problem.reference), "baselines": problem.baselines, "display": "baselines"}
     pending = [("baselines", base_payload)] + [(t.impl.name, t.payload(problem)) for t in targets]
-    started = {name: Sandbox(device, wait=False) for name, _ in pending}
     for name, payload in pending:
         try:
             started[name].wait_ready(timeout_s=180)

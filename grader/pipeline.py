@@ -17,7 +17,7 @@ import torch
 
 from . import static
 from .correctness import Target, run_correctness
-from .performance import run_performance, skipped_tests
+from .performance import run_performance, skipped_tests, start_workers
 from .reference import load_reference
 from .results import FAILED, PASSED, SKIPPED, Grade, TestResult
 from .sandbox import WorkerFailure
@@ -116,13 +116,24 @@ def grade(problem: Problem, opts: Options, progress: Callable[[str], None] = lam
             target_path = str(res.lib)
         targets.append(Target(impl, target_path, display))
 
+    # The timing workers start now, in the background: their start-up (imports, CUDA context) overlaps the
+    # correctness stage. They measure the GPU only when the timing stage loads them.
+    early = None
+    if opts.perf and problem.performance is not None and device == "cuda" and targets:
+        progress("performance: starting workers (in the background)")
+        early = start_workers(targets, device)
     if opts.correctness and targets:
         # Parts are independent processes: check them concurrently (each waits mostly on its own child).
         t0 = time.monotonic()
-        with ThreadPoolExecutor(max_workers=len(targets)) as pool:
-            futures = [pool.submit(run_correctness, problem, t, ref, device=device, secret=opts.secret, progress=progress) for t in targets]
-            for f in futures:
-                g.tests += f.result()
+        try:
+            with ThreadPoolExecutor(max_workers=len(targets)) as pool:
+                futures = [pool.submit(run_correctness, problem, t, ref, device=device, secret=opts.secret, progress=progress) for t in targets]
+                for f in futures:
+                    g.tests += f.result()
+        except BaseException:
+            for b in (early or {}).values():
+                b.close()
+            raise
         g.phases["correctness"] = time.monotonic() - t0
 
     perf_targets = targets if device == "cuda" else [Target(i, "", i.file) for i in impls]
@@ -134,7 +145,7 @@ def grade(problem: Problem, opts: Options, progress: Callable[[str], None] = lam
     else:
         t0 = time.monotonic()
         try:
-            tests, g.perf = run_performance(problem, targets, ref, device=device, secret=opts.secret, progress=progress)
+            tests, g.perf = run_performance(problem, targets, ref, device=device, secret=opts.secret, progress=progress, started=early)
             g.tests += tests
         except (RuntimeError, WorkerFailure) as e:
             # The trusted baselines could not be timed: no thresholds, so no speed grade at all this run.

@@ -46,11 +46,12 @@ def describe_exit(code: int | None) -> str:
 class Sandbox:
     """One spawned worker. Use as a context manager; `request` sends a command and waits for its reply."""
 
-    def __init__(self, device: str, start_timeout_s: float = 180.0, wait: bool = True):
+    def __init__(self, device: str, start_timeout_s: float = 180.0, wait: bool = True, timing: bool = False):
+        """timing=True: the worker builds a Timer (only timing workers need one; it costs a GPU calibration)."""
         self.device = device
         ctx = mp.get_context("spawn")
         self.conn, child_conn = ctx.Pipe()
-        self.proc = ctx.Process(target=worker.main, args=(child_conn, device), daemon=True)
+        self.proc = ctx.Process(target=worker.main, args=(child_conn, device, timing), daemon=True)
         self.proc.start()
         child_conn.close()
         if wait:

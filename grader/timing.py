@@ -47,7 +47,10 @@ def _occupy_kernel(ns):
 
 
 class Timer:
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device, calibrate: bool = True):
+        """Bind the primitives and allocate the flush buffer. calibrate=False leaves the GPU measurements (the
+        sleep's clock rate, the whole-device sleep's check) to calibrate(): a timing worker is started while the
+        correctness stage still runs kernels, and calibrates once that is over, before it imports code under test."""
         self.device = device
         # Bind the primitives now: a submission that later patches torch.cuda.Event.elapsed_time or
         # torch.cuda.synchronize does not change what these names point to.
@@ -62,20 +65,36 @@ class Timer:
         self.l2_bytes = int(getattr(props, "L2_cache_size", 0) or 64 * 2**20)
         self.flush_bytes = max(2 * self.l2_bytes, 64 * 2**20)
         self.flush = torch.empty(self.flush_bytes, dtype=torch.uint8, device=device)
-        self.cycles_per_us = self._calibrate_sleep()
         self.sms = props.multi_processor_count
         # Fill every warp slot: 2 programs of 1024 threads per SM where an SM holds 2048 threads (A100, H100,
         # H200), 3 of 512 where it holds 1536 (consumer Ampere and Ada).
         per_sm = int(getattr(props, "max_threads_per_multi_processor", 2048) or 2048)
         self.occupy_warps = 32 if per_sm % 1024 == 0 else 16
         self.occupy_grid = self.sms * max(1, per_sm // (32 * self.occupy_warps))
-        self.sleep_kind = self._check_occupy()
+        self.calibrated = False
+        self.cycles_per_us = 2000.0
+        self._occupy_ok = False
+        self.sleep_kind = "not calibrated"
+        if calibrate:
+            self.calibrate()
+        else:
+            try:  # JIT-compile the sleep kernel now (a zero-length launch), so that calibrate() only measures
+                self._occupy(0)
+                self._sync()
+            except Exception:  # calibrate() tries again and reports why it could not use it
+                pass
         self.pristine: list[torch.Tensor] = []
         self.work: list[torch.Tensor] = []
         self.cols = 0
         self.kept: dict[str, list[Any]] = {}  # the last round's outputs, until the parent samples them
 
     # -- setup --------------------------------------------------------------------------------------------
+
+    def calibrate(self) -> None:
+        """The GPU measurements the timed rounds depend on; run them on an otherwise idle GPU."""
+        self.cycles_per_us = self._calibrate_sleep()
+        self.sleep_kind = self._check_occupy()
+        self.calibrated = True
 
     def _calibrate_sleep(self) -> float:
         cycles = 2_000_000
@@ -104,14 +123,14 @@ class Timer:
             with torch.cuda.stream(side):
                 # Load the side kernel now: a first launch can wait tens of ms for lazy module loading (6.9 and
                 # 30.7 ms seen on the H200), long after any sleep, which would make this check pass by accident.
-                self.flush[:256].zero_()
+                self._zero(self.flush[:256])
             self._sync()
             s, e_sleep, e_side = (self._Event(enable_timing=True) for _ in range(3))
             self._record(s)
             self._occupy(300)
             self._record(e_sleep)
             with torch.cuda.stream(side):
-                self.flush[:256].zero_()
+                self._zero(self.flush[:256])
                 self._record(e_side)
             self._sync()
             t_sleep, t_side = self._elapsed(s, e_sleep), self._elapsed(s, e_side)

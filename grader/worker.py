@@ -27,7 +27,7 @@ def _tail(tb: str, lines: int = 12) -> str:
 
 
 class Worker:
-    def __init__(self, device: str):
+    def __init__(self, device: str, timing: bool = False):
         import torch
 
         self.torch = torch
@@ -37,19 +37,24 @@ class Worker:
         self.jit_names: list[str] = []  # the submission's @triton.jit kernels (launch names)
         self.launches: _LaunchCounter | None = None
         self.name = "?"
-        self.timer = None  # grader.timing.Timer, built on first use (it takes CUDA events before student code)
+        self.timer = None  # grader.timing.Timer, in timing workers only (it binds CUDA events before student code)
         self.spin_s = 0.0  # while timing: busy-wait this long for the next request (see spin_wait)
         if self.device.type == "cuda":
             torch.cuda.init()
+        if self.device.type == "cuda" and timing:
             from .timing import Timer
 
-            self.timer = Timer(self.device)
+            # Bound now, before any code under test is imported; calibrated in load(), also before that import,
+            # because this worker may start while the correctness stage still has kernels on the GPU.
+            self.timer = Timer(self.device, calibrate=False)
 
     # -- commands -------------------------------------------------------------------------------------------
 
     def load(self, p: dict[str, Any]) -> str:
         """Import a Triton module or load a CUDA library; p describes which (see sandbox.load_payload)."""
         self.name = p["display"]
+        if self.timer is not None and not self.timer.calibrated:
+            self.timer.calibrate()
         if p["kind"] == "reference":
             # Trusted baselines (the parent's reference module), timed in their own process.
             import importlib.util
@@ -172,7 +177,7 @@ class Worker:
         return {"ops": sorted(ops), "kernels": kernels, "jit_names": self.jit_names, "triton_launches": launched}
 
     def time_setup(self, p: dict[str, Any]) -> dict[str, Any]:
-        assert self.timer is not None, "timing needs a CUDA device"
+        assert self.timer is not None and self.timer.calibrated, "timing needs a CUDA device and a loaded worker"
         self._poison(False)
         self.spin_s = float(p.get("spin_s", 0.0))
         return self.timer.setup(self.fns, p)
@@ -329,7 +334,7 @@ def spin_wait(conn: Any, seconds: float) -> bool:
     return False
 
 
-def main(conn: Any, device: str) -> None:
+def main(conn: Any, device: str, timing: bool = False) -> None:
     """Entry point of the spawned child."""
     try:
         os.setsid()  # own process group: the parent kills the whole group, forks included
@@ -345,7 +350,7 @@ def main(conn: Any, device: str) -> None:
         # Must be set before any @triton.jit is decorated, i.e. before the student module is imported.
         os.environ["TRITON_INTERPRET"] = "1"
     try:
-        w = Worker(device)
+        w = Worker(device, timing)
     except Exception as e:
         conn.send(("error", f"worker could not start: {type(e).__name__}: {e}", traceback.format_exc()))
         return
