@@ -24,7 +24,9 @@ import torch
 import torch.nn.functional as F
 
 from grader import performance, stats
+from grader.correctness import Target
 from grader.inputs import make_input_seeded
+from grader.sandbox import WorkerFailure
 from grader.reference import load_reference
 from grader.spec import Case, load_problem
 
@@ -214,3 +216,97 @@ def test_spin_wait_returns_as_soon_as_a_request_arrives_and_gives_up_after_its_b
     assert spin_wait(child, 10.0) is True
     assert time.monotonic() - t0 < 5.0
     assert child.recv() == ("time_round", {})
+
+
+# -- workers started by the pipeline before the correctness stage ------------------------------------------
+
+
+class PreStarted(FakeWorker):
+    """A worker as start_workers hands it over: not yet waited for, not loaded. Logs every call."""
+
+    def __init__(self, fns: dict[str, tuple[float, float]], fail_load: bool = False):
+        super().__init__(fns)
+        self.log: list[str] = []
+        self.fail_load = fail_load
+
+    def wait_ready(self, timeout_s: float) -> None:
+        self.log.append("ready")
+
+    def close(self) -> None:
+        self.log.append("close")
+
+    def request(self, kind: str, p: dict, timeout_s: float = 0.0, what: str = "") -> dict:
+        self.log.append(kind)
+        if kind == "load":
+            if self.fail_load:
+                raise WorkerFailure("importing glu_triton.py failed: boom")
+            return "loaded"
+        if kind == "copy_bandwidth":
+            return {"bytes_per_s": 1e15, "read2_write1_bytes_per_s": 1e15, "name": "fake"}
+        return super().request(kind, p, timeout_s, what)
+
+
+def _one_case_problem(glu):
+    problem, case, ref = glu
+    return replace(problem, performance=replace(problem.performance, cases=(case,))), ref
+
+
+@pytest.mark.parametrize("fail_load", [False, True])
+def test_run_performance_uses_the_prestarted_workers_and_always_closes_them(glu, monkeypatch, fail_load):
+    problem, ref = _one_case_problem(glu)
+    impl = problem.implementations["triton"]
+    targets = [Target(impl, "glu_triton.py", "glu_triton.py")]
+    started = {"baselines": PreStarted({n: (ms, ms) for n, ms in MS.items()}), "triton": PreStarted({"triton": (3.0, 3.0)}, fail_load)}
+
+    def no_spawn(*a, **k):
+        raise AssertionError("run_performance spawned a worker although the pipeline had started them")
+
+    monkeypatch.setattr(performance, "Sandbox", no_spawn)
+    rule = stats.StopRule(rel_sem=0.5, min_n=15, max_n=15, max_seconds=60.0)
+    tests, info = performance.run_performance(problem, targets, ref, device="cpu", secret=SECRET, rule=rule, started=started)
+
+    base, tri = started["baselines"].log, started["triton"].log
+    # Loaded (which is where a worker calibrates its timer) after it is ready and before anything is timed.
+    assert base[:2] == ["ready", "load"] and "copy_bandwidth" in base and base.index("copy_bandwidth") < base.index("time_setup")
+    assert base[-1] == "close" and tri[-1] == "close"
+    (t,) = [t for t in tests if t.part == "triton"]
+    if fail_load:
+        assert "time_setup" not in tri and t.score == 0.0 and "boom" in t.output, t.output
+    else:
+        assert tri[:2] == ["ready", "load"] and "time_round" in tri
+        assert t.extra["credit"] == 1.0, t.output
+    assert "fake" == info["device"]["name"]
+
+
+def test_run_performance_closes_prestarted_workers_when_there_is_nothing_to_time(glu):
+    problem, ref = _one_case_problem(glu)
+    started = {"baselines": PreStarted({})}
+    assert performance.run_performance(replace(problem, performance=None), [], ref, device="cpu", secret=SECRET, started=started) == ([], {})
+    assert started["baselines"].log == ["close"]
+
+
+def test_a_timing_worker_calibrates_before_it_imports_code_under_test(tmp_path, monkeypatch):
+    # Timing workers start while the correctness stage still runs, so they calibrate in load(); that must
+    # still come before the submission's module runs a single line (it could patch what calibration uses).
+    import builtins
+
+    from grader import worker
+
+    events: list[str] = []
+
+    class FakeTimer:
+        calibrated = False
+
+        def calibrate(self) -> None:
+            events.append("calibrate")
+            self.calibrated = True
+
+    w = worker.Worker("cpu")
+    w.timer = FakeTimer()
+    mod = tmp_path / "glu_triton.py"
+    mod.write_text("import builtins\nbuiltins._grader_test_events.append('import')\n\ndef glu_triton(x):\n    return x\n")
+    monkeypatch.setattr(builtins, "_grader_test_events", events, raising=False)
+    w.load({"kind": "triton", "path": str(mod), "impl": "triton", "entry": "glu_triton", "display": "glu_triton.py"})
+    assert events == ["calibrate", "import"]
+    w.load({"kind": "triton", "path": str(mod), "impl": "triton", "entry": "glu_triton", "display": "glu_triton.py"})
+    assert events == ["calibrate", "import", "import"], "calibrated once"
