@@ -62,6 +62,9 @@ def test_staff_full_performance_credit(staff):
 def test_timing_is_physical(staff):
     bw = staff.perf["copy_bytes_per_s"]
     assert 2e12 < bw < 6e12, bw  # an H100/H200-class copy bandwidth, counted read + write
+    # The timing workers start during the correctness stage and calibrate when loaded: the whole-device sleep
+    # must still have passed its side-stream check (a fallback would let side-stream work hide in the sleep).
+    assert staff.perf["device"]["pre_call_sleep"].startswith("whole-device sleep"), staff.perf["device"]
     for name, c in staff.perf["cases"].items():
         th = c["thresholds"]
         assert th["zero_ms"] >= th["partial_ms"] >= th["full_ms"] > 0, name
