@@ -341,7 +341,6 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 // up to rows * h, and i0 + gridDim.x * kTile, at most twice that, stays below 2^32 (unsigned: no wrap).
 template <typename T, typename Unit, int kUnroll, int kWaves>
 void launch_path(const T* x, T* y, int64_t rows, int64_t width, int64_t h, int64_t x_row_stride, cudaStream_t stream) {
-    constexpr int64_t E = Unit::kElems;
     const int64_t n_units = rows * width;
     const int blocks = grid_for(n_units, (int64_t)GLU_THREADS * kUnroll, kWaves);
     const bool fits32 = (rows - 1) * x_row_stride + 2 * h < (1ll << 31) && rows * h < (1ll << 31) &&
@@ -353,7 +352,6 @@ void launch_path(const T* x, T* y, int64_t rows, int64_t width, int64_t h, int64
         glu_kernel<T, Unit, kUnroll, int64_t><<<blocks, GLU_THREADS, 0, stream>>>(
             x, y, n_units, Divisor<int64_t>{width}, h, x_row_stride);
     }
-    (void)E;
 }
 
 template <typename T>
