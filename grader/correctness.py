@@ -141,8 +141,8 @@ def run_correctness(
             if case.pad:
                 base = base._base if base._base is not None else base  # send the padded buffer, not a copy
             base = base.contiguous()
-            # Send a copy: on CPU, torch's pickling moves a sent tensor into shared memory, so a kernel that
-            # writes into x would also rewrite the parent's copy used for the truth and the input check.
+            # Send a copy (grader/wire.py sends tensors by value today; this keeps the parent's copy, used for the
+            # truth and the input check, safe from a kernel that writes into x whatever the transport).
             payload = {"base": base.clone(), "cols": case.shape[-1], "out_numel": _numel(problem.out_shape(case.shape))}
             t0 = time.monotonic()
             try:
@@ -162,6 +162,15 @@ def run_correctness(
                     if "timed out" in e.line or restarts > MAX_RESTARTS:
                         load_error = f"not run: an earlier case {'hung' if 'timed out' in e.line else 'crashed the process repeatedly'} ({case.name})"
                 continue
+            bad = _malformed_run_reply(reply)
+            if bad:
+                # Valid data, but not what a worker answers to `run`: forged on the pipe by code in the child.
+                results.append(_test(impl, case, 0.0, FAILED, f"case {case.name}: the worker sent a malformed reply ({bad}); was the result pipe tampered with?"))
+                box.close()
+                box, restarts = None, restarts + 1
+                if restarts > MAX_RESTARTS:
+                    load_error = f"not run: an earlier case sent malformed replies repeatedly ({case.name})"
+                continue
             verdict = check_case(problem, case, reply, base, ref, device)
             case_violations += _call_violations(impl.kind, case, reply, verdict.ok, payload["out_numel"])
             state = PASSED if verdict.ok else FAILED
@@ -178,6 +187,22 @@ def run_correctness(
     order = {c.name: i for i, c in enumerate(cases)}
     results.sort(key=lambda r: order.get(r.extra.get("case", ""), len(order)))
     return results
+
+
+def _malformed_run_reply(r: object) -> str:
+    """'' when r has the shape of Worker.run's reply, else what is wrong with it."""
+    if not isinstance(r, dict):
+        return f"a {type(r).__name__}, not a dict"
+    outs, meta = r.get("outs"), r.get("meta")
+    if not (isinstance(outs, list) and len(outs) == 2 and all(isinstance(o, torch.Tensor) for o in outs)):
+        return "'outs' is not two tensors"
+    if not isinstance(meta, dict) or not isinstance(r.get("x_after"), torch.Tensor):
+        return "no 'meta' dict or no 'x_after' tensor"
+    if not (isinstance(r.get("ops", []), list) and all(isinstance(o, str) for o in r.get("ops", []))):
+        return "'ops' is not a list of names"
+    if not (r.get("triton_launches") is None or type(r.get("triton_launches")) is int):
+        return "'triton_launches' is not a count"
+    return ""
 
 
 def _call_violations(kind: str, case: Case, reply: dict, correct: bool, out_numel: int) -> list[str]:
@@ -212,6 +237,11 @@ def _kernel_check(
         r = box.request("kernels", {"base": base.contiguous(), "cols": case.shape[-1]}, timeout_s=max(1.0, deadline - time.monotonic()), what="the kernel check")
     except WorkerFailure as e:
         return TestResult(name, impl.name, "checks", 0.0, 0.0, FAILED, f"could not profile: {e.line}", {"forfeit": False})
+    names = ("ops", "kernels", "jit_names")
+    if not (isinstance(r, dict) and all(isinstance(r.get(k), list) and all(isinstance(v, str) for v in r[k]) for k in names)
+            and (r.get("triton_launches") is None or type(r.get("triton_launches")) is int)):
+        return TestResult(name, impl.name, "checks", 0.0, 0.0, FAILED,
+                          "could not profile: the worker sent a malformed reply (was the result pipe tampered with?)", {"forfeit": True})
     rep = kernelcheck.classify(impl.kind, r["ops"], r["kernels"], r["jit_names"], r.get("triton_launches"))
     if case.name not in passed:
         # Only PyTorch doing the math is a cheat whatever the answer; "nothing of yours ran" is one only if right.

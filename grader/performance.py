@@ -229,7 +229,10 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
         if w in dead:
             continue
         try:
-            setup_info[w] = box.request("time_setup", setup_p, timeout_s=limit, what=f"warm-up on {case.name}")
+            got = box.request("time_setup", setup_p, timeout_s=limit, what=f"warm-up on {case.name}")
+            cs = got.get("compile_s") if isinstance(got, dict) else None
+            _expect(isinstance(cs, dict) and all(isinstance(v, (int, float)) for v in cs.values()), f"warm-up on {case.name}")
+            setup_info[w] = got
         except WorkerFailure as e:
             dead[w] = e.line
     if "baselines" in dead:
@@ -396,8 +399,11 @@ def _timed_rounds(units: list[tuple[str, str]], boxes: dict[str, Any], dead: dic
                 t_req = time.monotonic()
                 r = boxes[w].request("time_round", {"names": [n], "plan": plan}, timeout_s=limit, what=f"timing {case_name}")
                 wall = (time.monotonic() - t_req) * 1e3
+                _expect(_is_round_reply(r, n, len(plan)), f"timing {case_name}")
                 out.overhead_ms[n].append((wall - sum(r[n]["event_ms"])) / len(plan))
                 got = boxes[w].request("time_samples", {n: [(j, idx) for j, _, _, idx in want]}, timeout_s=limit, what=f"checking {case_name}")
+                _expect(isinstance(got, dict) and isinstance(got.get(n), list) and len(got[n]) == len(want)
+                        and all(isinstance(v, (torch.Tensor, str)) for v in got[n]), f"checking {case_name}")
             except WorkerFailure as e:
                 dead[w] = e.line
                 continue
@@ -411,6 +417,23 @@ def _timed_rounds(units: list[tuple[str, str]], boxes: dict[str, Any], dead: dic
         if stop or "baselines" in dead:
             out.rounds = rnd
             return out
+
+
+def _is_round_reply(r: Any, name: str, calls: int) -> bool:
+    """The shape of Timer.round's reply for one function: a finite time per call on both clocks."""
+    d = r.get(name) if isinstance(r, dict) else None
+    if not isinstance(d, dict):
+        return False
+    return all(
+        isinstance(d.get(k), list) and len(d[k]) == calls and all(type(v) in (int, float) and v == v and abs(v) != float("inf") for v in d[k])
+        for k in ("event_ms", "host_ms")
+    )
+
+
+def _expect(ok: bool, what: str) -> None:
+    """A reply of the wrong shape was forged on the pipe by code in the worker: treat it as a failed worker."""
+    if not ok:
+        raise WorkerFailure(f"{what}: the worker sent a malformed reply (was the result pipe tampered with?)")
 
 
 def _owner(names: dict[str, list[str]], fn_name: str) -> str:

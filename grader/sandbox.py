@@ -13,7 +13,7 @@ import signal
 import time
 from typing import Any
 
-from . import worker
+from . import wire, worker
 
 _SIGNAL_HELP = {
     signal.SIGSEGV: "segmentation fault: an invalid memory access on the host side",
@@ -79,7 +79,7 @@ class Sandbox:
         """Queue a command without waiting: its reply is collected, in order, by `drain`. The worker runs it once
         it is ready and before any later request (a child handles one command at a time, in order)."""
         try:
-            self.conn.send((cmd, payload))
+            wire.send(self.conn, (cmd, payload))
         except (OSError, BrokenPipeError) as e:
             raise WorkerFailure(f"{what}: could not reach the worker ({type(e).__name__})", fatal=True) from None
         self.pending.append(what)
@@ -99,7 +99,7 @@ class Sandbox:
             raise RuntimeError(f"{what}: {len(self.pending)} queued replies not collected yet (call drain first)")
         try:
             if cmd is not None:
-                self.conn.send((cmd, payload))
+                wire.send(self.conn, (cmd, payload))
             deadline = time.monotonic() + timeout_s
             while True:
                 left = deadline - time.monotonic()
@@ -107,14 +107,19 @@ class Sandbox:
                     self.kill()
                     raise WorkerFailure(f"{what} timed out after {timeout_s:.0f} s (killed)", fatal=True)
                 if self.conn.poll(min(left, 0.5)):
-                    reply = self.conn.recv()
+                    reply = wire.recv(self.conn)
                     break
                 if not self.proc.is_alive():
                     # Drain a reply that raced with the exit, else report how it died.
                     if self.conn.poll(0.1):
-                        reply = self.conn.recv()
+                        reply = wire.recv(self.conn)
                         break
                     raise EOFError
+        except wire.MalformedMessage as e:
+            # Not a reply the worker wrote: something in the child forged bytes on the pipe (the parent decodes
+            # data only, so nothing in them ran here). The child can no longer be trusted to stay in step.
+            self.kill()
+            raise WorkerFailure(f"{what}: the worker sent a malformed reply ({e}); was the result pipe tampered with?", fatal=True) from None
         except (EOFError, ConnectionError, BrokenPipeError, OSError):
             self.proc.join(timeout=5)
             code = self.proc.exitcode
@@ -143,7 +148,7 @@ class Sandbox:
     def close(self) -> None:
         if self.proc.is_alive():
             try:
-                self.conn.send(("exit", None))
+                wire.send(self.conn, ("exit", None))
                 self.proc.join(timeout=2)
             except (OSError, BrokenPipeError):
                 pass

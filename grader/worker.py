@@ -385,27 +385,29 @@ def main(conn: Any, device: str, timing: bool = False) -> None:
         warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.")
         # Must be set before any @triton.jit is decorated, i.e. before the student module is imported.
         os.environ["TRITON_INTERPRET"] = "1"
+    from . import wire  # imports torch: only once privileges are dropped and the interpreter switch is set
+
     try:
         w = Worker(device, timing)
     except Exception as e:
-        conn.send(("error", f"worker could not start: {type(e).__name__}: {e}", traceback.format_exc()))
+        wire.send(conn, ("error", f"worker could not start: {type(e).__name__}: {e}", traceback.format_exc()))
         return
-    conn.send(("ok", "ready"))
+    wire.send(conn, ("ok", "ready"))
     while True:
         try:
-            cmd, payload = conn.recv()
-        except (EOFError, OSError):
+            cmd, payload = wire.recv(conn)
+        except (EOFError, OSError, wire.MalformedMessage):
             return
         if cmd == "exit":
             return
         try:
             value = getattr(w, cmd)(payload)
-            conn.send(("ok", value))
+            wire.send(conn, ("ok", value))
         except UserError as e:
-            conn.send(("error", str(e), ""))
+            wire.send(conn, ("error", str(e), ""))
         except Exception as e:
             tb = traceback.format_exc()
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-            conn.send(("error", f"{type(e).__name__}: {first}", _tail(tb)))
+            wire.send(conn, ("error", f"{type(e).__name__}: {first}", _tail(tb)))
         if w.spin_s:
             spin_wait(conn, w.spin_s)
