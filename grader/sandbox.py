@@ -49,21 +49,20 @@ class Sandbox:
     def __init__(self, device: str, start_timeout_s: float = 180.0, wait: bool = True, timing: bool = False):
         """timing=True: the worker builds a Timer (only timing workers need one; it costs a GPU calibration)."""
         self.device = device
+        # Correctness workers exchange data only (grader/wire.py); timing workers still use multiprocessing's
+        # pickle, whose costs the wall-clock check's slack was measured against (docs/SECURITY.md, known gaps).
+        self._wire = wire.legacy if timing else wire
         ctx = mp.get_context("spawn")
         self.conn, child_conn = ctx.Pipe()
         self.proc = ctx.Process(target=worker.main, args=(child_conn, device, timing), daemon=True)
         self.proc.start()
         child_conn.close()
-        self.ready = False
-        self.pending: list[str] = []  # what each command queued with `send` is, until `drain` collects its reply
         if wait:
             self.wait_ready(start_timeout_s)
 
     def wait_ready(self, timeout_s: float) -> None:
-        """Wait for the child's greeting (imports and CUDA initialisation done). Once; later calls return at once."""
-        if not self.ready:
-            self.request(None, None, timeout_s=timeout_s, what="start")
-            self.ready = True
+        """Wait for the child's greeting (imports and CUDA initialisation done)."""
+        self.request(None, None, timeout_s=timeout_s, what="start")
 
     def __enter__(self) -> Sandbox:
         return self
@@ -75,31 +74,11 @@ class Sandbox:
     def alive(self) -> bool:
         return self.proc.is_alive()
 
-    def send(self, cmd: str, payload: Any, *, what: str) -> None:
-        """Queue a command without waiting: its reply is collected, in order, by `drain`. The worker runs it once
-        it is ready and before any later request (a child handles one command at a time, in order)."""
-        try:
-            wire.send(self.conn, (cmd, payload))
-        except (OSError, BrokenPipeError) as e:
-            raise WorkerFailure(f"{what}: could not reach the worker ({type(e).__name__})", fatal=True) from None
-        self.pending.append(what)
-
-    def drain(self, timeout_s: float) -> list[Any]:
-        """The replies of every command queued with `send`, in order (raises on the first failed one)."""
-        self.wait_ready(timeout_s)  # the greeting comes first
-        out = []
-        while self.pending:
-            out.append(self.request(None, None, timeout_s=timeout_s, what=self.pending.pop(0)))
-        return out
-
     def request(self, cmd: str | None, payload: Any, *, timeout_s: float, what: str) -> Any:
-        """Send (cmd, payload) (or, when cmd is None, just wait for the next reply: the greeting, or a queued
-        command's) and return the reply value."""
-        if cmd is not None and self.pending:
-            raise RuntimeError(f"{what}: {len(self.pending)} queued replies not collected yet (call drain first)")
+        """Send (cmd, payload) (or just wait for the greeting when cmd is None) and return the reply value."""
         try:
             if cmd is not None:
-                wire.send(self.conn, (cmd, payload))
+                self._wire.send(self.conn, (cmd, payload))
             deadline = time.monotonic() + timeout_s
             while True:
                 left = deadline - time.monotonic()
@@ -107,12 +86,12 @@ class Sandbox:
                     self.kill()
                     raise WorkerFailure(f"{what} timed out after {timeout_s:.0f} s (killed)", fatal=True)
                 if self.conn.poll(min(left, 0.5)):
-                    reply = wire.recv(self.conn)
+                    reply = self._wire.recv(self.conn)
                     break
                 if not self.proc.is_alive():
                     # Drain a reply that raced with the exit, else report how it died.
                     if self.conn.poll(0.1):
-                        reply = wire.recv(self.conn)
+                        reply = self._wire.recv(self.conn)
                         break
                     raise EOFError
         except wire.MalformedMessage as e:
@@ -148,7 +127,7 @@ class Sandbox:
     def close(self) -> None:
         if self.proc.is_alive():
             try:
-                wire.send(self.conn, ("exit", None))
+                self._wire.send(self.conn, ("exit", None))
                 self.proc.join(timeout=2)
             except (OSError, BrokenPipeError):
                 pass

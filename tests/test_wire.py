@@ -30,12 +30,27 @@ def test_messages_the_grader_sends_round_trip_by_value():
     assert x.sum() != 0
 
 
-def test_a_pickle_that_calls_anything_is_refused():
-    forged = pickle.dumps(("ok", _RunsCode()))
+@pytest.mark.parametrize("tag", [b"", b"P", b"T"])
+def test_a_pickle_that_calls_anything_is_refused_whatever_its_tag(tag):
+    # b"P": the plain-pickle path (messages without tensors), b"T": torch.load(weights_only=True), b"": no tag.
     with pytest.raises(wire.MalformedMessage):
-        wire.loads(forged)
+        wire.loads(tag + pickle.dumps(("ok", _RunsCode())))
     with pytest.raises(wire.MalformedMessage):
-        wire.loads(b"not a message")
+        wire.loads(tag + b"not a message")
+
+
+def test_timing_messages_take_the_plain_path_and_stay_cheap():
+    import time
+
+    msg = ("ok", {"eager": {"event_ms": [0.028] * 5, "host_ms": [0.031] * 5}, "names": {"eager"}, "x": (1, None, True)})
+    data = wire.dumps(msg)
+    assert data[:1] == b"P" and wire.loads(data) == msg
+    assert wire.dumps(("ok", {"t": torch.zeros(2)}))[:1] == b"T"
+    t0 = time.perf_counter()
+    for _ in range(200):
+        wire.loads(wire.dumps(msg))
+    # The parent's clock over a timing request includes two of these each way; torch.save's path costs ~0.2 ms.
+    assert (time.perf_counter() - t0) / 200 < 2e-3
 
 
 def test_the_grader_cannot_send_anything_but_data():
@@ -53,7 +68,7 @@ def test_a_sandbox_turns_a_forged_reply_into_one_failed_request_and_runs_nothing
 
     box = Sandbox.__new__(Sandbox)  # a Sandbox whose child is _forge, not grader.worker
     ctx = multiprocessing.get_context("spawn")
-    box.device, box.ready, box.pending = "cpu", True, []
+    box.device, box._wire = "cpu", wire
     box.conn, child = ctx.Pipe()
     box.proc = ctx.Process(target=_forge, args=(child,), daemon=True)
     box.proc.start()
