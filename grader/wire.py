@@ -31,8 +31,6 @@ def plain(obj: Any) -> Any:
         return obj
     if isinstance(obj, torch.Tensor):
         return obj.detach().cpu() if obj.device.type != "cpu" else obj.detach()
-    if isinstance(obj, bool):
-        return bool(obj)
     if isinstance(obj, str):
         return str(obj)
     if isinstance(obj, int):
