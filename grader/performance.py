@@ -117,14 +117,27 @@ def _plan(rng: random.Random, n_out: int, first: bool, prev_k: int | None = None
     return plan, checks
 
 
-def start_workers(targets: list[Target], device: str) -> dict[str, Sandbox]:
+def _baseline_payload(problem: Problem) -> dict[str, Any]:
+    return {"kind": "reference", "path": str(problem.reference), "baselines": problem.baselines, "display": "baselines"}
+
+
+def start_workers(problem: Problem, targets: list[Target], device: str) -> dict[str, Sandbox]:
     """Spawn the timing workers (baselines, then one per implementation) without waiting for them.
 
     The pipeline calls this before the correctness stage, so that their start-up (imports, CUDA context:
-    ~10 s of a grade on the H200) overlaps it. A worker only binds its timer at start; it measures the GPU
-    (calibration) when run_performance loads it, once the correctness stage has left the GPU idle.
+    ~10 s of a grade on the H200) overlaps it, and so does the baselines' first calls: the trusted worker is
+    told to `prepare` (import Dynamo, torch.compile every perf shape) as soon as it is up. A worker only binds
+    its timer at start; it measures the GPU (calibration) when run_performance loads it, once the correctness
+    stage has left the GPU idle, and a student's module is imported only after that.
     """
-    return {name: Sandbox(device, wait=False, timing=True) for name in ["baselines"] + [t.impl.name for t in targets]}
+    boxes = {name: Sandbox(device, wait=False, timing=True) for name in ["baselines"] + [t.impl.name for t in targets]}
+    if problem.performance is not None:
+        prep = {**_baseline_payload(problem), "cases": [asdict(c) for c in problem.performance.cases]}
+        try:
+            boxes["baselines"].send("prepare", prep, what="compiling the baselines")
+        except WorkerFailure:
+            pass  # it died at once: run_performance reports that when it waits for it
+    return boxes
 
 
 def run_performance(
@@ -154,19 +167,26 @@ def run_performance(
     # overlap the correctness stage too).
     progress("performance: starting workers" if started is None else "performance: loading workers")
     if started is None:
-        started = start_workers(targets, device)
+        started = start_workers(problem, targets, device)
     boxes: dict[str, Sandbox | None] = {}
     dead: dict[str, str] = {}
-    base_payload = {"kind": "reference", "path": str(problem.reference), "baselines": problem.baselines, "display": "baselines"}
-    pending = [("baselines", base_payload)] + [(t.impl.name, t.payload(problem)) for t in targets]
+    pending = [("baselines", _baseline_payload(problem))] + [(t.impl.name, t.payload(problem)) for t in targets]
+    t_load = time.monotonic()
+    load_s: dict[str, float] = {}
     for name, payload in pending:
         try:
+            t0 = time.monotonic()
             started[name].wait_ready(timeout_s=180)
+            early = started[name].drain(timeout_s=limit)  # the baselines' `prepare`, queued by start_workers
+            if early and name == "baselines":
+                info["baseline_first_calls_s"] = early[0]
             started[name].request("load", payload, timeout_s=limit, what="loading")
             boxes[name] = started[name]
+            load_s[name] = round(time.monotonic() - t0, 2)
         except WorkerFailure as e:
             dead[name] = e.line
             started[name].close()
+    info["load_wall_s"] = {"total": round(time.monotonic() - t_load, 2), **load_s}
     try:
         if "baselines" in dead:
             raise RuntimeError(f"the baseline worker failed: {dead['baselines']}")
@@ -181,7 +201,8 @@ def run_performance(
 
         for case in perf.cases:
             progress(f"performance: {case.name}")
-            res = _time_case(problem, case, targets, boxes, dead, ref, device=device, secret=secret, rule=rule, rng=rng, copy_bps=copy["bytes_per_s"], ceiling_bps=ceiling, progress=progress)
+            res = _time_case(problem, case, targets, boxes, dead, ref, device=device, secret=secret, rule=rule, rng=rng, copy_bps=copy["bytes_per_s"], ceiling_bps=ceiling, progress=progress,
+                             first_calls=info.get("baseline_first_calls_s", {}).get(case.name, {}))
             info["cases"][case.name] = res["info"]
             tests += res["tests"]
     finally:
@@ -190,7 +211,8 @@ def run_performance(
     return tests, info
 
 
-def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule, rng, copy_bps, ceiling_bps, progress) -> dict[str, Any]:
+def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule, rng, copy_bps, ceiling_bps, progress, first_calls=None) -> dict[str, Any]:
+    first_calls = first_calls or {}
     perf = problem.performance
     limit = problem.limits.timing_s
     shape_out = problem.out_shape(case.shape)
@@ -276,7 +298,8 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
         return {
             "event": se.as_dict(), "host": sh.as_dict(), "host_derived_ms": host_derived, "hidden_work": hidden,
             **rates(host_derived if hidden else se.median),
-            "compile_s": setup_info.get(_owner(names, n), {}).get("compile_s", {}).get(n),
+            # A baseline's first call was made in `prepare` (during the correctness stage) when that ran.
+            "compile_s": first_calls.get(n, setup_info.get(_owner(names, n), {}).get("compile_s", {}).get(n)),
             "verified": verified.get(n, (False, "no timed output was checked"))[1],
         }
 

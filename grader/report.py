@@ -188,6 +188,9 @@ def print_summary(g: Grade, console: Console | None = None, verbose_failures: in
     if g.phases:
         first = g.perf.get("first_call_s")
         extra = f" (of which {first:.1f} s first calls: JIT / torch.compile)" if first else ""
+        overlapped = g.perf.get("first_call_overlapped_s")
+        if overlapped:
+            extra += f"; the baselines' first calls ({overlapped:.1f} s, torch.compile) ran during correctness"
         console.print("wall time: " + ", ".join(f"{k} {v:.1f} s" for k, v in g.phases.items()) + extra, highlight=False)
     console.print(f"[bold]score: {g.score:.4g} / {g.max_score:g}[/]", highlight=False)
 

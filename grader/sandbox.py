@@ -57,12 +57,16 @@ class Sandbox:
         self.proc = ctx.Process(target=worker.main, args=(child_conn, device, timing), daemon=True)
         self.proc.start()
         child_conn.close()
+        self.ready = False
+        self.pending: list[str] = []  # what each command queued with `send` is, until `drain` collects its reply
         if wait:
             self.wait_ready(start_timeout_s)
 
     def wait_ready(self, timeout_s: float) -> None:
-        """Wait for the child's greeting (imports and CUDA initialisation done)."""
-        self.request(None, None, timeout_s=timeout_s, what="start")
+        """Wait for the child's greeting (imports and CUDA initialisation done). Once; later calls return at once."""
+        if not self.ready:
+            self.request(None, None, timeout_s=timeout_s, what="start")
+            self.ready = True
 
     def __enter__(self) -> Sandbox:
         return self
@@ -74,8 +78,28 @@ class Sandbox:
     def alive(self) -> bool:
         return self.proc.is_alive()
 
+    def send(self, cmd: str, payload: Any, *, what: str) -> None:
+        """Queue a command without waiting: its reply is collected, in order, by `drain`. The worker runs it once
+        it is ready and before any later request (a child handles one command at a time, in order)."""
+        try:
+            self._wire.send(self.conn, (cmd, payload))
+        except (OSError, BrokenPipeError) as e:
+            raise WorkerFailure(f"{what}: could not reach the worker ({type(e).__name__})", fatal=True) from None
+        self.pending.append(what)
+
+    def drain(self, timeout_s: float) -> list[Any]:
+        """The replies of every command queued with `send`, in order (raises on the first failed one)."""
+        self.wait_ready(timeout_s)  # the greeting comes first
+        out = []
+        while self.pending:
+            out.append(self.request(None, None, timeout_s=timeout_s, what=self.pending.pop(0)))
+        return out
+
     def request(self, cmd: str | None, payload: Any, *, timeout_s: float, what: str) -> Any:
-        """Send (cmd, payload) (or just wait for the greeting when cmd is None) and return the reply value."""
+        """Send (cmd, payload) (or, when cmd is None, just wait for the next reply: the greeting, or a queued
+        command's) and return the reply value."""
+        if cmd is not None and self.pending:
+            raise RuntimeError(f"{what}: {len(self.pending)} queued replies not collected yet (call drain first)")
         try:
             if cmd is not None:
                 self._wire.send(self.conn, (cmd, payload))

@@ -224,13 +224,19 @@ def test_spin_wait_returns_as_soon_as_a_request_arrives_and_gives_up_after_its_b
 class PreStarted(FakeWorker):
     """A worker as start_workers hands it over: not yet waited for, not loaded. Logs every call."""
 
-    def __init__(self, fns: dict[str, tuple[float, float]], fail_load: bool = False):
+    def __init__(self, fns: dict[str, tuple[float, float]], fail_load: bool = False, queued: list | None = None):
         super().__init__(fns)
         self.log: list[str] = []
         self.fail_load = fail_load
+        self.queued = queued or []  # replies of commands start_workers queued (the baselines' `prepare`)
 
     def wait_ready(self, timeout_s: float) -> None:
         self.log.append("ready")
+
+    def drain(self, timeout_s: float) -> list:
+        self.log.append("drain")
+        out, self.queued = self.queued, []
+        return out
 
     def close(self) -> None:
         self.log.append("close")
@@ -256,7 +262,11 @@ def test_run_performance_uses_the_prestarted_workers_and_always_closes_them(glu,
     problem, ref = _one_case_problem(glu)
     impl = problem.implementations["triton"]
     targets = [Target(impl, "glu_triton.py", "glu_triton.py")]
-    started = {"baselines": PreStarted({n: (ms, ms) for n, ms in MS.items()}), "triton": PreStarted({"triton": (3.0, 3.0)}, fail_load)}
+    prepared = {problem.performance.cases[0].name: {"manual": 0.01, "eager": 0.02, "compiled": 7.5}}
+    started = {
+        "baselines": PreStarted({n: (ms, ms) for n, ms in MS.items()}, queued=[prepared]),
+        "triton": PreStarted({"triton": (3.0, 3.0)}, fail_load),
+    }
 
     def no_spawn(*a, **k):
         raise AssertionError("run_performance spawned a worker although the pipeline had started them")
@@ -266,14 +276,19 @@ def test_run_performance_uses_the_prestarted_workers_and_always_closes_them(glu,
     tests, info = performance.run_performance(problem, targets, ref, device="cpu", secret=SECRET, rule=rule, started=started)
 
     base, tri = started["baselines"].log, started["triton"].log
-    # Loaded (which is where a worker calibrates its timer) after it is ready and before anything is timed.
-    assert base[:2] == ["ready", "load"] and "copy_bandwidth" in base and base.index("copy_bandwidth") < base.index("time_setup")
+    # Loaded (which is where a worker calibrates its timer) after it is ready and its queued replies are in,
+    # and before anything is timed.
+    assert base[:3] == ["ready", "drain", "load"] and "copy_bandwidth" in base and base.index("copy_bandwidth") < base.index("time_setup")
+    # The first calls made while correctness ran are what the report gives as the baselines' compile times.
+    assert info["baseline_first_calls_s"] == prepared
+    (ci,) = info["cases"].values()
+    assert ci["baselines"]["compiled"]["compile_s"] == 7.5 and set(info["load_wall_s"]) >= {"total", "baselines"}
     assert base[-1] == "close" and tri[-1] == "close"
     (t,) = [t for t in tests if t.part == "triton"]
     if fail_load:
         assert "time_setup" not in tri and t.score == 0.0 and "boom" in t.output, t.output
     else:
-        assert tri[:2] == ["ready", "load"] and "time_round" in tri
+        assert tri[:3] == ["ready", "drain", "load"] and "time_round" in tri
         assert t.extra["credit"] == 1.0, t.output
     assert "fake" == info["device"]["name"]
 
@@ -340,3 +355,62 @@ def test_a_malformed_timing_reply_loses_that_part_and_the_case_completes(glu, ho
     tests, info = run_case(glu, {"honest": FakeWorker({"honest": (3.0, 3.0)}), "bad": Malformed("bad", how)})
     assert tests["bad"].score == 0.0 and "malformed reply" in tests["bad"].output, tests["bad"].output
     assert tests["honest"].extra["credit"] == 1.0, tests["honest"].output
+
+
+# -- the trusted worker's `prepare`, queued before the correctness stage ---------------------------------------
+
+
+def _prep_payload(problem, cases) -> dict:
+    # eager and manual only: a CPU test must not depend on Inductor's C++ toolchain; on a GPU `compiled` is the
+    # point (tests/test_gpu.py grades with it).
+    return {"kind": "reference", "path": str(problem.reference), "display": "baselines",
+            "baselines": {"manual": {"fn": "manual"}, "eager": {"fn": "eager"}}, "cases": cases}
+
+
+def test_prepare_makes_each_first_call_per_perf_shape_and_load_keeps_those_functions(glu):
+    from dataclasses import asdict
+
+    from grader import worker
+
+    problem, case, _ = glu
+    padded = replace(case, name="padded", shape=(4, 32), pad=8)
+    w = worker.Worker("cpu")
+    first = w.prepare(_prep_payload(problem, [asdict(case), asdict(padded)]))
+    assert set(first) == {case.name, "padded"} and all(set(v) == {"manual", "eager"} for v in first.values())
+    assert all(t >= 0.0 for v in first.values() for t in v.values())
+    assert w.fns["eager"].__name__ == "eager"
+    # load() after prepare() neither re-imports nor re-wraps: the compiled code is reused by the timed calls.
+    marked = {n: (lambda f: (lambda x: f(x)))(f) for n, f in w.fns.items()}
+    w.fns.update(marked)
+    assert w.load(_prep_payload(problem, [])) == "loaded" and w.fns == marked
+
+
+def test_prepare_refuses_code_under_test(glu, tmp_path):
+    from grader import worker
+
+    mod = tmp_path / "glu_triton.py"
+    mod.write_text("raise SystemExit('imported')\n")
+    w = worker.Worker("cpu")
+    with pytest.raises(ValueError, match="trusted baselines only"):
+        w.prepare({"kind": "triton", "path": str(mod), "impl": "triton", "entry": "glu_triton", "display": "glu_triton.py"})
+    assert not w.fns
+
+
+def test_a_queued_command_is_answered_in_order_after_the_greeting_and_blocks_other_requests_until_drained(glu):
+    from dataclasses import asdict
+
+    from grader.sandbox import Sandbox
+
+    problem, case, _ = glu
+    with Sandbox("cpu", wait=False) as box:
+        box.send("prepare", _prep_payload(problem, [asdict(case)]), what="compiling the baselines")
+        with pytest.raises(RuntimeError, match="drain first"):
+            box.request("load", _prep_payload(problem, []), timeout_s=60, what="loading")
+        (first,) = box.drain(timeout_s=120)
+        assert set(first[case.name]) == {"manual", "eager"}
+        assert box.ready and box.pending == [] and box.drain(timeout_s=1) == []
+        assert box.request("load", _prep_payload(problem, []), timeout_s=60, what="loading") == "loaded"
+        # A queued command that fails is reported by drain, as one line.
+        box.send("prepare", {"kind": "cuda"}, what="compiling the baselines")
+        with pytest.raises(WorkerFailure, match="trusted baselines only"):
+            box.drain(timeout_s=60)
