@@ -30,9 +30,10 @@ def test_messages_the_grader_sends_round_trip_by_value():
     assert x.sum() != 0
 
 
-@pytest.mark.parametrize("tag", [b"", b"P", b"T"])
+@pytest.mark.parametrize("tag", [b"", b"P", b"T", b"R"])
 def test_a_pickle_that_calls_anything_is_refused_whatever_its_tag(tag):
-    # b"P": the plain-pickle path (messages without tensors), b"T": torch.load(weights_only=True), b"": no tag.
+    # b"P": the plain-pickle path (messages without tensors), b"T": torch.load(weights_only=True), b"R": a timing
+    # worker's reply (tensors as raw bytes), b"": no tag.
     with pytest.raises(wire.MalformedMessage):
         wire.loads(tag + pickle.dumps(("ok", _RunsCode())))
     with pytest.raises(wire.MalformedMessage):
@@ -63,12 +64,13 @@ def _forge(conn) -> None:
     conn.close()
 
 
-def test_a_sandbox_turns_a_forged_reply_into_one_failed_request_and_runs_nothing():
+@pytest.mark.parametrize("end", [wire, wire.timing_parent], ids=["correctness", "timing"])
+def test_a_sandbox_turns_a_forged_reply_into_one_failed_request_and_runs_nothing(end):
     from grader.sandbox import Sandbox, WorkerFailure
 
     box = Sandbox.__new__(Sandbox)  # a Sandbox whose child is _forge, not grader.worker
     ctx = multiprocessing.get_context("spawn")
-    box.device, box._wire = "cpu", wire
+    box.device, box._wire = "cpu", end
     box.conn, child = ctx.Pipe()
     box.proc = ctx.Process(target=_forge, args=(child,), daemon=True)
     box.proc.start()
@@ -77,3 +79,34 @@ def test_a_sandbox_turns_a_forged_reply_into_one_failed_request_and_runs_nothing
         box.request(None, None, timeout_s=60, what="case tiny")
     assert e.value.fatal and not box.alive
     box.close()
+
+
+def test_a_timing_reply_carries_tensors_as_raw_bytes_with_no_globals():
+    import pickletools
+
+    samples = [(torch.arange(6) % 4).to(dt).reshape(2, 3) for dt in (torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool)]
+    msg = ("ok", {"triton": [*samples, "returned int, not a tensor", torch.zeros(0, 4)], "v": torch.__version__})
+    a, b = multiprocessing.Pipe()
+    wire.timing_worker.send(a, msg)
+    data = b.recv_bytes()
+    assert data[:1] == b"R"
+    assert not [op for op, _, _ in pickletools.genops(data[1:]) if "GLOBAL" in op.name or op.name in ("REDUCE", "INST", "OBJ")]
+    got = wire.loads(data)
+    for x, y in zip(samples, got[1]["triton"]):
+        assert y.dtype == x.dtype and torch.equal(x, y)
+    assert got[1]["triton"][5] == "returned int, not a tensor" and got[1]["triton"][6].shape == (0, 4)
+    assert type(got[1]["v"]) is str
+    # Requests the other way keep multiprocessing's format (the worker reads them with Connection.recv).
+    wire.timing_parent.send(b, ("time_samples", {"triton": [(0, torch.arange(3))]}))
+    assert torch.equal(wire.timing_worker.recv(a)[1]["triton"][0][1], torch.arange(3))
+
+
+@pytest.mark.parametrize("forged", [
+    ("\x00grader:raw-tensor", "float32", [4], b"\x00" * 15),  # bytes do not match the shape
+    ("\x00grader:raw-tensor", "object", [1], b"\x00" * 8),  # not a tensor dtype
+    ("\x00grader:raw-tensor", "float32", [-1], b""),  # negative size
+    ("\x00grader:raw-tensor", "float32"),  # truncated header
+])
+def test_a_forged_raw_tensor_header_is_a_malformed_message(forged):
+    with pytest.raises(wire.MalformedMessage, match="raw tensor"):
+        wire.loads(b"R" + pickle.dumps(("ok", [forged])))
