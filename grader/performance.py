@@ -16,6 +16,7 @@ torch.compile), one untrusted worker per implementation runs the submission. Eac
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import time
@@ -31,7 +32,12 @@ from .results import FAILED, PASSED, SKIPPED, TestResult
 from .sandbox import Sandbox, WorkerFailure
 from .spec import Case, Problem
 
-N_SETS = 3  # input sets rotated per worker: consecutive calls never see the same buffers
+# Input sets rotated per worker: consecutive calls never see the same buffers. More sets where they are small:
+# a short kernel's time depends a little on where its buffers landed (a per-setup state: fp16_4k's medians moved
+# ~1% between grades with 3 sets, run 28), and more placements average that out. At most SET_BYTES of input per
+# worker (twice that with each set's pristine copy), so the large cases keep 3.
+MIN_SETS, MAX_SETS = 3, 8
+SET_BYTES = 512 * 2**20
 CALLS_PER_ROUND = 5
 SCALES = (0.25, 0.5, 1.0, 2.0, 4.0, -0.5, -1.0, -2.0)  # powers of two: scaling is exact in every dtype
 FIRST_SAMPLE = 1 << 20  # elements checked on the first timed output of each function
@@ -46,6 +52,10 @@ HOST_FLAG_SLACK_MS = 0.02
 # on event median + that excess.
 WALL_SLACK_MS = 0.05
 WALL_SLACK_RATIO = 0.25
+# How many times an implementation over the slack is re-timed before the excess counts. A correct kernel's first
+# pass exceeded the slack in 3 of 30 (implementation, case) pairs in run 28 on the H200, never twice in a row; a
+# forged timer exceeds it every time, so each re-timing costs it nothing but the grader a few seconds.
+MAX_RETIMES = 2
 # While a case is timed, idle workers busy-wait for their next request (grader/worker.py: spin_wait) instead of
 # sleeping, if the machine has a core for every worker plus the parent; otherwise spinning would steal them.
 SPIN_S = 0.25
@@ -96,7 +106,12 @@ class _Sample:
         self.name, self.k, self.scale, self.idx = name, k, scale, idx
 
 
-def _plan(rng: random.Random, n_out: int, first: bool, prev_k: int | None = None) -> tuple[list, list[tuple[int, int, float, torch.Tensor]]]:
+def n_sets(input_bytes: int) -> int:
+    """How many input sets a case rotates through (see MIN_SETS)."""
+    return max(MIN_SETS, min(MAX_SETS, SET_BYTES // max(1, input_bytes)))
+
+
+def _plan(rng: random.Random, n_out: int, first: bool, prev_k: int | None = None, sets: int = MIN_SETS) -> tuple[list, list[tuple[int, int, float, torch.Tensor]]]:
     """One round's calls [(set, scale)], and the parent's private choice of which call to verify:
     [(call index, set, scale, flat output indices)]. prev_k: the set the previous round ended on, so rounds
     don't repeat it either. Only the plan goes to the worker; the choice is sent after the round."""
@@ -105,7 +120,7 @@ def _plan(rng: random.Random, n_out: int, first: bool, prev_k: int | None = None
     for j in range(CALLS_PER_ROUND):
         # A different set from the previous call (never the same buffers twice in a row), chosen at random.
         last = plan[-1][0] if plan else prev_k
-        k = (last + rng.randrange(1, N_SETS)) % N_SETS if last is not None else rng.randrange(N_SETS)
+        k = (last + rng.randrange(1, sets)) % sets if last is not None else rng.randrange(sets)
         scale = rng.choice(SCALES)
         if j == vcall and n_out:
             m = min(n_out, FIRST_SAMPLE if first else ROUND_SAMPLE)
@@ -219,7 +234,8 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
     n_out = 1
     for d in shape_out:
         n_out *= d
-    seeds = [inputs.mix_seed(case.seed, secret, f"perf{k}") for k in range(N_SETS)]
+    in_bytes = math.prod(case.shape) * torch.tensor([], dtype=inputs.TORCH_DTYPES[case.dtype]).element_size()
+    seeds = [inputs.mix_seed(case.seed, secret, f"perf{k}") for k in range(n_sets(in_bytes))]
     live_boxes = [w for w, b in boxes.items() if b is not None and w not in dead]
     setup_p = {"case": asdict(case), "seeds": seeds, "warmup_ms": 200, "spin_s": spin_budget(len(live_boxes), _cpus())}
     names = {"baselines": list(problem.baselines)} | {t.impl.name: [t.impl.name] for t in targets}
@@ -245,7 +261,7 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
     last_k: dict[str, int] = {}
 
     def timed_rounds(units: list[tuple[str, str]]) -> _Rounds:
-        return _timed_rounds(units, boxes, dead, names, rule, rng, n_out, last_k, limit, case.name)
+        return _timed_rounds(units, boxes, dead, names, rule, rng, n_out, last_k, limit, case.name, len(seeds))
 
     data = timed_rounds(units)
     event, host, overhead_ms, checks = data.event, data.host, data.overhead_ms, data.checks
@@ -253,9 +269,9 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
 
     # The wall-clock check, confirmed before it costs anything: an implementation whose requests took longer
     # than the baselines' by more than the slack is re-timed in fresh rounds (beside the baselines, to re-measure
-    # their overhead too), and only those rounds count for it. A one-off hiccup of its process does not recur;
-    # a forged timer must forge again, and is caught again. A worker that behaves only when re-timed is scored
-    # on that behaviour, so it gains nothing by forging the first pass.
+    # their overhead too), and only those rounds count for it; if it is still over, again, up to MAX_RETIMES
+    # times. A hiccup of its process does not recur every time; a forged timer must forge again, and is caught
+    # again. A worker that behaves only when re-timed is scored on that behaviour, so forging first gains nothing.
     base_overhead = _median([o for n in problem.baselines for o in overhead_ms[n]])
     first_pass: dict[str, dict[str, float]] = {}
     for t in targets:
@@ -265,17 +281,34 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
             excess = _median(overhead_ms[n]) - base_overhead
             if excess > wall_slack_ms(med):
                 first_pass[n] = {"event_median_ms": med, "wall_excess_ms": excess}
-    retime_base, retimed, retime_rounds = base_overhead, set(), 0
-    if first_pass and "baselines" not in dead:
-        progress(f"performance: {case.name}: re-timing {', '.join(first_pass)} (the grader's clock disagreed with its reported times)")
-        again = timed_rounds([u for u in units if u[0] == "baselines" or u[1] in first_pass])
-        retime_rounds = again.rounds
-        retime_base = _median([o for n in problem.baselines for o in again.overhead_ms[n]])
-        for n in first_pass:
+    # Up to MAX_RETIMES fresh passes, each only for what was still over the slack in the pass before; the last
+    # pass an implementation was timed in is the one that counts for it.
+    retime_base: dict[str, float] = {}
+    retimed: set[str] = set()
+    retime_rounds = 0
+    pending = list(first_pass)
+    for attempt in range(MAX_RETIMES):
+        if not pending or "baselines" in dead:
+            break
+        progress(f"performance: {case.name}: re-timing {', '.join(pending)} (the grader's clock disagreed with its reported times)")
+        again = timed_rounds([u for u in units if u[0] == "baselines" or u[1] in pending])
+        retime_rounds += again.rounds
+        base_ohs = [o for n in problem.baselines for o in again.overhead_ms[n]]
+        if not base_ohs:  # the baselines died in it: nothing to compare with, the pass before stands
+            break
+        base_now = _median(base_ohs)
+        still = []
+        for n in pending:
             checks[n] += again.checks.get(n, [])
-            if again.event.get(n):  # else it died while re-timed: the first pass stands, flag and all
-                event[n], host[n], overhead_ms[n] = again.event[n], again.host[n], again.overhead_ms[n]
-                retimed.add(n)
+            if not again.event.get(n):  # it died while re-timed: the pass before stands, flag and all
+                continue
+            event[n], host[n], overhead_ms[n] = again.event[n], again.host[n], again.overhead_ms[n]
+            retimed.add(n)
+            retime_base[n] = base_now
+            first_pass[n]["retimes"] = attempt + 1
+            if _median(overhead_ms[n]) - base_now > wall_slack_ms(stats.summarize(event[n]).median):
+                still.append(n)
+        pending = still
 
     # Verification happens after the rounds, so the parent's own GPU work never overlaps a timed call.
     t_verify = time.monotonic()
@@ -326,13 +359,14 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
         if not ok:
             flags.append(f"timed outputs are wrong: {vmsg}")
         d.update(_overhead(overhead_ms.get(n, [])))
-        excess = d["overhead_ms"] - (retime_base if n in retimed else base_overhead)
+        excess = d["overhead_ms"] - retime_base.get(n, base_overhead)
         wall_ms = d["event"]["median"] + excess
         d["wall_excess_ms"], d["wall_derived_ms"] = excess, wall_ms
         if n in first_pass:
             d["first_pass"] = {**first_pass[n], "retimed": n in retimed, "retime_rounds": retime_rounds}
         if excess > wall_slack_ms(d["event"]["median"]):
-            again = f"; {first_pass[n]['wall_excess_ms']:.3g} ms in the first pass, and it recurred when re-timed" if n in retimed else ""
+            k = first_pass.get(n, {}).get("retimes", 0)
+            again = f"; {first_pass[n]['wall_excess_ms']:.3g} ms in the first pass, and it recurred when re-timed ({k} time{'s' if k > 1 else ''})" if n in retimed else ""
             flags.append(
                 f"the grader's own clock saw {excess:.3g} ms per call more than in the baselines' requests "
                 f"(the same calls, flush and sleep{again}): the reported times are not the real ones, or the call does "
@@ -379,7 +413,7 @@ class _Rounds:
 
 
 def _timed_rounds(units: list[tuple[str, str]], boxes: dict[str, Any], dead: dict[str, str], names: dict[str, list[str]],
-                  rule: stats.StopRule, rng: random.Random, n_out: int, last_k: dict[str, int], limit: float, case_name: str) -> _Rounds:
+                  rule: stats.StopRule, rng: random.Random, n_out: int, last_k: dict[str, int], limit: float, case_name: str, sets: int = MIN_SETS) -> _Rounds:
     """Round-robin over (worker, function) units, rotated each round, until the stop rule holds."""
     fns = [n for _, n in units]
     out = _Rounds({n: [] for n in fns}, {n: [] for n in fns}, {n: [] for n in fns}, {n: [] for n in fns}, 0, "")
@@ -393,7 +427,7 @@ def _timed_rounds(units: list[tuple[str, str]], boxes: dict[str, Any], dead: dic
         for w, n in live[rnd % len(live):] + live[: rnd % len(live)]:
             if w in dead:  # died earlier in this round
                 continue
-            plan, want = _plan(rng, n_out, first=n not in last_k, prev_k=last_k.get(n))
+            plan, want = _plan(rng, n_out, first=n not in last_k, prev_k=last_k.get(n), sets=sets)
             last_k[n] = plan[-1][0]
             try:
                 t_req = time.monotonic()

@@ -2,12 +2,13 @@
 
 `multiprocessing.Connection.send/recv` pickle, and unpickling runs whatever the bytes name: a submission that
 finds its worker's end of the pipe (through `gc`, or its file descriptor) could make the *parent* run its code
-(tests/exploits/pickle_reply). So every message is written with `torch.save` and read with
+(tests/exploits/pickle_reply). So every message a correctness worker exchanges is written with `torch.save` and read with
 `torch.load(weights_only=True)`, PyTorch's own restricted unpickler: it rebuilds tensors, numbers, strings,
 lists, tuples, dicts and sets, and refuses anything else. Messages without tensors (the timing requests, whose
 wall clock the parent compares across workers) skip torch.save's zip container: a plain pickle read by an
 unpickler that refuses every global, which costs microseconds instead of ~0.1-0.2 ms. Tensors travel by value (no shared memory with a
 worker, and none of the file-descriptor passing that `torch.multiprocessing` would set up for each one).
+Timing workers use `timing_parent` / `timing_worker` (below): replies in the b"R" format, requests unchanged.
 """
 
 from __future__ import annotations

@@ -484,9 +484,9 @@ def test_measured_anchor_times_are_not_flagged(problem: Problem, perf_cases: dic
 N_OUT_LECTURE = 16384 * 8192
 
 
-def plans(seed: int, n_out: int, rounds: int) -> list[tuple[list, list]]:
+def plans(seed: int, n_out: int, rounds: int, sets: int = performance.MIN_SETS) -> list[tuple[list, list]]:
     rng = random.Random(seed)
-    return [performance._plan(rng, n_out, first=(r == 0)) for r in range(rounds)]
+    return [performance._plan(rng, n_out, first=(r == 0), sets=sets) for r in range(rounds)]
 
 
 @pytest.fixture(scope="module")
@@ -495,18 +495,19 @@ def lecture_plans() -> list[tuple[list, list]]:
 
 
 def test_plan_constants_are_sane():
-    assert performance.N_SETS >= 2
+    assert 2 <= performance.MIN_SETS <= performance.MAX_SETS
     assert performance.CALLS_PER_ROUND >= 2
     assert performance.FIRST_SAMPLE > performance.ROUND_SAMPLE > 0
 
 
-@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("sets", [performance.MIN_SETS, performance.MAX_SETS])
+@pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("n_out", [N_OUT_LECTURE, 5000, 500, 1])
-def test_plan_consecutive_calls_use_different_sets(seed: int, n_out: int):
-    for plan, _ in plans(seed, n_out, 50):
+def test_plan_consecutive_calls_use_different_sets(seed: int, n_out: int, sets: int):
+    for plan, _ in plans(seed, n_out, 50, sets):
         assert len(plan) == performance.CALLS_PER_ROUND
         ks = [k for k, _ in plan]
-        assert all(0 <= k < performance.N_SETS for k in ks)
+        assert all(0 <= k < sets for k in ks)
         assert all(a != b for a, b in zip(ks, ks[1:])), ks
 
 
@@ -526,9 +527,24 @@ def test_plan_sent_to_the_worker_carries_no_verification_hint(lecture_plans):
         assert all(len(entry) == 2 and isinstance(entry[1], float) for entry in plan)
 
 
-def test_plan_uses_every_set(lecture_plans):
-    used = {k for plan, _ in lecture_plans for k, _ in plan}
-    assert used == set(range(performance.N_SETS))
+@pytest.mark.parametrize("sets", [performance.MIN_SETS, performance.MAX_SETS])
+def test_plan_uses_every_set(sets):
+    used = {k for plan, _ in plans(1234, N_OUT_LECTURE, 60, sets) for k, _ in plan}
+    assert used == set(range(sets))
+
+
+@pytest.mark.parametrize("shape,dtype,sets", [
+    ((16384, 16384), torch.float32, 3),  # 1 GiB: the minimum
+    ((8192, 28672), torch.bfloat16, 3),  # 448 MiB: one fits the budget, still the minimum
+    ((4096, 8192), torch.float16, 8),  # 64 MiB: eight fit
+    ((2048, 8192), torch.float32, 8),  # 64 MiB
+    ((4096, 16384), torch.float16, 4),  # 128 MiB: four
+    ((8, 64), torch.float32, 8),  # tiny: capped
+])
+def test_small_cases_rotate_more_input_sets_within_a_memory_budget(shape, dtype, sets):
+    nbytes = shape[0] * shape[1] * torch.tensor([], dtype=dtype).element_size()
+    assert performance.n_sets(nbytes) == sets
+    assert performance.n_sets(nbytes) * nbytes <= max(performance.SET_BYTES, performance.MIN_SETS * nbytes)
 
 
 def test_plan_scales_are_powers_of_two(lecture_plans):

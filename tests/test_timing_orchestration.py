@@ -127,6 +127,21 @@ def test_a_passing_hiccup_is_retimed_and_costs_nothing(glu):
     assert abs(d["wall_excess_ms"]) < 1.0 and "re-timed" in t.output, t.output
 
 
+def test_a_hiccup_that_outlasts_one_retiming_is_retimed_again_and_costs_nothing(glu):
+    # Lost 6 ms per call through the first pass and the first re-timing (3 rounds each), then not.
+    tests, info = run_case(glu, {"hiccup": Phased("hiccup", first=(9.0, 3.0), then=(3.0, 3.0), n_first=6)})
+    t, d = tests["hiccup"], info["impls"]["hiccup"]
+    assert d["first_pass"]["retimes"] == performance.MAX_RETIMES == 2, d
+    assert t.extra["credit"] == 1.0 and not t.extra["flags"], t.output
+
+
+def test_a_forger_is_retimed_at_most_max_retimes_and_then_scored_on_the_clock(glu):
+    tests, info = run_case(glu, {"forger": FakeWorker({"forger": (12.0, 3.0)})})
+    d, t = info["impls"]["forger"], tests["forger"]
+    assert d["first_pass"]["retimes"] == performance.MAX_RETIMES and d["first_pass"]["retime_rounds"] == 3 * performance.MAX_RETIMES, d
+    assert t.extra["credit"] < 0.1 and "recurred when re-timed (2 times)" in t.output, t.output
+
+
 def test_a_forger_that_behaves_only_when_retimed_is_scored_on_its_real_time(glu):
     # Forges 4x in the first pass, then reports honestly: only the re-timing counts, so it gets its real 12 ms.
     tests, info = run_case(glu, {"sly": Phased("sly", first=(12.0, 3.0), then=(12.0, 12.0))})
