@@ -400,6 +400,29 @@ def test_prepare_makes_each_first_call_per_perf_shape_and_load_keeps_those_funct
     assert w.load(_prep_payload(problem, [])) == "loaded" and w.fns == marked
 
 
+def test_a_case_that_fails_in_prepare_is_left_to_setup_and_the_others_are_prepared(glu, tmp_path):
+    # prepare runs beside the correctness stage: running out of memory there (a small GPU) must not cost the
+    # speed grade. The failed case is simply not prepared; its first call is made by time_setup as before.
+    from dataclasses import asdict
+
+    from grader import worker
+
+    problem, case, _ = glu
+    big = replace(case, name="big", shape=(6, 64))
+    ref = tmp_path / "reference.py"
+    ref.write_text(
+        "import torch\n"
+        "def manual(x):\n    return x[..., : x.shape[-1] // 2] * torch.sigmoid(x[..., x.shape[-1] // 2 :])\n"
+        "def eager(x):\n"
+        "    if x.shape[0] == 6:\n        raise torch.cuda.OutOfMemoryError('CUDA out of memory (simulated)')\n"
+        "    return torch.nn.functional.glu(x, dim=-1)\n"
+    )
+    w = worker.Worker("cpu")
+    first = w.prepare({**_prep_payload(problem, [asdict(big), asdict(case)]), "path": str(ref)})
+    assert set(first) == {case.name} and set(first[case.name]) == {"manual", "eager"}, first
+    assert w.load({**_prep_payload(problem, []), "path": str(ref)}) == "loaded" and set(w.fns) == {"manual", "eager"}
+
+
 def test_prepare_refuses_code_under_test(glu, tmp_path):
     from grader import worker
 
