@@ -115,7 +115,7 @@ def _pack(obj: Any) -> Any:
         return (_RAW, str(t.dtype).removeprefix("torch."), list(t.shape), t.reshape(-1).view(torch.uint8).numpy().tobytes())
     if isinstance(obj, dict):
         return {_pack(k): _pack(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)) and not (isinstance(obj, tuple) and obj[:1] == (_RAW,)):
+    if isinstance(obj, (list, tuple)):
         return type(obj)(_pack(v) for v in obj)
     return obj
 
