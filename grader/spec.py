@@ -32,6 +32,10 @@ class Case:
     seed: int = 0
     points: float = 1.0
     gpu_only: bool = False
+    setups: int = 1  # performance cases: independent setups (fresh buffers, warm-up) whose timed rounds are pooled
+
+
+MAX_SETUPS = 8
 
 
 @dataclass(frozen=True)
@@ -163,7 +167,15 @@ def _case(v: _V, raw: Any, key: str, dtype: str, defaults: dict[str, Any], out_c
         seed=v.integer(raw.get("seed", defaults["seed"]), f"{key}.seed"),
         points=v.number(raw.get("points", defaults["points"]), f"{key}.points"),
         gpu_only=v.boolean(raw.get("gpu_only", defaults.get("gpu_only", False)), f"{key}.gpu_only"),
+        setups=_setups(v, raw.get("setups", 1), f"{key}.setups"),
     )
+
+
+def _setups(v: _V, obj: Any, key: str) -> int:
+    n = v.integer(obj, key, lo=1)
+    if n > MAX_SETUPS:
+        raise v.fail(key, f"an integer in [1, {MAX_SETUPS}] (each setup repeats the case's warm-up and rounds)", obj)
+    return n
 
 
 def _cases(v: _V, raw: Any, key: str, defaults: dict[str, Any], out_cols: str, multi: bool) -> tuple[Case, ...]:
@@ -172,7 +184,7 @@ def _cases(v: _V, raw: Any, key: str, defaults: dict[str, Any], out_cols: str, m
     out: list[Case] = []
     for i, c in enumerate(raw):
         k = f"{key}[{i}]"
-        opt = {"pad", "dist", "seed", "points", "gpu_only"}
+        opt = {"pad", "dist", "seed", "points", "gpu_only"} | (set() if multi else {"setups"})  # setups: timing only
         c = v.mapping(c, k, {"name", "shape", "dtypes" if multi else "dtype"}, opt)
         if multi:
             dts = c["dtypes"]

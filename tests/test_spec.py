@@ -148,14 +148,37 @@ def _duplicate_case_name(raw):
     return "correctness.cases"
 
 
+def _setups_on_a_correctness_case(raw):
+    raw["correctness"]["cases"][0]["setups"] = 3  # pooled timing setups mean nothing for a correctness case
+    return "correctness.cases[0].setups"
+
+
+def _zero_setups(raw):
+    raw["performance"]["cases"][2]["setups"] = 0
+    return "performance.cases[2].setups"
+
+
+def _too_many_setups(raw):
+    raw["performance"]["cases"][2]["setups"] = 50
+    return "performance.cases[2].setups"
+
+
 BAD_SPECS = {
     f.__name__.lstrip("_"): f
     for f in (
         _unknown_top, _unknown_case_key, _wrong_dtype, _odd_last_dim, _missing_top_key, _missing_case_key,
         _rtol_and_eager_factor, _neither_rtol_nor_eager_factor, _missing_tolerance_dtype, _unknown_perf_baseline,
-        _negative_pad, _duplicate_case_name,
+        _negative_pad, _duplicate_case_name, _setups_on_a_correctness_case, _zero_setups, _too_many_setups,
     )
 }
+
+
+def test_a_performance_case_may_pool_several_setups(spec_dir, raw_spec):
+    raw = copy.deepcopy(raw_spec)
+    raw["performance"]["cases"][2]["setups"] = 3
+    problem = load_problem(write_spec(spec_dir, raw))
+    assert [c.setups for c in problem.performance.cases] == [1, 1, 3]
+    assert all(c.setups == 1 for c in problem.cases)
 
 
 def assert_one_line_naming(err: SpecError, path: Path, *needles: str) -> None:
