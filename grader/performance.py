@@ -33,9 +33,9 @@ from .sandbox import Sandbox, WorkerFailure
 from .spec import Case, Problem
 
 # Input sets rotated per worker: consecutive calls never see the same buffers. More sets where they are small:
-# a short kernel's time depends a little on where its buffers landed (a per-setup state: fp16_4k's medians moved
-# ~1% between grades with 3 sets, run 28), and more placements average that out. At most SET_BYTES of input per
-# worker (twice that with each set's pristine copy), so the large cases keep 3.
+# a short kernel's time depends a little on where its buffers landed (a per-setup state: a 4096x8192 fp16
+# case's medians moved ~1% between grades with 3 sets, run 28), and more placements average that out. At most
+# SET_BYTES of input per worker (twice that with each set's pristine copy), so the large cases keep 3.
 MIN_SETS, MAX_SETS = 3, 8
 SET_BYTES = 512 * 2**20
 CALLS_PER_ROUND = 5

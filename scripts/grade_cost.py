@@ -1,6 +1,6 @@
 """Where a GPU grade's timing stage spends its wall time: worker start, load, warm-up, and one timing request.
 
-    python scripts/grade_cost.py [--case fp16_4k] [--requests 20]
+    python scripts/grade_cost.py [--case fp16_8k] [--requests 20]
 
 Starts one timing worker the way the grader does (grader/sandbox.py), loads the trusted baselines, warms them up
 on one perf case, then sends `--requests` timing requests (5 calls of eager each, as a round does) and prints the
@@ -35,7 +35,7 @@ def ms(t0: float) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--case", default="fp16_4k")
+    ap.add_argument("--case", default="fp16_8k")
     ap.add_argument("--requests", type=int, default=20)
     a = ap.parse_args()
     problem = load_problem(ROOT / "reference/glu/spec.yaml")

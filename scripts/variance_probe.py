@@ -1,6 +1,6 @@
 """Where the run-to-run spread of a small case's median comes from: calls, rounds, or allocations.
 
-    python scripts/variance_probe.py [--case fp16_4k] [--blocks 6] [--rounds 25]
+    python scripts/variance_probe.py [--case fp16_8k] [--blocks 6] [--rounds 25]
 
 In one process, with the grader's own Timer (flush, whole-device sleep, 5 calls per request), times eager and
 torch.compile round-robin for `--blocks` blocks of `--rounds` rounds. Each block starts with a fresh setup
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--case", default="fp16_4k")
+    ap.add_argument("--case", default="fp16_8k")
     ap.add_argument("--blocks", type=int, default=6)
     ap.add_argument("--rounds", type=int, default=25)
     a = ap.parse_args()
