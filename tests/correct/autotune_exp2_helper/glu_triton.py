@@ -5,7 +5,7 @@ import torch
 import triton
 import triton.language as tl
 
-LOG2E = 1.4426950408889634
+LOG2E = tl.constexpr(1.4426950408889634)  # a global read inside @triton.jit must be a constexpr
 
 
 @triton.jit
