@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-from . import check, inputs, kernelcheck
+from . import check, gpucompile, inputs, kernelcheck
 from .reference import Reference
 from .results import FAILED, PASSED, SKIPPED, TestResult
 from .sandbox import Sandbox, WorkerFailure
@@ -181,6 +181,8 @@ def run_correctness(
         if load_error is None:
             passed = {r.extra.get("case") for r in results if r.state == PASSED}
             results.append(_kernel_check(problem, target, box, runnable, secret, deadline, passed, case_violations))
+            if device == "cpu" and impl.kind == "triton":
+                results.append(_gpu_compile_check(problem, target, box, deadline))
     finally:
         if box is not None:
             box.close()
@@ -253,6 +255,19 @@ def _kernel_check(
         name, impl.name, "checks", 0.0, 0.0, PASSED if rep.ok else FAILED, rep.text() + f"\n(profiled one call on {case.name})",
         {"forfeit": not rep.ok, "kernels": rep.kernels, "launches": len(rep.kernels), "warnings": rep.warnings, "violations": rep.violations},
     )
+
+
+def _gpu_compile_check(problem: Problem, target: Target, box: Sandbox | None, deadline: float) -> TestResult:
+    """CPU grades only: compile what the interpreter ran for a GPU (grader/gpucompile.py)."""
+    impl = target.impl
+    try:
+        if box is None or not box.alive:
+            raise WorkerFailure("the correctness worker is gone, so its launch records are too")
+        launches = box.request("launch_records", None, timeout_s=max(1.0, deadline - time.monotonic()), what="the launch records")
+    except WorkerFailure as e:
+        return TestResult(f"{impl.name} / GPU compile check", impl.name, "checks", 0.0, 0.0, SKIPPED, f"could not check: {e.line}")
+    budget = max(30.0, min(problem.limits.case_s, deadline - time.monotonic()))
+    return gpucompile.check_part(target.payload(problem), impl.name, target.display, launches, budget)
 
 
 def _numel(shape: tuple[int, ...]) -> int:

@@ -130,6 +130,10 @@ def grade(problem: Problem, opts: Options, progress: Callable[[str], None] = lam
                 futures = [pool.submit(run_correctness, problem, t, ref, device=device, secret=opts.secret, progress=progress) for t in targets]
                 for f in futures:
                     g.tests += f.result()
+            for t in g.tests:
+                if t.name.endswith("GPU compile check") and t.state == FAILED:
+                    g.notes.append(f"{t.part}: passes here in Triton's interpreter but will not compile on a GPU, "
+                                   f"where every {t.part} case would fail: see '{t.name}'")
         except BaseException:
             for b in (early or {}).values():
                 b.close()
@@ -187,6 +191,6 @@ def _apply_forfeits(g: Grade) -> None:
 def _stage_rank(t: TestResult) -> int:
     if t.name.endswith("static warnings"):
         return 0
-    if t.name.endswith("kernel check"):
+    if t.name.endswith(("kernel check", "GPU compile check")):
         return 3
     return {"build": 1, "correctness": 2, "performance": 4}.get(t.stage, 5)

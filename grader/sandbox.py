@@ -46,8 +46,10 @@ def describe_exit(code: int | None) -> str:
 class Sandbox:
     """One spawned worker. Use as a context manager; `request` sends a command and waits for its reply."""
 
-    def __init__(self, device: str, start_timeout_s: float = 180.0, wait: bool = True, timing: bool = False):
-        """timing=True: the worker builds a Timer (only timing workers need one; it costs a GPU calibration)."""
+    def __init__(self, device: str, start_timeout_s: float = 180.0, wait: bool = True, timing: bool = False,
+                 compile_only: bool = False):
+        """timing=True: the worker builds a Timer (only timing workers need one; it costs a GPU calibration).
+        compile_only=True: a CPU worker without Triton's interpreter, for grader/gpucompile.py."""
         self.device = device
         # Replies are read as data only (grader/wire.py): a worker's forged pickle cannot run code here. Timing
         # workers get their requests in multiprocessing's format and reply in wire's b"R" format: the data-only
@@ -55,7 +57,7 @@ class Sandbox:
         self._wire = wire.timing_parent if timing else wire
         ctx = mp.get_context("spawn")
         self.conn, child_conn = ctx.Pipe()
-        self.proc = ctx.Process(target=worker.main, args=(child_conn, device, timing), daemon=True)
+        self.proc = ctx.Process(target=worker.main, args=(child_conn, device, timing, compile_only), daemon=True)
         self.proc.start()
         child_conn.close()
         self.ready = False

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import time
 import traceback
@@ -26,6 +27,44 @@ def _tail(tb: str, lines: int = 12) -> str:
     return "\n".join(tb.rstrip().splitlines()[-lines:])
 
 
+_TRITON_AT = re.compile(r"^at \d+:\d+:$")  # how Triton's CompilationError starts: a location, then source
+
+
+def _gist(e: BaseException) -> str:
+    """The informative line of an exception's message: the first, except for Triton's compile errors, which
+    start with a location and a source excerpt and end with the reason."""
+    lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    if _TRITON_AT.match(lines[0].strip()):
+        reason = [ln for ln in lines[1:] if ln.strip().strip("^")]
+        return (reason[-1].strip() if reason else lines[0])[:300]
+    return lines[0][:300]
+
+
+def explain(e: BaseException, tb: str) -> tuple[str, str]:
+    """(one line, detail) for an exception raised while running the submission.
+
+    Libraries wrap errors ("raise X from cause"): Triton's interpreter re-raises every kernel error as an
+    InterpreterError, and its compiler reports an error inside a @triton.jit helper as a CompilationError at the
+    call site. The reason is then in the innermost cause, which a traceback's last lines do not show. So the line
+    names the root cause too, and the detail starts with its whole message (a compile error's source excerpt)."""
+    chain = [e]
+    while len(chain) < 10:
+        last = chain[-1]
+        nxt = last.__cause__ or (None if last.__suppress_context__ else last.__context__)
+        if nxt is None or any(nxt is c for c in chain):
+            break
+        chain.append(nxt)
+    root = chain[-1]
+    line = f"{type(e).__name__}: {_gist(e)}"
+    if root is e:
+        return line, _tail(tb)
+    line += f" (caused by {type(root).__name__}: {_gist(root)})"
+    root_text = "\n".join(str(root).strip().splitlines()[:20])
+    return line, f"root cause, {type(root).__name__}:\n{root_text}\n\n{_tail(tb)}"
+
+
 class Worker:
     def __init__(self, device: str, timing: bool = False):
         import torch
@@ -33,6 +72,7 @@ class Worker:
         self.torch = torch
         self.device = torch.device(device)
         self.fn: Callable[[Any], Any] | None = None
+        self.module: Any = None  # the imported Triton submission
         self.fns: dict[str, Callable[[Any], Any]] = {}  # what timing rounds call, by name
         self.jit_names: list[str] = []  # the submission's @triton.jit kernels (launch names)
         self.launches: _LaunchCounter | None = None
@@ -128,8 +168,9 @@ class Worker:
             if fn is None or not callable(fn):
                 raise UserError(f"{p['display']} has no function '{p['entry']}'; keep the name and signature from the stub")
             self.fn = fn
+            self.module = mod
             self.jit_names = _jit_names(mod)
-            self.launches = _LaunchCounter(_jit_functions(mod))
+            self.launches = _LaunchCounter(_jit_functions(mod), record=os.environ.get("TRITON_INTERPRET") == "1")
         else:
             from .cuda_binding import CudaRowKernel, KernelCallError
 
@@ -217,6 +258,19 @@ class Worker:
                 ops.add(e.name[len("aten::"):])
         launched = (self.launches.count - before) if self.launches else None
         return {"ops": sorted(ops), "kernels": kernels, "jit_names": self.jit_names, "triton_launches": launched}
+
+    def launch_records(self, p: Any) -> list[dict[str, Any]]:
+        """How this process launched the submission's @triton.jit kernels so far (interpreter only)."""
+        return list(self.launches.records.values()) if self.launches else []
+
+    def gpu_compile(self, p: dict[str, Any]) -> dict[str, Any]:
+        """Import the submission without the interpreter and compile each launch in p["launches"] for a GPU."""
+        from . import gpucompile
+
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            raise RuntimeError("gpu_compile needs a worker started with compile_only=True (no interpreter)")
+        self.load(p)
+        return gpucompile.compile_launches(_jit_functions(self.module), p["launches"])
 
     def time_setup(self, p: dict[str, Any]) -> dict[str, Any]:
         assert self.timer is not None and self.timer.calibrated, "timing needs a CUDA device and a loaded worker"
@@ -322,15 +376,24 @@ class _LaunchCounter:
 
     `kernel[grid](...)` ends in `run` both compiled and interpreted, so this works on the CPU too, where the
     profiler sees no device kernels: a "Triton" part that never launches a Triton kernel is caught there.
+    With record=True (the interpreter) it also keeps how each kernel was launched, as data, for the GPU compile
+    check (grader/gpucompile.py).
     """
 
-    def __init__(self, funcs: list[Any]):
+    def __init__(self, funcs: list[Any], record: bool = False):
+        from . import gpucompile
+
         self.count = 0
+        self.records: dict[str, dict[str, Any]] = {}
         for f in funcs:
             original = f.run
 
-            def run(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            def run(*args: Any, _original: Any = original, _f: Any = f, **kwargs: Any) -> Any:
                 self.count += 1
+                if record and len(self.records) < gpucompile.MAX_LAUNCHES:
+                    d = gpucompile.describe_launch(_f, args, kwargs)
+                    if d is not None:
+                        self.records.setdefault(repr(d), d)
                 return _original(*args, **kwargs)
 
             f.run = run
@@ -376,14 +439,21 @@ def spin_wait(conn: Any, seconds: float) -> bool:
     return False
 
 
-def main(conn: Any, device: str, timing: bool = False) -> None:
-    """Entry point of the spawned child."""
+def main(conn: Any, device: str, timing: bool = False, compile_only: bool = False) -> None:
+    """Entry point of the spawned child. compile_only: a CPU worker for grader/gpucompile.py, which imports the
+    submission with Triton's compiler instead of its interpreter (even if the parent's environment sets it)."""
     try:
         os.setsid()  # own process group: the parent kills the whole group, forks included
     except OSError:
         pass
     _drop_privileges()
-    if device == "cpu":
+    if compile_only:
+        import warnings
+
+        os.environ.pop("TRITON_INTERPRET", None)
+        # Triton 3.9 warns once per process that its fp-fusion default will change: noise in a grader's output.
+        warnings.filterwarnings("ignore", message=".*TRITON_DEFAULT_FP_FUSION", category=UserWarning)
+    elif device == "cpu":
         import warnings
 
         # The interpreter runs kernels in numpy, which warns on exp overflow and inf*0 (our saturating and inf/NaN
@@ -414,8 +484,6 @@ def main(conn: Any, device: str, timing: bool = False) -> None:
         except UserError as e:
             wire.send(conn, ("error", str(e), ""))
         except Exception as e:
-            tb = traceback.format_exc()
-            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-            wire.send(conn, ("error", f"{type(e).__name__}: {first}", _tail(tb)))
+            wire.send(conn, ("error", *explain(e, traceback.format_exc())))
         if w.spin_s:
             spin_wait(conn, w.spin_s)

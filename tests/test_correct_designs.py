@@ -6,6 +6,7 @@ CUDA with a 2-D grid or 2-element vectors. Each must pass every correctness case
 no static warning. The Triton designs run on CPU (the interpreter); the CUDA ones are built on CPU (nvcc) and
 graded on a GPU (marked `gpu`), where the Triton ones are graded again with the GPU-only cases and the device
 kernel check.
+On CPU they must also pass the GPU compile check: the interpreter accepts code that Triton's compiler does not.
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ def _assert_full_marks(g, problem, part: str, device: str) -> None:
     assert check.state == PASSED, check.output
     assert "warning" not in check.output, check.output  # the input is read in place: no copy kernels
     assert not [n for n in g.notes if "forfeit" in n], g.notes
+    if device == "cpu" and part == "triton":  # what the interpreter ran also compiles for a GPU (grader/gpucompile.py)
+        compiled = rows[f"{part} / GPU compile check"]
+        assert compiled.state == PASSED and compiled.extra["compiled"] >= 3, compiled.output  # one per dtype at least
 
 
 @pytest.mark.parametrize("name", TRITON_DESIGNS)

@@ -263,6 +263,12 @@ def _syntax_error(cases):
         expect(t, FAILED, "glu_triton.py does not parse", f"line {line}")
 
 
+def _chained_error(cases):
+    # The one line names the root cause, and the detail shows its message (not only the traceback's last lines).
+    for c, t in cases.values():
+        expect(t, FAILED, "RuntimeError: launch failed", "caused by ValueError", "needs h to be a multiple of 4096")
+
+
 DIAGNOSES = {
     "swapped_halves": _swapped_halves,
     "ignores_row_stride": _ignores_row_stride,
@@ -277,6 +283,7 @@ DIAGNOSES = {
     "sys_exit": _sys_exit,
     "import_error": _import_error,
     "syntax_error": _syntax_error,
+    "chained_error": _chained_error,
 }
 
 
