@@ -385,18 +385,22 @@ class _LaunchCounter:
 
         self.count = 0
         self.records: dict[str, dict[str, Any]] = {}
-        for f in funcs:
-            original = f.run
 
-            def run(*args: Any, _original: Any = original, _f: Any = f, **kwargs: Any) -> Any:
+        # A closure per function, not default arguments: a kernel parameter may have any name, and every
+        # keyword argument of a launch must reach the original `run`.
+        def wrap(f: Any, original: Any) -> Callable[..., Any]:
+            def run(*args: Any, **kwargs: Any) -> Any:
                 self.count += 1
                 if record and len(self.records) < gpucompile.MAX_LAUNCHES:
-                    d = gpucompile.describe_launch(_f, args, kwargs)
+                    d = gpucompile.describe_launch(f, args, kwargs)
                     if d is not None:
                         self.records.setdefault(repr(d), d)
-                return _original(*args, **kwargs)
+                return original(*args, **kwargs)
 
-            f.run = run
+            return run
+
+        for f in funcs:
+            f.run = wrap(f, f.run)
 
 
 class UserError(Exception):
