@@ -326,6 +326,17 @@ def warnings_of(data: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+def gpu_compile_failures(data: dict[str, Any]) -> list[Test]:
+    """The failed '<part> / GPU compile check' rows of a CPU grade: 0 points, yet every GPU case of that part
+    would fail (grader/gpucompile.py), so the report says so before the lost points."""
+    return [t for t in tests_of(data) if t.name.endswith("GPU compile check") and t.state == FAILED]
+
+
+GPU_COMPILE_TITLE = "Will not compile on a GPU"
+GPU_COMPILE_INTRO = ("These kernels ran in Triton's interpreter here, but Triton's compiler rejects them: on a GPU "
+                     "(the autograder) every case of the part would fail. Fix the line it names, then grade again.")
+
+
 PERF_COLS = ("implementation", "ms", "GB/s", "% of copy roofline", "speedup vs eager", "credit")
 
 
@@ -554,6 +565,12 @@ def render_md(data: dict[str, Any], imgs: dict[str, bytes] | None, note: str | N
     else:
         L += ["No correctness tests in this run.", ""]
 
+    broken = gpu_compile_failures(data)
+    if broken:
+        L += [f"## {GPU_COMPILE_TITLE}", "", GPU_COMPILE_INTRO, ""]
+        for t in broken:
+            L += [f"### {t.name}", "", _fence(t.output), ""]
+
     L += ["## Lost points", ""]
     lost = losses(data)
     if not lost:
@@ -658,6 +675,11 @@ def render_html(data: dict[str, Any], imgs: dict[str, bytes] | None, note: str |
         H.append(_html_table(head, body, cell_classes=classes))
     else:
         H.append("<p>No correctness tests in this run.</p>")
+
+    broken = gpu_compile_failures(data)
+    if broken:
+        H.append(f"<h2>{_e(GPU_COMPILE_TITLE)}</h2><p>{_e(GPU_COMPILE_INTRO)}</p>")
+        H += [f'<div class="lost failed"><h3>{_e(t.name)}</h3><pre>{_e(t.output)}</pre></div>' for t in broken]
 
     H.append("<h2>Lost points</h2>")
     lost = losses(data)

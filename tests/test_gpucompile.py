@@ -50,6 +50,19 @@ def test_an_interpreter_only_kernel_passes_on_cpu_and_fails_the_compile_check(na
 
 
 @cpu_only
+def test_the_student_report_shows_the_compile_error_before_the_lost_points(grade_dir, tmp_path):
+    from grader import studentreport
+
+    g = grade_dir(COMPILE_FAIL / NAMES[0])
+    md, html = (p.read_text() for p in studentreport.write_student_report(g, tmp_path))
+    assert md.index("## Will not compile on a GPU") < md.index("## Lost points"), md
+    assert f"glu_triton.py, line {_bug_line(NAMES[0])}:" in md.split("## Lost points")[0], md
+    assert "Will not compile on a GPU" in html and f"line {_bug_line(NAMES[0])}:" in html
+    clean = studentreport.render_md(studentreport.as_results(grade_dir(COMPILE_FAIL.parent / "correct" / "tiles_2d")), None)
+    assert "Will not compile on a GPU" not in clean
+
+
+@cpu_only
 def test_the_stub_launches_nothing_so_the_check_is_skipped_not_failed(grade_dir, repo_root):
     row = _row(grade_dir(repo_root / "assignment"))
     assert row.state == SKIPPED and "no launch" in row.output, row.output
