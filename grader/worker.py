@@ -42,7 +42,20 @@ def _gist(e: BaseException) -> str:
     return lines[0][:300]
 
 
-def explain(e: BaseException, tb: str) -> tuple[str, str]:
+def _student_line(chain: list[BaseException], source: str | None) -> str:
+    """', at glu_triton.py line N': the deepest frame in the submission's file, searched from the root cause out.
+    Triton's interpreter runs a kernel as Python compiled with the file's name and line numbers, so a kernel's
+    own line is found too."""
+    if not source:
+        return ""
+    for x in reversed(chain):
+        frames = [f for f in traceback.extract_tb(x.__traceback__) if f.filename == source]
+        if frames:
+            return f", at {os.path.basename(source)} line {frames[-1].lineno}"
+    return ""
+
+
+def explain(e: BaseException, tb: str, source: str | None = None) -> tuple[str, str]:
     """(one line, detail) for an exception raised while running the submission.
 
     Libraries wrap errors ("raise X from cause"): Triton's interpreter re-raises every kernel error as an
@@ -57,12 +70,19 @@ def explain(e: BaseException, tb: str) -> tuple[str, str]:
             break
         chain.append(nxt)
     root = chain[-1]
+    at = _student_line(chain, source)
     line = f"{type(e).__name__}: {_gist(e)}"
     if root is e:
-        return line, _tail(tb)
-    line += f" (caused by {type(root).__name__}: {_gist(root)})"
-    root_text = "\n".join(str(root).strip().splitlines()[:20])
-    return line, f"root cause, {type(root).__name__}:\n{root_text}\n\n{_tail(tb)}"
+        return line + at, _tail(tb)
+    if _gist(root) and _gist(root) in _gist(e):
+        line = f"{type(root).__name__}: {_gist(root)}"  # a pure wrapper (Triton's InterpreterError repeats it)
+    else:
+        line += f" (caused by {type(root).__name__}: {_gist(root)})"
+    root_lines = str(root).strip().splitlines()
+    if len(root_lines) <= 1:  # already all in the line
+        return line + at, _tail(tb)
+    root_text = "\n".join(root_lines[:20])
+    return line + at, f"root cause, {type(root).__name__}:\n{root_text}\n\n{_tail(tb)}"
 
 
 class Worker:
@@ -73,6 +93,7 @@ class Worker:
         self.device = torch.device(device)
         self.fn: Callable[[Any], Any] | None = None
         self.module: Any = None  # the imported Triton submission
+        self.source: str | None = None  # its file, to point error messages at the student's line
         self.fns: dict[str, Callable[[Any], Any]] = {}  # what timing rounds call, by name
         self.jit_names: list[str] = []  # the submission's @triton.jit kernels (launch names)
         self.launches: _LaunchCounter | None = None
@@ -169,6 +190,7 @@ class Worker:
                 raise UserError(f"{p['display']} has no function '{p['entry']}'; keep the name and signature from the stub")
             self.fn = fn
             self.module = mod
+            self.source = path
             self.jit_names = _jit_names(mod)
             self.launches = _LaunchCounter(_jit_functions(mod), record=os.environ.get("TRITON_INTERPRET") == "1")
         else:
@@ -465,6 +487,9 @@ def main(conn: Any, device: str, timing: bool = False, compile_only: bool = Fals
         warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.")
         # Must be set before any @triton.jit is decorated, i.e. before the student module is imported.
         os.environ["TRITON_INTERPRET"] = "1"
+        from . import interpcheck
+
+        interpcheck.install()  # out-of-bounds loads and stores fail their case instead of corrupting this process
     from . import wire as data_wire  # imports torch: only once privileges are dropped and the interpreter switch is set
 
     wire = data_wire.timing_worker if timing else data_wire  # as the parent's Sandbox chose (see grader/wire.py)
@@ -488,6 +513,6 @@ def main(conn: Any, device: str, timing: bool = False, compile_only: bool = Fals
         except UserError as e:
             wire.send(conn, ("error", str(e), ""))
         except Exception as e:
-            wire.send(conn, ("error", *explain(e, traceback.format_exc())))
+            wire.send(conn, ("error", *explain(e, traceback.format_exc(), w.source)))
         if w.spin_s:
             spin_wait(conn, w.spin_s)
