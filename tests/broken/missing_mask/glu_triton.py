@@ -1,10 +1,11 @@
 """BROKEN on purpose (tests/test_correctness.py): no mask, and no tail.
 
-The bug: the loads and the store have no `mask=`. On the CPU interpreter a truly unmasked tail store writes
-past the end of the output into the worker's malloc heap; that corrupts the process at random (we saw
-SIGSEGV, SIGABRT, garbage TypeErrors from later cases and a hang until the 600 s stage deadline), so it
-cannot be a deterministic test. This submission is the realistic "fix" a student makes for those crashes
-without understanding them: round the grid *down* (n_out // BLOCK) so every program is fully in bounds.
+The bug: the loads and the store have no `mask=`. On the CPU interpreter a truly unmasked tail store used to
+write past the end of the output into the worker's malloc heap and corrupt the process at random (we saw
+SIGSEGV, SIGABRT, garbage TypeErrors from later cases and a hang until the 600 s stage deadline). The grader
+now bounds-checks the interpreter (grader/interpcheck.py; tests/broken/unmasked_store). This submission is the
+realistic "fix" a student makes for those crashes without understanding them: round the grid *down*
+(n_out // BLOCK) so every program is fully in bounds.
 The last n_out % BLOCK outputs are then never written (they keep the NaN the grader poisoned the
 allocation with), and outputs smaller than one block are not written at all.
 
