@@ -109,6 +109,14 @@ def grade(problem: Problem, opts: Options, progress: Callable[[str], None] = lam
             how = "cached" if res.cached else f"{res.seconds:.1f} s"
             if device == "cpu":
                 g.tests.append(_one_line(impl, "build", PASSED, f"compiled with nvcc ({how}); needs a GPU to run"))
+                # No GPU to run or time it: the compiler's report (access widths, registers, spills) is what there is.
+                from . import cudainfo
+
+                text, info = cudainfo.report(src, timeout_s=problem.limits.build_s)
+                row = _one_line(impl, "checks", SKIPPED if text.startswith("could not") else PASSED, text,
+                                name=f"{impl.name} / compiler report")
+                row.extra.update(info)
+                g.tests.append(row)
                 g.tests += _fail_all(problem, impl, SKIPPED, "skipped: compiled, needs a GPU to run")
                 g.notes.append(f"{impl.name}: compiled OK; needs a GPU to run, so its points cannot be earned on this machine")
                 continue
@@ -193,4 +201,6 @@ def _stage_rank(t: TestResult) -> int:
         return 0
     if t.name.endswith(("kernel check", "GPU compile check")):
         return 3
+    if t.name.endswith("compiler report"):
+        return 1
     return {"build": 1, "correctness": 2, "performance": 4}.get(t.stage, 5)

@@ -332,6 +332,12 @@ def gpu_compile_failures(data: dict[str, Any]) -> list[Test]:
     return [t for t in tests_of(data) if t.name.endswith("GPU compile check") and t.state == FAILED]
 
 
+def compiler_reports(data: dict[str, Any]) -> list[Test]:
+    """'<part> / compiler report' rows of a CPU grade (grader/cudainfo.py): what nvcc says without a GPU."""
+    return [t for t in tests_of(data) if t.name.endswith("compiler report") and t.state == PASSED]
+
+
+COMPILER_TITLE = "What the compiler says (no GPU here)"
 GPU_COMPILE_TITLE = "Will not compile on a GPU"
 GPU_COMPILE_INTRO = ("These kernels ran in Triton's interpreter here, but Triton's compiler rejects them: on a GPU "
                      "(the autograder) every case of the part would fail. Fix the line it names, then grade again.")
@@ -580,6 +586,9 @@ def render_md(data: dict[str, Any], imgs: dict[str, bytes] | None, note: str | N
         L += [f"### {lo.title}: {_points(lo.points)} {what}", "", _fence("\n".join(lo.reason)), "", "What to try:", ""]
         L += [f"- {tip}" for tip in lo.tips] + [""]
 
+    for t in compiler_reports(data):
+        L += [f"## {COMPILER_TITLE}: {t.part}", "", _fence(t.output), ""]
+
     warns = warnings_of(data)
     if warns:
         L += ["## Warnings and flags", ""] + [f"- {w}: {_md_cell(text)}" for w, text in warns] + [""]
@@ -691,6 +700,8 @@ def render_html(data: dict[str, Any], imgs: dict[str, bytes] | None, note: str |
         H.append(f"<pre>{_e(chr(10).join(lo.reason))}</pre><p>What to try:</p><ul>")
         H += [f"<li>{_e(tip)}</li>" for tip in lo.tips]
         H.append("</ul></div>")
+    for t in compiler_reports(data):
+        H.append(f"<h2>{_e(COMPILER_TITLE)}: {_e(t.part)}</h2><pre>{_e(t.output)}</pre>")
     warns = warnings_of(data)
     if warns:
         H.append("<h2>Warnings and flags</h2><ul>" + "".join(f"<li><b>{_e(w)}</b>: {_e(text)}</li>" for w, text in warns) + "</ul>")

@@ -70,6 +70,8 @@ def test_a_correct_cuda_design_builds_and_waits_for_a_gpu(name, problem, grade_d
     rows = _rows(g, "cuda")
     assert rows["cuda / build"].state == PASSED, rows["cuda / build"].output
     assert rows["cuda / static warnings"].output == "no static warnings", rows["cuda / static warnings"].output
+    report = rows["cuda / compiler report"]  # without a GPU, what nvcc says is what the student gets
+    assert report.state == PASSED and report.extra["kernels"], report.output
     corr = [t for t in g.tests if t.part == "cuda" and t.stage == "correctness"]
     assert corr and all(t.state == SKIPPED for t in corr), [(t.name, t.state, t.output) for t in corr]
 
