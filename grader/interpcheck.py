@@ -38,10 +38,18 @@ def _storage_range(arg: Any) -> tuple[int, int] | None:
 
 def _ranges_of(names: list[str], args: list[Any], kwargs: dict[str, Any]) -> list[tuple[str, int, int]]:
     out = []
-    for name, a in [*zip(names, args), *kwargs.items()]:
+
+    def add(name: str, a: Any) -> None:
+        if isinstance(a, (tuple, list)):  # Triton accepts tuples of tensors as one argument
+            for i, x in enumerate(a):
+                add(f"{name}[{i}]", x)
+            return
         r = _storage_range(a)
         if r is not None:
             out.append((name, *r))
+
+    for name, a in [*zip(names, args), *kwargs.items()]:
+        add(name, a)
     return out
 
 

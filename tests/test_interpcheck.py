@@ -63,3 +63,8 @@ def test_reading_the_padding_of_a_strided_view_is_real_memory_and_allowed():
     big = torch.arange(128, dtype=torch.float32)
     _, y = _run(100, False, True, x=big[:100])
     assert torch.equal(y, big[:100])
+
+
+def test_every_tensor_of_a_tuple_argument_counts_as_inside():
+    x, y = torch.arange(8.0), torch.zeros(8)
+    assert [r[0] for r in interpcheck._ranges_of(["xs", "n"], [(x, y), 8], {})] == ["xs[0]", "xs[1]"]
