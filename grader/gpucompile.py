@@ -29,11 +29,10 @@ import tempfile
 import time
 from typing import Any
 
-MAX_LAUNCHES = 64  # distinct launch records kept per worker (each case launches ~1-2 kernels)
+MAX_LAUNCHES = 64  # distinct launch records kept per worker (one per kernel, dtype and constexpr values)
 MAX_COMPILES = 12  # distinct signatures compiled per part (~0.5-2 s each on a CPU)
 ARCH = 90  # the course GPUs (H100/H200); grader/build.py builds CUDA for sm_90 on a machine without a GPU too
 _OPTIONS = ("num_warps", "num_stages", "num_ctas")
-_RESERVED = ("grid", "warmup") + _OPTIONS
 _TL_TYPES = {
     "float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64", "int8": "i8", "int16": "i16",
     "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "i1",
@@ -56,9 +55,21 @@ def describe_launch(fn: Any, args: tuple, kwargs: dict[str, Any]) -> dict[str, A
         return None
     described = []
     for name, value in bound.arguments.items():
-        described.append([name, *_kind(value)])
+        kind, v = _kind(value)
+        if kind == "int" and not _is_constexpr(sig.parameters[name].annotation):
+            v = _int_type(v)  # only the type reaches the compiler: launches that differ in sizes alone are one record
+        described.append([name, kind, v])
     options = {k: int(kwargs[k]) for k in _OPTIONS if isinstance(kwargs.get(k), int) and not isinstance(kwargs.get(k), bool)}
     return {"kernel": fn.fn.__name__, "args": described, "options": options}
+
+
+def _is_constexpr(annotation: Any) -> bool:
+    # `BLOCK: tl.constexpr`, or the string "tl.constexpr" under `from __future__ import annotations`
+    return "constexpr" in (annotation if isinstance(annotation, str) else getattr(annotation, "__name__", ""))
+
+
+def _int_type(v: int) -> str:
+    return "i32" if -(2**31) <= v < 2**31 else ("i64" if -(2**63) <= v < 2**63 else "u64")
 
 
 def _kind(value: Any) -> tuple[str, Any]:
@@ -99,7 +110,7 @@ def _signature(fn: Any, args: dict[str, list]) -> tuple[dict[str, str], dict[str
         elif kind == "bool":
             sig[p.name] = "i1"
         elif kind == "int":
-            sig[p.name] = "i32" if -(2**31) <= value < 2**31 else ("i64" if -(2**63) <= value < 2**63 else "u64")
+            sig[p.name] = value if isinstance(value, str) else _int_type(value)
         elif kind == "float":
             sig[p.name] = "fp32"
         else:
