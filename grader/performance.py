@@ -56,7 +56,7 @@ WALL_SLACK_RATIO = 0.25
 # pass exceeded the slack in 3 of 30 (implementation, case) pairs in run 28 on the H200, never twice in a row; a
 # forged timer exceeds it every time, so each re-timing costs it nothing but the grader a few seconds.
 MAX_RETIMES = 2
-# While a case is timed, idle workers busy-wait for their next request (grader/worker.py: spin_wait) instead of
+# While a case is timed, idle workers busy-wait for their next request (grader/child/worker.py: spin_wait) instead of
 # sleeping, if the machine has a core for every worker plus the parent; otherwise spinning would steal them.
 SPIN_S = 0.25
 FLOOR_SLACK = 0.10  # a time 10% under bytes / (fastest measured bandwidth) is called impossible

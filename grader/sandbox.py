@@ -1,4 +1,4 @@
-"""The trusted parent's handle on one untrusted child process (grader/worker.py).
+"""The trusted parent's handle on one untrusted child process (grader/child/worker.py).
 
 The child is spawned (fresh interpreter, fresh CUDA context), puts itself in its own process group, and is
 killed as a group when it hangs, crashes or is done. Every failure becomes a `WorkerFailure` with one line a
@@ -13,7 +13,8 @@ import signal
 import time
 from typing import Any
 
-from . import wire, worker
+from . import wire
+from .child import worker
 
 _SIGNAL_HELP = {
     signal.SIGSEGV: "segmentation fault: an invalid memory access on the host side",

@@ -73,7 +73,7 @@ def main() -> int:
     box.close()
 
     # In-process: the parts of one timed call.
-    from grader.timing import Timer
+    from grader.child.timing import Timer
 
     tm = Timer(torch.device("cuda"))
     tm.setup({"eager": torch.nn.functional.glu}, {"case": asdict(case), "seeds": seeds, "warmup_ms": 50})

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from grader import build  # noqa: E402
-from grader.cuda_binding import CudaRowKernel  # noqa: E402
+from grader.child.cuda_binding import CudaRowKernel  # noqa: E402
 
 CASES = [
     (torch.float16, (8192, 16384)),

@@ -1,6 +1,6 @@
 """Try Triton GLU kernel variants against torch.compile on the grader's own timing method (issue 3, part 6).
 
-Every variant is timed with grader.timing.Timer exactly as the grader times a submission: fresh inputs and an
+Every variant is timed with grader.child.timing.Timer exactly as the grader times a submission: fresh inputs and an
 L2 flush before every call, a whole-device sleep while the host launches, CUDA events. Variants and the
 compiled baseline are interleaved round-robin, one round (5 calls) each in turn, so drift hits them alike.
 
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from grader.spec import Case  # noqa: E402
-from grader.timing import Timer  # noqa: E402
+from grader.child.timing import Timer  # noqa: E402
 
 CASES = [
     ("lecture_16k", (16384, 16384), "float32"),
@@ -332,7 +332,7 @@ def main() -> int:
         variants = {k: v for k, v in variants.items() if k in a.only}
     if a.cuda:
         from grader import build
-        from grader.cuda_binding import CudaRowKernel
+        from grader.child.cuda_binding import CudaRowKernel
         res = build.build_cuda(ROOT / "reference" / "glu" / "solution_cuda.cu", cache_dir=build.default_cache_dir(), arch=build.gpu_arch())
         if not res.ok:
             print(res.log)

@@ -25,7 +25,7 @@ import torch  # noqa: E402
 
 from grader import inputs  # noqa: E402
 from grader.spec import load_problem  # noqa: E402
-from grader.timing import Timer  # noqa: E402
+from grader.child.timing import Timer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""grader/build.py and grader/cuda_binding.py: nvcc builds, the build cache, error reports, and the binding's
+"""grader/build.py and grader/child/cuda_binding.py: nvcc builds, the build cache, error reports, and the binding's
 messages. Needs nvcc (not a GPU); builds go to a temporary cache directory. About 4 nvcc runs in all."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from grader.build import BuildResult, build_cuda, error_lines, find_nvcc, nvcc_flags
-from grader.cuda_binding import CudaRowKernel, KernelCallError, describe_return_code
+from grader.child.cuda_binding import CudaRowKernel, KernelCallError, describe_return_code
 
 ROOT = Path(__file__).resolve().parent.parent
 STUB = ROOT / "assignment" / "glu_cuda.cu"

@@ -1,4 +1,4 @@
-"""grader/interpcheck.py: on the CPU path, out-of-bounds lanes fail loudly, before they touch memory.
+"""grader/child/interpcheck.py: on the CPU path, out-of-bounds lanes fail loudly, before they touch memory.
 
 These tests run kernels in this process, in Triton's interpreter (conftest sets TRITON_INTERPRET=1 on machines
 without a GPU), with the check installed as the CPU workers install it. End to end, tests/broken/unmasked_store
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="the check pat
 triton = pytest.importorskip("triton")
 tl = triton.language
 
-from grader import interpcheck  # noqa: E402
+from grader.child import interpcheck  # noqa: E402
 
 
 @triton.jit
@@ -28,7 +28,7 @@ def _copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr, MASK_LOAD: tl.constexpr, MASK_ST
 
 @pytest.fixture(scope="module", autouse=True)
 def installed():
-    assert interpcheck.install(), "this Triton lacks a hook the check needs: update grader/interpcheck.py"
+    assert interpcheck.install(), "this Triton lacks a hook the check needs: update grader/child/interpcheck.py"
 
 
 def _run(n: int, mask_load: bool, mask_store: bool, x: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -629,7 +629,7 @@ def test_plan_depends_on_seed():
 
 def test_timer_samples_come_from_kept_outputs_and_free_them():
     # Timer.samples needs no GPU: it reads the outputs the last round kept, at indices chosen afterwards.
-    from grader.timing import Timer
+    from grader.child.timing import Timer
 
     t = object.__new__(Timer)
     outs = [torch.arange(10.0) * (j + 1) for j in range(3)]

@@ -36,7 +36,7 @@ MS = {"manual": 12.0, "eager": 6.0, "compiled": 3.0}  # the baselines' real (and
 
 
 class FakeWorker:
-    """Answers the timing requests like grader/worker.py, with a chosen real and reported time per call."""
+    """Answers the timing requests like grader/child/worker.py, with a chosen real and reported time per call."""
 
     def __init__(self, fns: dict[str, tuple[float, float]], wrong: bool = False):
         self.fns = fns  # name -> (real ms, reported ms)
@@ -222,7 +222,7 @@ def test_spin_wait_returns_as_soon_as_a_request_arrives_and_gives_up_after_its_b
     import multiprocessing
     import threading
 
-    from grader.worker import spin_wait
+    from grader.child.worker import spin_wait
 
     parent, child = multiprocessing.Pipe()
     t0 = time.monotonic()
@@ -322,7 +322,7 @@ def test_a_timing_worker_calibrates_before_it_imports_code_under_test(tmp_path, 
     # still come before the submission's module runs a single line (it could patch what calibration uses).
     import builtins
 
-    from grader import worker
+    from grader.child import worker
 
     events: list[str] = []
 
@@ -417,7 +417,7 @@ def _prep_payload(problem, cases) -> dict:
 def test_prepare_makes_each_first_call_per_perf_shape_and_load_keeps_those_functions(glu):
     from dataclasses import asdict
 
-    from grader import worker
+    from grader.child import worker
 
     problem, case, _ = glu
     padded = replace(case, name="padded", shape=(4, 32), pad=8)
@@ -437,7 +437,7 @@ def test_a_case_that_fails_in_prepare_is_left_to_setup_and_the_others_are_prepar
     # speed grade. The failed case is simply not prepared; its first call is made by time_setup as before.
     from dataclasses import asdict
 
-    from grader import worker
+    from grader.child import worker
 
     problem, case, _ = glu
     big = replace(case, name="big", shape=(6, 64))
@@ -456,7 +456,7 @@ def test_a_case_that_fails_in_prepare_is_left_to_setup_and_the_others_are_prepar
 
 
 def test_prepare_refuses_code_under_test(glu, tmp_path):
-    from grader import worker
+    from grader.child import worker
 
     mod = tmp_path / "glu_triton.py"
     mod.write_text("raise SystemExit('imported')\n")

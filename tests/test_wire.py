@@ -68,7 +68,7 @@ def _forge(conn) -> None:
 def test_a_sandbox_turns_a_forged_reply_into_one_failed_request_and_runs_nothing(end):
     from grader.sandbox import Sandbox, WorkerFailure
 
-    box = Sandbox.__new__(Sandbox)  # a Sandbox whose child is _forge, not grader.worker
+    box = Sandbox.__new__(Sandbox)  # a Sandbox whose child is _forge, not grader.child.worker
     ctx = multiprocessing.get_context("spawn")
     box.device, box._wire = "cpu", end
     box.conn, child = ctx.Pipe()

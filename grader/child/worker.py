@@ -123,12 +123,12 @@ class Worker:
             raise ValueError("prepare runs trusted baselines only; code under test is imported by load, after calibration")
         self._load_reference(p)
         from .inputs import make_input_seeded
-        from .spec import Case
+        from types import SimpleNamespace
 
         torch = self.torch
         out: dict[str, dict[str, float]] = {}
         for raw in p.get("cases", []):
-            case = Case(**raw)
+            case = SimpleNamespace(**raw)
             try:
                 x = make_input_seeded(case, self.device, 0)
                 base = x._base if x._base is not None else x
@@ -287,7 +287,7 @@ class Worker:
 
     def gpu_compile(self, p: dict[str, Any]) -> dict[str, Any]:
         """Import the submission without the interpreter and compile each launch in p["launches"] for a GPU."""
-        from . import gpucompile
+        from . import launches as gpucompile
 
         if os.environ.get("TRITON_INTERPRET") == "1":
             raise RuntimeError("gpu_compile needs a worker started with compile_only=True (no interpreter)")
@@ -403,7 +403,7 @@ class _LaunchCounter:
     """
 
     def __init__(self, funcs: list[Any], record: bool = False):
-        from . import gpucompile
+        from . import launches as gpucompile
 
         self.count = 0
         self.records: dict[str, dict[str, Any]] = {}
