@@ -1,10 +1,11 @@
 """Signed results: tell a results.json the grader wrote from one a submission wrote.
 
-When grading runs with a secret seed (`--secret-file`, or GRADER_SECRET_SEED), results.json carries
-`extra_data.signature`: an HMAC-SHA256 of the rest of the file, keyed by a hash of that secret. Student code never
-holds the secret (it is taken out of the environment before any worker starts, and the grader is non-dumpable), so
-a file it writes, or edits, does not verify. `python -m grader report DIR` checks every file when given the same
-secret and flags the ones that fail.
+An official grade (a key file given with `--secret-file`, and the grade marked official: Grade.official) carries
+`extra_data.signature`: an HMAC-SHA256 of the rest of the file, keyed by the signing key derived from the grading
+key (grader/keyfile.py: 256 random bits, so the key cannot be searched for from one's own signed results). Student
+code never holds it, so a file it writes, or edits, does not verify. `python -m grader report DIR --secret-file KEY`
+checks every file with the same key and flags the ones that fail. Local grades (no key file, or student code running
+as the grader's own user, which can read the key file) are never signed: they are advisory.
 
 Why this matters: when student code runs as the grader's own user (a course machine without the container), it can
 kill the grader and leave its own results.json behind (tests/exploits/kill_grader). The grade is then lost either
@@ -22,8 +23,11 @@ from typing import Any
 VALID, INVALID, UNSIGNED, NOT_CHECKED = "valid", "INVALID", "unsigned", "not checked"
 
 
-def _key(secret: int) -> bytes:
-    return hashlib.sha256(f"kernel-grader results v1:{int(secret)}".encode()).digest()
+def _key(key: bytes) -> bytes:
+    """The signing key as given (grader/keyfile.py derives it); an integer seed is refused, not hashed."""
+    if not isinstance(key, (bytes, bytearray)) or len(key) < 32:
+        raise TypeError("signing needs the 32-byte signing key derived from a key file (grader/keyfile.py)")
+    return bytes(key)
 
 
 def _canonical(data: dict[str, Any]) -> bytes:
@@ -36,21 +40,22 @@ def _canonical(data: dict[str, Any]) -> bytes:
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
-def sign(data: dict[str, Any], secret: int) -> dict[str, Any]:
-    """data with extra_data.signature set (a new dict; data is unchanged)."""
+def sign(data: dict[str, Any], key: bytes) -> dict[str, Any]:
+    """data with extra_data.signature set (a new dict; data is unchanged). key: keyfile.Key.signing."""
     out = copy.deepcopy(data)
-    out.setdefault("extra_data", {})["signature"] = hmac.new(_key(secret), _canonical(out), hashlib.sha256).hexdigest()
+    out.setdefault("extra_data", {})["signature"] = hmac.new(_key(key), _canonical(out), hashlib.sha256).hexdigest()
     return out
 
 
-def verify(data: dict[str, Any], secret: int) -> str:
-    """VALID, INVALID (signed with another secret, or edited since) or UNSIGNED (no signature at all)."""
+def verify(data: dict[str, Any], key: bytes) -> str:
+    """VALID, INVALID (signed with another key, or edited since) or UNSIGNED (no signature at all)."""
     extra = data.get("extra_data")
     got = extra.get("signature") if isinstance(extra, dict) else None
     if not isinstance(got, str) or not got:
         return UNSIGNED
+    k = _key(key)  # outside the try: a wrong key type is the caller's bug, not an invalid file
     try:
-        want = hmac.new(_key(secret), _canonical(data), hashlib.sha256).hexdigest()
-    except (TypeError, ValueError):  # not serializable: not something the grader wrote
+        want = hmac.new(k, _canonical(data), hashlib.sha256).hexdigest()
+    except (TypeError, ValueError, RecursionError):  # not serializable: not something the grader wrote
         return INVALID
     return VALID if hmac.compare_digest(want, got) else INVALID
