@@ -21,9 +21,14 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from .identity import Scratch
 
 DEFAULT_ARCH = "sm_90"
 BASE_FLAGS = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo")
@@ -130,8 +135,44 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
         proc.kill()
 
 
-def build_cuda(src: Path, *, cache_dir: Path, arch: str | None = None, timeout_s: float = 180.0) -> BuildResult:
-    """Compile `src` into `<cache_dir>/<key>.so`, or return the cached library. Never raises for bad sources."""
+MAX_LIB_BYTES = 256 * 1024 * 1024
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _cached(lib: Path) -> bool:
+    """A cached library counts only if its bytes still hash to what was recorded when it was built."""
+    try:
+        want = lib.with_suffix(".sha256").read_text().strip()
+        return lib.is_file() and _digest(lib.read_bytes()) == want
+    except OSError:
+        return False
+
+
+def _read_output(path: Path) -> bytes:
+    """The library nvcc wrote, read without following links (the build directory belongs to the untrusted uid,
+    which could have put a link to a file only the grader may read there)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size == 0 or st.st_size > MAX_LIB_BYTES:
+            raise OSError(f"not a plain library file of at most {MAX_LIB_BYTES >> 20} MiB")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(MAX_LIB_BYTES + 1)
+    finally:
+        os.close(fd)
+
+
+def build_cuda(src: Path, *, cache_dir: Path, arch: str | None = None, timeout_s: float = 180.0,
+               scratch: Scratch | None = None) -> BuildResult:
+    """Compile `src` into `<cache_dir>/<key>.so`, or return the cached library. Never raises for bad sources.
+
+    With `scratch` (a grade's, grader/identity.py), nvcc runs as the grade's untrusted identity in its build
+    directory, with its environment: an `#include` of a file the grader can read but the student cannot fails.
+    The library is then copied into the cache by this (trusted) process with its SHA-256 beside it, and a cached
+    library whose bytes no longer match is rebuilt."""
     start = time.monotonic()
     src = Path(src).resolve()
     flags = nvcc_flags(arch)
@@ -154,10 +195,16 @@ def build_cuda(src: Path, *, cache_dir: Path, arch: str | None = None, timeout_s
     key = cache_key(source, flags, version)
     cache_dir = Path(cache_dir).resolve()
     cache_dir.mkdir(parents=True, exist_ok=True)
+    try:  # written only by the grader: no other user may plant a library under a key
+        os.chmod(cache_dir, 0o700)
+    except OSError:
+        pass
     lib = cache_dir / f"{key}.so"
     shown = ["nvcc", *flags, "-o", f"<cache>/{key}.so", src.name]
-    if lib.is_file():
+    if _cached(lib):
         return result(True, lib, f"cached: {key}.so", True, shown)
+    if scratch is not None:
+        return _build_untrusted(src, source, key, lib, flags, nvcc, scratch, timeout_s, result, shown)
 
     _sweep_stale_temps(cache_dir, older_than_s=2 * timeout_s + 60)
     fd, tmp_name = tempfile.mkstemp(prefix=f"{key}.", suffix=_TMP_SUFFIX, dir=cache_dir)
@@ -190,12 +237,61 @@ def build_cuda(src: Path, *, cache_dir: Path, arch: str | None = None, timeout_s
         if proc.returncode != 0 or not tmp.is_file() or tmp.stat().st_size == 0:
             log = (log + "\n" if log else "") + f"nvcc failed with exit status {proc.returncode}"
             return result(False, None, log, False, shown)
-        os.replace(tmp, lib)
+        _publish(lib, _read_output(tmp))
         return result(True, lib, log, False, shown)
     except OSError as e:
         return result(False, None, f"could not run nvcc: {e.strerror or e}", False, shown)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _publish(lib: Path, data: bytes) -> None:
+    """Write a library into the cache atomically, with its hash (written first: a library never lacks one)."""
+    fd, tmp = tempfile.mkstemp(prefix=f"{lib.stem}.", suffix=_TMP_SUFFIX, dir=lib.parent)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    lib.with_suffix(".sha256").write_text(_digest(data) + "\n")
+    os.replace(tmp, lib)
+
+
+def _build_untrusted(src: Path, source: bytes, key: str, lib: Path, flags: list[str], nvcc: str, scratch: Scratch,
+                     timeout_s: float, result: Callable[..., BuildResult], shown: list[str]) -> BuildResult:
+    build_dir = scratch.home / "build"
+    staged = build_dir / src.name
+    staged.write_bytes(source)
+    os.chmod(staged, 0o644)
+    out = build_dir / "out.so"
+    command = [nvcc, *flags, "-o", out.name, src.name]
+    scrub = [(str(build_dir), ""), (str(scratch.root), "<scratch>/"), (str(src.parent), "")]
+    kwargs: dict[str, Any] = dict(scratch.identity.popen_kwargs())
+    try:
+        proc = subprocess.Popen(command, cwd=build_dir, env=scratch.env(trusted=False), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, errors="replace",
+                                start_new_session=True, **kwargs)
+        try:
+            log_raw, _ = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            log_raw, _ = proc.communicate()
+            log = _scrub(log_raw, scrub).rstrip()
+            return result(False, None, (log + "\n" if log else "") + f"nvcc timed out after {timeout_s:g} s", False, shown)
+        log = _scrub(log_raw[:200_000], scrub).rstrip()
+        if proc.returncode != 0:
+            return result(False, None, (log + "\n" if log else "") + f"nvcc failed with exit status {proc.returncode}", False, shown)
+        try:
+            data = _read_output(out)
+        except OSError as e:
+            return result(False, None, (log + "\n" if log else "") + f"nvcc produced no usable library ({e})", False, shown)
+        _publish(lib, data)
+        return result(True, lib, log, False, shown)
+    except OSError as e:
+        return result(False, None, f"could not run nvcc: {e.strerror or e}", False, shown)
+    finally:
+        for p in (staged, out):
+            try:
+                p.unlink()
+            except OSError:
+                pass
 
 
 # `file(42): error: ...` (nvcc's front end), `file:42:7: error: ...` (the host compiler), ptxas and nvcc's own

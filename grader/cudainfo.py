@@ -12,6 +12,7 @@ cannot produce the report, it says why.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -19,6 +20,7 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .build import BASE_FLAGS, DEFAULT_ARCH, find_nvcc
 
@@ -102,18 +104,24 @@ def parse_ptxas(log: str, kernels: dict[str, KernelInfo]) -> None:
             current.spill_bytes = max(current.spill_bytes, int(s.group(1)) + int(s.group(2)))
 
 
-def report(src: Path, arch: str | None = None, timeout_s: float = 120.0) -> tuple[str, dict]:
-    """(text, extra) of the compiler report for `src`; text starts with 'could not' when there is none."""
+def report(src: Path, arch: str | None = None, timeout_s: float = 120.0, scratch: Any = None) -> tuple[str, dict]:
+    """(text, extra) of the compiler report for `src`; text starts with 'could not' when there is none.
+    With a grade's `scratch` (grader/identity.py), nvcc and ptxas run as its untrusted identity, in its home."""
     nvcc = find_nvcc()
     if nvcc is None:
         return "could not produce a compiler report: nvcc not found", {}
     arch = arch or DEFAULT_ARCH
     flags = [f for f in BASE_FLAGS if f not in ("-shared", "-Xcompiler", "-fPIC")]
-    with tempfile.TemporaryDirectory(prefix="grader-ptx-") as tmp:
+    run_as: dict[str, Any] = {}
+    if scratch is not None:
+        run_as = {"env": scratch.env(trusted=False), "cwd": scratch.home, **scratch.identity.popen_kwargs()}
+    with tempfile.TemporaryDirectory(prefix="grader-ptx-", dir=scratch.home / "build" if scratch else None) as tmp:
+        if scratch is not None and scratch.identity.separated:
+            os.chown(tmp, scratch.identity.uid, scratch.identity.gid)
         ptx_path = Path(tmp) / "k.ptx"
         try:
             r = subprocess.run([nvcc, *flags, f"-arch={arch}", "-ptx", "-o", str(ptx_path), str(src)],
-                               capture_output=True, text=True, timeout=timeout_s)
+                               capture_output=True, text=True, timeout=timeout_s, **run_as)
             if r.returncode != 0 or not ptx_path.is_file():
                 return "could not produce a compiler report: nvcc -ptx failed", {}
             ptx = ptx_path.read_text(errors="replace")
@@ -121,7 +129,7 @@ def report(src: Path, arch: str | None = None, timeout_s: float = 120.0) -> tupl
             ptxas = Path(nvcc).with_name("ptxas")
             if ptxas.is_file():
                 v = subprocess.run([str(ptxas), "-v", f"-arch={arch}", "-O3", "-o", str(Path(tmp) / "k.cubin"), str(ptx_path)],
-                                   capture_output=True, text=True, timeout=timeout_s)
+                                   capture_output=True, text=True, timeout=timeout_s, **run_as)
                 parse_ptxas(v.stdout + v.stderr, kernels)
         except (OSError, subprocess.SubprocessError) as e:
             return f"could not produce a compiler report: {type(e).__name__}", {}

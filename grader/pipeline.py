@@ -7,6 +7,8 @@ Each stage is its own module and never calls the next one; this module passes da
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -15,7 +17,7 @@ from typing import Callable
 
 import torch
 
-from . import static
+from . import identity, static
 from .correctness import Target, run_correctness
 from .performance import run_performance, skipped_tests, start_workers
 from .reference import load_reference
@@ -37,6 +39,8 @@ class Options:
     staff: bool = False  # grade the staff solutions named in the spec instead of a submission
     secret: int = 0
     perf: bool = True
+    keyed: bool = False  # a key file was read (cli): the grade can be official, and then it is signed
+    scratch: Path | None = None  # where the grade's private scratch is made (default: the system's temp directory)
     correctness: bool = True  # False for `bench`: timing (with its sampled output checks) only
 
 
@@ -68,14 +72,69 @@ def _fail_all(problem: Problem, impl: Implementation, state: str, why: str) -> l
 
 
 def grade(problem: Problem, opts: Options, progress: Callable[[str], None] = lambda s: None) -> Grade:
+    """Grade one submission, its untrusted processes under the grade's own identity and scratch (grader/identity.py)."""
     device = resolve_device(opts.device)
     if not opts.staff:
         if not opts.submission.is_dir():
             raise GraderError(f"submission directory {opts.submission} does not exist (pass --submission DIR)")
         if not any(opts.submission.iterdir()):
             raise GraderError(f"submission directory {opts.submission} is empty: it should hold " + ", ".join(i.file for i in problem.implementations.values()))
+    from . import build
+
+    ident = identity.pick_identity()
+    trusted_cache = build.default_cache_dir() / "trusted"
+    try:
+        scratch = identity.Scratch(ident, trusted_cache, base=opts.scratch)
+    except OSError as e:
+        raise GraderError(f"cannot make a private scratch directory ({e.strerror or e}): set TMPDIR or pass --scratch DIR "
+                          "to a writable folder") from None
+    with scratch, identity.activate(scratch):
+        if ident.separated:
+            why = identity.probe(ident, scratch)
+            if why:
+                # The untrusted uid cannot start the grader's Python here (e.g. it is installed under /root): run
+                # as ourselves rather than not at all, and say that this grade is not official.
+                scratch.close()
+                ident = identity.Identity(os.getuid(), os.getgid(), False, [
+                    f"the unprivileged uid could not start this Python ({why}); install the grader where other "
+                    "users can read it (the container does)"])
+                scratch = identity.Scratch(ident, trusted_cache, base=opts.scratch)
+                with scratch, identity.activate(scratch):
+                    return _grade(problem, opts, device, scratch, progress)
+        return _grade(problem, opts, device, scratch, progress)
+
+
+def official_reasons(problem: Problem, scratch: identity.Scratch) -> list[str]:
+    """Why a grade made here could not be official (empty: it can). An official grade needs a separate uid for
+    submission code, which must not be able to read the staff solutions or write the grader's code or Python."""
+    ident = scratch.identity
+    why = list(ident.why_not)
+    if not ident.separated:
+        return why
+    for impl in problem.implementations.values():
+        if impl.staff.exists() and identity.readable_by(impl.staff, ident):
+            why.append(f"the staff solution {impl.staff.name} is readable by the student uid "
+                       "(grade from the container, which has none, or chmod 600 it)")
+    for d in {Path(__file__).resolve().parent, *(Path(p) for p in sys.path if p and Path(p).is_dir())}:
+        if identity.writable_by(d, ident):
+            why.append(f"{d.name or d} (the grader's code or Python) is writable by the student uid")
+    return why
+
+
+def _grade(problem: Problem, opts: Options, device: str, scratch: identity.Scratch,
+           progress: Callable[[str], None]) -> Grade:
     ref = load_reference(problem)
     g = Grade(problem=problem.name, submission="staff solutions" if opts.staff else str(opts.submission), device=device)
+    g.official_why = official_reasons(problem, scratch)
+    if not opts.keyed:
+        g.official_why.append("no key file (--secret-file): a local grade, advisory and unsigned")
+    if opts.staff:
+        g.official_why.append("--staff grades the staff solutions, not a submission")
+    g.official = not g.official_why
+    if not opts.staff:
+        skipped = scratch.add_submission(opts.submission)
+        if skipped:
+            g.notes.append("not graded (links, folders, or over the size limit): " + ", ".join(skipped[:10]))
     impls = [i for n, i in problem.implementations.items() if not opts.only or n in opts.only]
     if opts.only and not impls:
         raise GraderError(f"--only {','.join(opts.only)} matches no implementation (choose from {', '.join(problem.implementations)})")
@@ -83,6 +142,10 @@ def grade(problem: Problem, opts: Options, progress: Callable[[str], None] = lam
     targets: list[Target] = []
     for impl in impls:
         src, display = _source(problem, impl, opts)
+        if opts.staff and src.is_file():
+            src = scratch.add_file(src, src.name)
+        else:
+            src = scratch.submission / impl.file  # the grade's read-only copy, which the untrusted uid can read
         if not src.is_file():
             g.tests += _fail_all(problem, impl, FAILED, f"not run: {display} not found in the submission directory")
             g.notes.append(f"{impl.name}: {display} is missing")
@@ -99,7 +162,8 @@ def grade(problem: Problem, opts: Options, progress: Callable[[str], None] = lam
 
             t0 = time.monotonic()
             progress(f"{impl.name}: building {display} with nvcc")
-            res = build.build_cuda(src, cache_dir=build.default_cache_dir(), arch=build.gpu_arch(), timeout_s=problem.limits.build_s)
+            res = build.build_cuda(src, cache_dir=build.default_cache_dir(), arch=build.gpu_arch(),
+                                   timeout_s=problem.limits.build_s, scratch=scratch)
             g.phases["build"] = g.phases.get("build", 0.0) + time.monotonic() - t0
             if not res.ok:
                 errs = build.error_lines(res.log) or res.log.strip().splitlines()[-20:]
@@ -112,7 +176,7 @@ def grade(problem: Problem, opts: Options, progress: Callable[[str], None] = lam
                 # No GPU to run or time it: the compiler's report (access widths, registers, spills) is what there is.
                 from . import cudainfo
 
-                text, info = cudainfo.report(src, timeout_s=problem.limits.build_s)
+                text, info = cudainfo.report(src, timeout_s=problem.limits.build_s, scratch=scratch)
                 row = _one_line(impl, "checks", SKIPPED if text.startswith("could not") else PASSED, text,
                                 name=f"{impl.name} / compiler report")
                 row.extra.update(info)
@@ -121,7 +185,8 @@ def grade(problem: Problem, opts: Options, progress: Callable[[str], None] = lam
                 g.notes.append(f"{impl.name}: compiled OK; needs a GPU to run, so its points cannot be earned on this machine")
                 continue
             g.tests.append(_one_line(impl, "build", PASSED, f"compiled with nvcc ({how})"))
-            target_path = str(res.lib)
+            assert res.lib is not None
+            target_path = str(scratch.add_file(res.lib, res.lib.name))  # the verified library, read-only to the worker
         targets.append(Target(impl, target_path, display))
 
     # The timing workers start now, in the background: their start-up (imports, CUDA context) overlaps the

