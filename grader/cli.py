@@ -7,18 +7,18 @@ there prints one line and changes nothing else. `report DIR` writes the TA's gra
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from rich.console import Console
 
-from . import report, signing
+from . import keyfile, report, signing
 from .pipeline import GraderError, Options, grade
 from .sandbox import become_subreaper, make_undumpable, reap_strays
 from .spec import SpecError, find_problem, load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
+AUTOGRADE_KEY = Path("/autograder/secret/grader_key")  # Gradescope's staff-only folder; the container passes its own
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -32,12 +32,16 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--only", choices=None, action="append", default=[], help="grade only this implementation (triton or cuda); repeatable")
     g.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     g.add_argument("--no-perf", action="store_true", help="skip performance timing (correctness only)")
-    g.add_argument("--secret-file", type=Path, default=None, help="file holding a secret seed mixed into every input")
-    a = sub.add_parser("autograde", help="autograder entry (Gradescope paths; secret seed from a staff-only file)")
+    g.add_argument("--secret-file", type=Path, default=None, metavar="KEY",
+                   help="staff-only key file (made by `python -m grader keygen --out KEY`, mode 0600): mixed into every "
+                   "input and used to sign an official results.json; without it the grade is local and advisory")
+    a = sub.add_parser("autograde", help="autograder entry (Gradescope paths; grading key from a staff-only file)")
     a.add_argument("--problem", default="glu")
     a.add_argument("--submission", type=Path, default=Path("/autograder/submission"))
     a.add_argument("--out", type=Path, default=Path("/autograder/results"))
-    a.add_argument("--secret-file", type=Path, default=Path("/autograder/secret/seed"), help="staff-only file holding the secret seed (an integer)")
+    a.add_argument("--secret-file", type=Path, default=AUTOGRADE_KEY, metavar="KEY",
+                   help=f"staff-only key file made by `python -m grader keygen --out KEY` (default: {AUTOGRADE_KEY}); "
+                   "when there is no file there, the grade is advisory and unsigned")
     a.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     b = sub.add_parser("bench", help="lecture-style timing table: baselines vs Triton vs CUDA (needs a GPU)")
     for a in ("--problem", "--submission", "--out", "--only", "--device"):
@@ -46,50 +50,48 @@ def _parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="TA reports: grades.csv and class_summary.html from every results.json under DIR")
     r.add_argument("dir", type=Path, metavar="DIR", help="folder searched recursively for results.json files (one folder per student)")
     r.add_argument("--out", type=Path, default=None, help="where grades.csv and class_summary.html go (default: DIR)")
-    r.add_argument("--secret-file", type=Path, default=None,
-                   help="the secret seed the grades were made with (else GRADER_SECRET_SEED): check every file's signature")
+    r.add_argument("--secret-file", type=Path, default=None, metavar="KEY",
+                   help="the key file the grades were made with: check every file's signature")
+    k = sub.add_parser("keygen", help="write a new 256-bit grading key (64 hex characters) to a new file of mode 0600")
+    k.add_argument("--out", type=Path, required=True, metavar="FILE", help="where the key goes (never overwritten)")
     return p
 
 
-def _secret(path: Path | None) -> int:
-    """The secret seed: from a staff-only file, else GRADER_SECRET_SEED, else 0 (local grading).
+def _key(path: Path | None, *, missing_ok: bool = False) -> keyfile.Key | None:
+    """The grading key's derived values, read once from a staff-only file before any child is spawned; None
+    without a file (a local grade). GRADER_SECRET_SEED is refused (grader/keyfile.py says why).
 
-    Taken out of the environment before any child is spawned: student processes never inherit it, and in the
-    container they run as another user who cannot read the file or this process's /proc entries."""
-    raw = os.environ.pop("GRADER_SECRET_SEED", "0")
-    source = "GRADER_SECRET_SEED"
-    if path is not None and path.exists():
-        source = f"the secret seed file {path}"
-        try:
-            raw = path.read_text().strip()
-        except OSError as e:
-            raise GraderError(f"cannot read the secret seed file {path}: {e.strerror or e}") from None
-        if not raw:
-            raise GraderError(f"the secret seed file {path} is empty: write an integer into it")
+    missing_ok: a file that is not there means no key (autograde's default path), not an error."""
     try:
-        return int(raw)
-    except ValueError:
-        raise GraderError(f"{source} must hold an integer, got {raw[:40]!r}") from None
+        keyfile.refuse_environment()
+        if path is None or (missing_ok and not path.exists()):
+            return None
+        return keyfile.load(path)
+    except keyfile.KeyFileError as e:
+        raise GraderError(str(e)) from None
 
 
 def main(argv: list[str] | None = None) -> int:
-    make_undumpable()  # before anything else: the secret seed may be in our environment
+    make_undumpable()  # before anything else: keep other processes of this user out of our memory
     args = _parser().parse_args(argv)
     if args.command == "report":
         return _ta_report(args.dir, args.out, args.secret_file)
+    if args.command == "keygen":
+        return _keygen(args.out)
     try:
         problem = load_problem(find_problem(args.problem, ROOT))
         for o in getattr(args, "only", []) or ():
             if o not in problem.implementations:
                 raise GraderError(f"--only {o}: no such implementation (choose from {', '.join(problem.implementations)})")
-        secret = _secret(getattr(args, "secret_file", None))
+        key_path = getattr(args, "secret_file", None)
+        key = _key(key_path, missing_ok=args.command == "autograde")
         opts = Options(
             submission=args.submission,
             out=args.out,
             only=tuple(getattr(args, "only", []) or ()),
             device=args.device,
             staff=getattr(args, "staff", False),
-            secret=secret,
+            secret=key.inputs if key is not None else keyfile.local_input_secret(),
             perf=not getattr(args, "no_perf", False),
             correctness=args.command != "bench",
         )
@@ -102,7 +104,10 @@ def main(argv: list[str] | None = None) -> int:
         strays = reap_strays()
         if strays:
             g.notes.append(f"killed {strays} process(es) the submission left running after its part ended")
-        path = report.write_results(g, args.out, secret=secret)
+        if key is None:
+            g.official = False
+            g.official_why.insert(0, f"graded without a key file ({'no file at ' + str(key_path) if key_path else 'no --secret-file'})")
+        path = report.write_results(g, args.out, key=key.signing if key is not None else None)
     except (SpecError, GraderError) as e:
         print(f"grader error: {e}", file=sys.stderr)  # one line, never wrapped (rich would wrap at 80 in CI)
         return 2
@@ -136,10 +141,10 @@ def _ta_report(root: Path, out: Path | None, secret_file: Path | None = None) ->
     from . import tareport
 
     if secret_file is not None and not secret_file.is_file():
-        print(f"grader error: --secret-file {secret_file}: no such file (pass the file the grades were made with)", file=sys.stderr)
+        print(f"grader error: --secret-file {secret_file}: no such file (pass the key file the grades were made with)", file=sys.stderr)
         return 2
     try:
-        secret = _secret(secret_file) if (secret_file is not None or "GRADER_SECRET_SEED" in os.environ) else None
+        key = _key(secret_file)
     except GraderError as e:
         print(f"grader error: {e}", file=sys.stderr)
         return 2
@@ -151,17 +156,32 @@ def _ta_report(root: Path, out: Path | None, secret_file: Path | None = None) ->
     except GraderError as e:
         print(f"grader error: {e}", file=sys.stderr)
         return 2
+    try:
+        tareport.validator()
+    except ImportError:
+        print("grader error: the TA report needs the jsonschema package (pip install -c constraints.txt -r requirements.txt)", file=sys.stderr)
+        return 2
     with report.progress("report", min_interval_s=1.0) as update:
-        csv_path, html_path, subs, bad = tareport.write_ta_report(root, out, progress=update, secret=secret)
+        csv_path, html_path, subs, bad = tareport.write_ta_report(root, out, progress=update, key=key.signing if key is not None else None)
     flagged = sum(1 for x in subs if x.flags)
     print(f"{len(subs)} submission(s) read, {flagged} flagged, {len(bad)} file(s) or folder(s) unusable (listed in the summary)")
-    if secret is not None:
+    if key is not None:
         forged = [x.student for x in subs if x.signature != signing.VALID]
         names = (": " + ", ".join(forged[:10]) + (" ..." if len(forged) > 10 else "")) if forged else ""
-        print(f"signatures: {len(subs) - len(forged)} valid, {len(forged)} not written by the grader with this secret{names}")
+        print(f"signatures: {len(subs) - len(forged)} valid, {len(forged)} not written by the grader with this key{names}")
     else:
-        print("signatures: not checked (pass --secret-file, or set GRADER_SECRET_SEED, to check them)")
+        print("signatures: not checked (pass --secret-file KEY, the key file the grades were made with, to check them)")
     print(f"written: {csv_path} and {html_path}")
+    return 0
+
+
+def _keygen(out: Path) -> int:
+    try:
+        keyfile.keygen(out)
+    except keyfile.KeyFileError as e:
+        print(f"grader error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote a new grading key to {out} (mode 0600): grade with --secret-file {out}; keep it from students")
     return 0
 
 

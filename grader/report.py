@@ -106,12 +106,25 @@ def results_json(g: Grade) -> dict[str, Any]:
     return finite(data)
 
 
-def write_results(g: Grade, out_dir: Path, secret: int = 0) -> Path:
-    """results.json, atomically; signed (grader/signing.py) when grading ran with a secret seed."""
+def write_results(g: Grade, out_dir: Path, key: bytes | None = None) -> Path:
+    """results.json, atomically. Signed (grader/signing.py) only when a signing key is given (keyfile.Key.signing)
+    *and* the grade is official (g.official, decided by the trusted side): an advisory grade is never signed."""
     path = out_dir / "results.json"
     data = results_json(g)
-    write_json_atomic(path, signing.sign(data, secret) if secret else data)
+    write_json_atomic(path, signing.sign(data, key) if key is not None and g.official else data)
     return path
+
+
+ADVISORY = "advisory: not an official grade (unsigned)"
+
+
+def advisory_line(official: Any, why: Any) -> str | None:
+    """The line that says a grade is advisory, with its reasons; None for an official grade, or for a results.json
+    written before grades said either (no `official` field)."""
+    if official is not False:
+        return None
+    reasons = [str(w) for w in why] if isinstance(why, list) else []
+    return ADVISORY + (": " + "; ".join(reasons) if reasons else "")
 
 
 @contextmanager
@@ -193,6 +206,9 @@ def print_summary(g: Grade, console: Console | None = None, verbose_failures: in
             extra += f"; the baselines' first calls ({overlapped:.1f} s, torch.compile) ran during correctness"
         console.print("wall time: " + ", ".join(f"{k} {v:.1f} s" for k, v in g.phases.items()) + extra, highlight=False)
     console.print(f"[bold]score: {g.score:.4g} / {g.max_score:g}[/]", highlight=False)
+    adv = advisory_line(bool(g.official), g.official_why)
+    if adv:
+        console.print(adv, style="yellow", markup=False, highlight=False)  # reasons may hold [brackets]
 
 
 def print_bench(g: Grade, console: Console | None = None) -> None:

@@ -42,6 +42,10 @@ class Grade:
     notes: list[str] = field(default_factory=list)  # one-line facts for the summary (skips, flags)
     phases: dict[str, float] = field(default_factory=dict)  # wall seconds per phase: build, correctness, ...
     perf: dict[str, Any] = field(default_factory=dict)  # per perf case: baselines, thresholds, times
+    # Official: decided by the trusted side (key file present, student code unable to reach it). Only an official
+    # grade is signed (report.write_results); any other is advisory, and official_why says why.
+    official: bool = False
+    official_why: list[str] = field(default_factory=list)  # reasons it is not official
 
     @property
     def score(self) -> float:
@@ -70,5 +74,7 @@ class Grade:
                 "points_not_earnable_here": self.unearnable,
                 "phases_s": {k: round(v, 2) for k, v in self.phases.items()},
                 "performance": self.perf,
+                "official": bool(self.official),
+                "not_official_because": [] if self.official else list(self.official_why),
             },
         }

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .report import write_text_atomic
+from .report import advisory_line, write_text_atomic
 from .results import FAILED, PASSED, SKIPPED, Grade
 
 NO_PLOTS = "plots need matplotlib (pip install matplotlib); this report has tables only"
@@ -537,11 +537,18 @@ def _header(data: dict[str, Any]) -> tuple[str, list[str]]:
     return title, facts
 
 
+def _advisory(data: dict[str, Any]) -> str | None:
+    """"advisory: not an official grade (unsigned): <reasons>" when results.json says it is not official."""
+    ex = data.get("extra_data") if isinstance(data.get("extra_data"), dict) else {}
+    return advisory_line(ex.get("official"), ex.get("not_official_because"))
+
+
 def render_md(data: dict[str, Any], imgs: dict[str, bytes] | None, note: str | None = None) -> str:
     title, facts = _header(data)
     perf = (data.get("extra_data") or {}).get("performance") or {}
     copy_bps = _num(perf.get("copy_bytes_per_s"))
     L = [f"# {title}", "", "; ".join(facts), ""]
+    L += [f"> **{adv}**", ""] if (adv := _advisory(data)) else []
     if imgs is None:
         L += [f"> Note: {note or NO_PLOTS}.", ""]
     elif imgs:
@@ -642,6 +649,7 @@ def render_html(data: dict[str, Any], imgs: dict[str, bytes] | None, note: str |
     perf = (data.get("extra_data") or {}).get("performance") or {}
     copy_bps = _num(perf.get("copy_bytes_per_s"))
     H = [f"<h1>{_e(title)}</h1>", f'<p class="facts">{"<br>".join(_e(f) for f in facts)}</p>']
+    H += [f'<p class="note"><b>{_e(adv)}</b></p>'] if (adv := _advisory(data)) else []
     if imgs is None:
         H.append(f'<p class="note">Note: {_e(note or NO_PLOTS)}.</p>')
     H.append("<h2>Score</h2>")

@@ -7,9 +7,12 @@ Gradescope's /autograder/results). Writes:
 - class_summary.html (self-contained): score histogram, speedup-vs-eager distribution per perf case, pass rate per
   correctness case, flagged submissions with why, and every file that could not be read (or a student directory
   with no results.json at all).
-A corrupt or missing file is listed, never fatal, and never breaks the CSV. With the secret seed the grades were made
-with (--secret-file, or GRADER_SECRET_SEED), every file's signature is checked (grader/signing.py): a file the
-grader did not write is flagged first and grades.csv gets a `signature` column.
+Every file is validated before anything reads it (`parse_results`): strict JSON (no NaN or Infinity, no number too big
+for a float, no integer of more than 30 digits), at most 8 MiB and 32 levels deep, then grader/results.schema.json
+(points within [-1e6, 1e6], strings, arrays and objects capped, the fields the report reads typed). A file that fails
+is listed with what is wrong, never fatal, and never breaks the CSV. With the key file the grades were made with
+(--secret-file), every file's signature is checked (grader/signing.py): a file the grader did not write is flagged
+first and grades.csv gets a `signature` column. A file that says it is not an official grade is flagged too.
 """
 
 from __future__ import annotations
@@ -18,17 +21,23 @@ import csv
 import html
 import io
 import json
+import math
+import reprlib
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from . import signing
-from .report import write_text_atomic
+from .report import advisory_line, write_text_atomic
 from .results import PASSED, SKIPPED
 from .studentreport import CSS, STAGES, _img, _matplotlib, _num, _png, flags_of, is_number, parts_of, tests_of
 
 SCORE_TOLERANCE = 0.01  # top-level score vs the sum of the tests' scores (each rounded to 4 decimals)
+SCHEMA_PATH = Path(__file__).resolve().parent / "results.schema.json"
+MAX_FILE_BYTES = 8 * 1024 * 1024  # a real results.json is well under 1 MiB (the H200 staff grade: 57 KB)
+MAX_DEPTH = 32  # the grader writes 8 levels
+MAX_INT_DIGITS = 30
 
 
 @dataclass
@@ -72,24 +81,140 @@ def _student_id(data: dict[str, Any], path: Path, root: Path) -> str:
     return d.name or d.resolve().name
 
 
-def _load_one(path: Path, root: Path, secret: int | None = None) -> Submission | Unreadable:
+class BadResults(ValueError):
+    """A results.json that cannot be used; the message says what is wrong (one line, bounded)."""
+
+
+def _short(v: Any) -> str:
+    r = reprlib.Repr()
+    r.maxstring, r.maxother, r.maxlist, r.maxdict, r.maxlevel = 40, 40, 3, 3, 2
+    return r.repr(v)
+
+
+def _no_constant(name: str) -> Any:
+    raise BadResults(f"{name} is not JSON (no NaN or Infinity in a results.json)")
+
+
+def _bounded_int(s: str) -> int:
+    digits = len(s.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise BadResults(f"an integer with {digits} digits (at most {MAX_INT_DIGITS})")
+    return int(s)
+
+
+def _finite_float(s: str) -> float:
+    f = float(s)
+    if not math.isfinite(f):
+        raise BadResults(f"the number {s[:40]} is too big for a float")
+    return f
+
+
+def _depth_over(data: Any, limit: int) -> bool:
+    """Whether data nests more than limit levels of arrays/objects (iterative: no recursion on hostile input)."""
+    stack = [(data, 0)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (dict, list)):
+            if d >= limit:
+                return True
+            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return False
+
+
+_VALIDATOR: Any = None
+
+
+def validator() -> Any:
+    """The Draft 2020-12 validator of grader/results.schema.json (built once). Needs the jsonschema package."""
+    global _VALIDATOR
+    if _VALIDATOR is None:
+        import jsonschema
+
+        schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+        jsonschema.Draft202012Validator.check_schema(schema)
+        _VALIDATOR = jsonschema.Draft202012Validator(schema)
+    return _VALIDATOR
+
+
+def _where(path: Any) -> str:
+    out = "$"
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else f".{_short(str(p))[1:-1]}"
+    return out
+
+
+def _schema_reason(err: Any) -> str:
+    """One short line for a jsonschema ValidationError; never the whole offending value."""
+    kw, want, inst = err.validator, err.validator_value, err.instance
+    if kw in ("minimum", "maximum"):
+        what = f"{_short(inst)} is {'under' if kw == 'minimum' else 'over'} the {kw} {want:g}"
+    elif kw == "maxLength":
+        what = f"a string of {len(inst)} characters (at most {want})"
+    elif kw in ("maxItems", "maxProperties"):
+        what = f"{len(inst)} {'items' if kw == 'maxItems' else 'keys'} (at most {want})"
+    elif kw == "type":
+        what = f"{type(inst).__name__} {_short(inst)} is not {want if isinstance(want, str) else ' or '.join(want)}"
+    elif kw == "required":
+        what = f"missing {', '.join(repr(k) for k in want if isinstance(inst, dict) and k not in inst)}"
+    elif kw == "additionalProperties" and isinstance(inst, dict):
+        allowed = set((err.schema or {}).get("properties") or {})
+        what = "unexpected key(s) " + ", ".join(_short(k) for k in [k for k in inst if k not in allowed][:5])
+    elif kw == "enum":
+        what = f"{_short(inst)} is not one of {', '.join(map(str, want))}"
+    else:
+        what = f"fails '{kw}' ({_short(want)})"
+    return f"{_where(err.absolute_path)}: {what}"
+
+
+def parse_results(raw: bytes) -> dict[str, Any]:
+    """A results.json's bytes -> its dict, or BadResults naming what is wrong. Never anything else: strict JSON,
+    bounded size, depth, numbers and strings, then grader/results.schema.json."""
+    if len(raw) > MAX_FILE_BYTES:
+        raise BadResults(f"{len(raw) / 2**20:.1f} MiB, over the {MAX_FILE_BYTES // 2**20} MiB a results.json may be")
+    if not raw.strip():
+        raise BadResults("empty file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadResults("not UTF-8 text") from None
+    try:
+        data = json.loads(text, parse_constant=_no_constant, parse_int=_bounded_int, parse_float=_finite_float)
+    except BadResults as e:
+        raise BadResults(f"corrupt JSON: {e}") from None
+    except json.JSONDecodeError as e:
+        raise BadResults(f"corrupt JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
+    except RecursionError:
+        raise BadResults("corrupt JSON: nested too deeply") from None
+    except ValueError as e:  # int() limits and the like
+        raise BadResults(f"corrupt JSON: {' '.join(str(e).split())[:120]}") from None
+    if not isinstance(data, dict):
+        raise BadResults(f"not a grader results.json (a JSON {type(data).__name__}, not an object)")
+    if not isinstance(data.get("tests"), list):
+        raise BadResults("not a grader results.json (no 'tests' list)")
+    if _depth_over(data, MAX_DEPTH):
+        raise BadResults(f"nested more than {MAX_DEPTH} levels deep")
+    try:
+        from jsonschema.exceptions import best_match
+
+        err = best_match(validator().iter_errors(data))
+    except RecursionError:
+        raise BadResults("could not be checked (nested too deeply)") from None
+    if err is not None:
+        raise BadResults(f"fails grader/results.schema.json: {_schema_reason(err)}"[:400])
+    return data
+
+
+def _load_one(path: Path, root: Path, key: bytes | None = None) -> Submission | Unreadable:
     rel = _rel(path, root)
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)  # a larger file is refused without reading it all
     except OSError as e:
         return Unreadable(rel, f"cannot read: {e.strerror or e}")
-    if not raw.strip():
-        return Unreadable(rel, "empty file")
     try:
-        data = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        return Unreadable(rel, "not UTF-8 text")
-    except json.JSONDecodeError as e:
-        return Unreadable(rel, f"corrupt JSON: {e.msg} at line {e.lineno}, column {e.colno}")
-    except RecursionError:
-        return Unreadable(rel, "corrupt JSON: nested too deeply")
-    if not isinstance(data, dict) or not isinstance(data.get("tests"), list):
-        return Unreadable(rel, "not a grader results.json (no 'tests' list)")
+        data = parse_results(raw)
+    except BadResults as e:
+        return Unreadable(rel, str(e))
     sub = Submission(_student_id(data, path, root), rel, data)
     tests = tests_of(data)
     for t in tests:
@@ -104,15 +229,19 @@ def _load_one(path: Path, root: Path, secret: int | None = None) -> Submission |
     sub.flags = flags_of(data)
     if abs(sub.total - tsum) > SCORE_TOLERANCE:
         sub.flags.append(f"top-level score {sub.total:g} differs from the sum of the tests' scores {tsum:.4g}")
-    if secret is not None:
-        sub.signature = signing.verify(data, secret)
+    extra = data.get("extra_data") or {}
+    adv = advisory_line(extra.get("official"), extra.get("not_official_because"))
+    if adv:
+        sub.flags.insert(0, adv)
+    if key is not None:
+        sub.signature = signing.verify(data, key)
         if sub.signature != signing.VALID:
             why = "has no signature" if sub.signature == signing.UNSIGNED else "has a signature that does not match its content"
             sub.flags.insert(0, f"NOT WRITTEN BY THE GRADER: this results.json {why} (grader/signing.py); regrade this submission")
     return sub
 
 
-def collect(root: Path, progress: Callable[[str], None] = lambda s: None, exclude: Path | None = None, secret: int | None = None) -> tuple[list[Submission], list[Unreadable]]:
+def collect(root: Path, progress: Callable[[str], None] = lambda s: None, exclude: Path | None = None, key: bytes | None = None) -> tuple[list[Submission], list[Unreadable]]:
     """Every results.json under root, read; plus every directory directly under root that holds none (except
     `exclude`, the report's own output folder)."""
     root = Path(root)
@@ -122,7 +251,7 @@ def collect(root: Path, progress: Callable[[str], None] = lambda s: None, exclud
     bad: list[Unreadable] = []
     for i, p in enumerate(files, 1):
         progress(f"reading {i}/{len(files)}: {_rel(p, root)}")
-        r = _load_one(p, root, secret)
+        r = _load_one(p, root, key)
         (subs if isinstance(r, Submission) else bad).append(r)  # type: ignore[arg-type]
     has = {p.resolve() for f in files for p in f.parents}
     for d in sorted(x for x in root.iterdir() if x.is_dir() and not x.name.startswith(".")) if root.is_dir() else []:
@@ -365,13 +494,15 @@ def render_summary(subs: list[Submission], bad: list[Unreadable], imgs: dict[str
 
 
 def write_ta_report(
-    root: Path, out: Path | None = None, progress: Callable[[str], None] = lambda s: None, secret: int | None = None
+    root: Path, out: Path | None = None, progress: Callable[[str], None] = lambda s: None, key: bytes | None = None
 ) -> tuple[Path, Path, list[Submission], list[Unreadable]]:
     """Write grades.csv and class_summary.html into out (default: root). Never raises for a bad results file.
-    secret: the seed the grades were made with; every file's signature is then checked (grader/signing.py)."""
+    key: the signing key of the key file the grades were made with (keyfile.Key.signing); every file's signature
+    is then checked (grader/signing.py)."""
     root = Path(root)
     out = Path(out) if out is not None else root
-    subs, bad = collect(root, progress, exclude=out if out.resolve() != root.resolve() else None, secret=secret)
+    validator()  # the schema and the jsonschema package are there before any file is judged by them
+    subs, bad = collect(root, progress, exclude=out if out.resolve() != root.resolve() else None, key=key)
     progress("drawing charts")
     top = max([s.max for s in subs] + [0.0])
     try:
@@ -379,6 +510,6 @@ def write_ta_report(
     except Exception:  # a chart must never cost the CSV: fall back to tables only
         imgs = None
     csv_path, html_path = out / "grades.csv", out / "class_summary.html"
-    write_text_atomic(csv_path, render_csv(subs, signatures=secret is not None))
+    write_text_atomic(csv_path, render_csv(subs, signatures=key is not None))
     write_text_atomic(html_path, render_summary(subs, bad, imgs, root.name or str(root)))
     return csv_path, html_path, subs, bad

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import cli, report, signing, studentreport, tareport
+from grader import cli, keyfile, report, signing, studentreport, tareport
 from grader import results
 from grader.results import Grade
 
@@ -391,9 +391,16 @@ def test_autograde_writes_the_report_too(tmp_path, monkeypatch, capsys):
     sub.mkdir()
     out = tmp_path / "results"
     rc = cli.main(["autograde", "--submission", str(sub), "--out", str(out), "--secret-file", str(tmp_path / "none")])
-    assert rc == 0, capsys.readouterr().err
-    assert_valid(strict_json(out / "results.json"))
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    doc = strict_json(out / "results.json")
+    assert_valid(doc)
     assert (out / "report.md").is_file() and (out / "report.html").is_file()
+    # No key file: a local grade, unsigned and advisory, saying why (results.json, terminal, report.md).
+    assert doc["extra_data"]["official"] is False and "signature" not in doc["extra_data"]
+    assert "graded without a key file" in doc["extra_data"]["not_official_because"][0]
+    assert "advisory: not an official grade (unsigned)" in cap.out
+    assert "advisory: not an official grade (unsigned)" in (out / "report.md").read_text()
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -513,16 +520,20 @@ def test_ta_report_on_an_empty_folder(tmp_path):
     assert "0 graded submission(s)" in html_path.read_text()
 
 
-SECRET = 271828182845
+KEY_HEX = "5ec7e7" * 11  # a fixed, test-only key (66 hex digits)
+KEY = keyfile.derive(KEY_HEX.encode())  # its derived values
+OTHER = keyfile.derive(("0dd" * 22).encode())
 
 
 def test_results_written_with_a_secret_verify_and_edits_do_not(tmp_path):
     g = grade_from_results(fixture())
-    path = report.write_results(g, tmp_path, secret=SECRET)
+    g.official = True  # set by the trusted side's process-identity checks in a real grade
+    path = report.write_results(g, tmp_path, key=KEY.signing)
     d = strict_json(path)  # what a reader gets back from disk
     assert_valid(d)
-    assert signing.verify(d, SECRET) == signing.VALID
-    assert signing.verify(d, SECRET + 1) == signing.INVALID
+    assert d["extra_data"]["official"] is True and d["extra_data"]["not_official_because"] == []
+    assert signing.verify(d, KEY.signing) == signing.VALID
+    assert signing.verify(d, OTHER.signing) == signing.INVALID
     for edit in (
         lambda x: x.update(score=x["score"] + 1),
         lambda x: x["tests"][0].update(score=x["tests"][0]["score"] + 0.5),
@@ -531,20 +542,25 @@ def test_results_written_with_a_secret_verify_and_edits_do_not(tmp_path):
     ):
         e = copy.deepcopy(d)
         edit(e)
-        assert signing.verify(e, SECRET) == signing.INVALID
+        assert signing.verify(e, KEY.signing) == signing.INVALID
     e = copy.deepcopy(d)
     del e["extra_data"]["signature"]
-    assert signing.verify(e, SECRET) == signing.UNSIGNED
-    # Without a secret (local grading) nothing is signed: a known key would prove nothing.
+    assert signing.verify(e, KEY.signing) == signing.UNSIGNED
+    # Without a key (local grading) nothing is signed: a known key would prove nothing.
     local = tmp_path / "local"
     local.mkdir()
     assert "signature" not in strict_json(report.write_results(g, local))["extra_data"]
+    # With a key, but a grade the trusted side did not call official: never signed, and says why.
+    g.official, g.official_why = False, ["student code ran as the grader's own user"]
+    d = strict_json(report.write_results(g, local, key=KEY.signing))
+    assert "signature" not in d["extra_data"] and d["extra_data"]["official"] is False
+    assert d["extra_data"]["not_official_because"] == ["student code ran as the grader's own user"]
 
 
 def _signed_class(root: Path) -> None:
     fx = _clean(fixture())
-    _write(root / "alice" / "results.json", signing.sign(fx, SECRET))
-    edited = signing.sign(_clean(fixture(), lose=3), SECRET)
+    _write(root / "alice" / "results.json", signing.sign(fx, KEY.signing))
+    edited = signing.sign(_clean(fixture(), lose=3), KEY.signing)
     edited["score"] = 76.0  # bob "restores" his lost points by hand
     for t in edited["tests"]:
         t["score"] = t["max_score"]
@@ -555,14 +571,14 @@ def _signed_class(root: Path) -> None:
 def test_ta_report_with_the_secret_flags_files_the_grader_did_not_write(tmp_path):
     root = tmp_path / "class"
     _signed_class(root)
-    csv_path, _, subs, _ = tareport.write_ta_report(root, tmp_path / "ta", secret=SECRET)
+    csv_path, _, subs, _ = tareport.write_ta_report(root, tmp_path / "ta", key=KEY.signing)
     rows = {r["student_id"]: r for r in csv.DictReader(io.StringIO(csv_path.read_text()))}
     assert {k: r["signature"] for k, r in rows.items()} == {"alice": "valid", "bob": "INVALID", "carol": "unsigned"}
     assert rows["alice"]["flags"] == ""
     assert rows["bob"]["flags"].startswith("NOT WRITTEN BY THE GRADER") and "does not match" in rows["bob"]["flags"]
     assert rows["carol"]["flags"].startswith("NOT WRITTEN BY THE GRADER") and "no signature" in rows["carol"]["flags"]
     assert "NOT WRITTEN BY THE GRADER" in (tmp_path / "ta" / "class_summary.html").read_text()
-    # Without the secret nothing is checked, and the CSV keeps its usual columns.
+    # Without the key nothing is checked, and the CSV keeps its usual columns.
     csv_path, _, _, _ = tareport.write_ta_report(root, tmp_path / "ta2")
     head = csv_path.read_text().splitlines()[0]
     assert "signature" not in head and "NOT WRITTEN" not in csv_path.read_text()
@@ -572,20 +588,27 @@ def test_ta_report_cli_checks_signatures_with_a_secret_file(tmp_path, capsys, mo
     monkeypatch.delenv("GRADER_SECRET_SEED", raising=False)
     root = tmp_path / "class"
     _signed_class(root)
-    seed = tmp_path / "seed"
-    seed.write_text(f"{SECRET}\n")
-    assert cli.main(["report", str(root), "--out", str(tmp_path / "ta"), "--secret-file", str(seed)]) == 0
+    key = tmp_path / "grader_key"
+    key.write_text(KEY_HEX + "\n")  # the key whose derived values are KEY
+    key.chmod(0o600)
+    assert cli.main(["report", str(root), "--out", str(tmp_path / "ta"), "--secret-file", str(key)]) == 0
     out = capsys.readouterr().out
-    assert "signatures: 1 valid, 2 not written by the grader with this secret: bob, carol" in out
+    assert "signatures: 1 valid, 2 not written by the grader with this key: bob, carol" in out
     assert cli.main(["report", str(root), "--out", str(tmp_path / "ta")]) == 0
     assert "signatures: not checked" in capsys.readouterr().out
     assert cli.main(["report", str(root), "--secret-file", str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("grader error: --secret-file") and err.count("\n") == 1
-    seed.write_text("not a number")
+    seed = tmp_path / "seed"
+    seed.write_text("271828182845\n")
+    seed.chmod(0o600)
     assert cli.main(["report", str(root), "--secret-file", str(seed)]) == 2
     err = capsys.readouterr().err
-    assert "must hold an integer" in err and err.count("\n") == 1
+    assert "holds an integer" in err and "python -m grader keygen --out FILE" in err and err.count("\n") == 1
+    monkeypatch.setenv("GRADER_SECRET_SEED", "271828182845")
+    assert cli.main(["report", str(root), "--secret-file", str(key)]) == 2
+    err = capsys.readouterr().err
+    assert "GRADER_SECRET_SEED" in err and "--secret-file" in err and err.count("\n") == 1
 
 
 # ----------------------------------------------------------------------------------------------------------------
