@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             device=args.device,
             staff=getattr(args, "staff", False),
             secret=key.inputs if key is not None else keyfile.local_input_secret(),
+            keyed=key is not None,
             perf=not getattr(args, "no_perf", False),
             correctness=args.command != "bench",
         )
@@ -104,9 +105,10 @@ def main(argv: list[str] | None = None) -> int:
         strays = reap_strays()
         if strays:
             g.notes.append(f"killed {strays} process(es) the submission left running after its part ended")
-        if key is None:
+        if key is None:  # never official without a key, whatever grade() decided
             g.official = False
-            g.official_why.insert(0, f"graded without a key file ({'no file at ' + str(key_path) if key_path else 'no --secret-file'})")
+            if not g.official_why:
+                g.official_why.append("no key file (--secret-file): a local grade, advisory and unsigned")
         path = report.write_results(g, args.out, key=key.signing if key is not None else None)
     except (SpecError, GraderError) as e:
         print(f"grader error: {e}", file=sys.stderr)  # one line, never wrapped (rich would wrap at 80 in CI)
@@ -116,6 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         report.print_summary(g)
     Console().print(f"results written to {path}", highlight=False)
+    if key is not None and not g.official:
+        print(f"warning: this grade is not official, so student code may have run as this user and read the key file "
+              f"{key.path}: if so, treat that key as leaked and make a new one (`python -m grader keygen --out FILE`)",
+              file=sys.stderr)
     _student_report(g, args.out)
     return 0
 
