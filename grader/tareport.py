@@ -91,6 +91,10 @@ def _short(v: Any) -> str:
     return r.repr(v)
 
 
+def _json_type(v: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(v), "null")
+
+
 def _no_constant(name: str) -> Any:
     raise BadResults(f"{name} is not JSON (no NaN or Infinity in a results.json)")
 
@@ -153,7 +157,7 @@ def _schema_reason(err: Any) -> str:
     elif kw in ("maxItems", "maxProperties"):
         what = f"{len(inst)} {'items' if kw == 'maxItems' else 'keys'} (at most {want})"
     elif kw == "type":
-        what = f"{type(inst).__name__} {_short(inst)} is not {want if isinstance(want, str) else ' or '.join(want)}"
+        what = f"{_json_type(inst)} {_short(inst)} is not {want if isinstance(want, str) else ' or '.join(want)}"
     elif kw == "required":
         what = f"missing {', '.join(repr(k) for k in want if isinstance(inst, dict) and k not in inst)}"
     elif kw == "additionalProperties" and isinstance(inst, dict):
@@ -188,7 +192,7 @@ def parse_results(raw: bytes) -> dict[str, Any]:
     except ValueError as e:  # int() limits and the like
         raise BadResults(f"corrupt JSON: {' '.join(str(e).split())[:120]}") from None
     if not isinstance(data, dict):
-        raise BadResults(f"not a grader results.json (a JSON {type(data).__name__}, not an object)")
+        raise BadResults(f"not a grader results.json (a JSON {_json_type(data)}, not an object)")
     if not isinstance(data.get("tests"), list):
         raise BadResults("not a grader results.json (no 'tests' list)")
     if _depth_over(data, MAX_DEPTH):
@@ -347,11 +351,13 @@ def pass_rates(subs: list[Submission]) -> tuple[list[str], list[str], dict[tuple
 
 
 def histogram(values: list[float], top: float, bins: int = 10) -> list[tuple[float, float, int]]:
-    top = top or max(values + [1.0])
+    if not (math.isfinite(top) and top / bins > 0):  # no usable max (0, negative, or too small to divide)
+        top = max([v for v in values if math.isfinite(v)] + [1.0])
     width = top / bins
     counts = [0] * bins
     for v in values:
-        counts[min(bins - 1, max(0, int(v / width)))] += 1
+        q = v / width
+        counts[min(bins - 1, max(0, int(q))) if math.isfinite(q) else (bins - 1 if q > 0 else 0)] += 1
     return [(i * width, (i + 1) * width, n) for i, n in enumerate(counts)]
 
 
