@@ -113,7 +113,7 @@ def run_correctness(
     load_error: str | None = None
 
     def start() -> Sandbox:
-        b = Sandbox(device)
+        b = Sandbox(device, max_reply=reply_limit(runnable))
         try:
             b.request("load", target.payload(problem), timeout_s=max(1.0, deadline - time.monotonic()), what="loading the submission")
         except WorkerFailure:
@@ -268,6 +268,14 @@ def _gpu_compile_check(problem: Problem, target: Target, box: Sandbox | None, de
         return TestResult(f"{impl.name} / GPU compile check", impl.name, "checks", 0.0, 0.0, SKIPPED, f"could not check: {e.line}")
     budget = max(30.0, min(problem.limits.case_s, deadline - time.monotonic()))
     return gpucompile.check_part(target.payload(problem), impl.name, target.display, launches, budget)
+
+
+def reply_limit(cases: list[Case]) -> int:
+    """The most bytes a correctness worker's reply may have (grader/wire.py refuses a longer one unread): a `run`
+    reply carries two outputs and the input back, so 4x the largest input buffer (padding included), plus 1 MiB
+    for the rest (the other replies, tracebacks included, are far smaller)."""
+    largest = max((_numel((*c.shape[:-1], c.shape[-1] + c.pad)) * inputs.TORCH_DTYPES[c.dtype].itemsize for c in cases), default=0)
+    return 4 * largest + (1 << 20)
 
 
 def _numel(shape: tuple[int, ...]) -> int:

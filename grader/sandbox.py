@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from . import identity, wire
 
@@ -67,13 +67,18 @@ class _Proc:
 
 
 class WorkerFailure(Exception):
-    """The child could not answer: timed out, crashed, or reported an error. str() is one line."""
+    """The child could not answer: timed out, crashed, or reported an error. str() is one line.
 
-    def __init__(self, line: str, detail: str = "", fatal: bool = False):
+    `reason` says which, for callers (never match the line's text): "timeout" (killed at the deadline),
+    "crash" (the process died or closed its pipe), "protocol" (its reply broke the wire format or its bounds:
+    grader/wire.py), "error" (the worker answered with an error: the process is fine)."""
+
+    def __init__(self, line: str, detail: str = "", fatal: bool = False, reason: str = "error"):
         super().__init__(line)
         self.line = line
         self.detail = detail
         self.fatal = fatal  # True: the process is gone (or killed); a new one must be started
+        self.reason = reason
 
 
 def describe_exit(code: int | None) -> str:
@@ -89,11 +94,14 @@ class Sandbox:
     """One spawned worker. Use as a context manager; `request` sends a command and waits for its reply."""
 
     def __init__(self, device: str, start_timeout_s: float = 180.0, wait: bool = True, timing: bool = False,
-                 compile_only: bool = False, trusted: bool = False):
+                 compile_only: bool = False, trusted: bool = False, max_reply: int = wire.DEFAULT_MAX_REPLY):
         """timing=True: the worker builds a Timer (only timing workers need one; it costs a GPU calibration).
         compile_only=True: a CPU worker without Triton's interpreter, for grader/gpucompile.py.
         trusted=True: the staff's baselines (the grader's own uid and caches); else the submission's identity and
-        scratch from the active grade (grader/identity.py)."""
+        scratch from the active grade (grader/identity.py).
+        max_reply: the most bytes one reply may have (a correctness worker's replies carry output tensors: its creator
+        sizes this from the largest case); a longer one is refused before it is read (grader/wire.py)."""
+        self.max_reply = max_reply
         self.device = device
         self.trusted = trusted
         # Replies are read as data only (grader/wire.py): a worker's forged pickle cannot run code here. Timing
@@ -130,8 +138,8 @@ class Sandbox:
         it is ready and before any later request (a child handles one command at a time, in order)."""
         try:
             self._wire.send(self.conn, (cmd, payload))
-        except (OSError, BrokenPipeError) as e:
-            raise WorkerFailure(f"{what}: could not reach the worker ({type(e).__name__})", fatal=True) from None
+        except OSError as e:
+            raise WorkerFailure(f"{what}: could not reach the worker ({type(e).__name__})", fatal=True, reason="crash") from None
         self.pending.append(what)
 
     def drain(self, timeout_s: float) -> list[Any]:
@@ -147,40 +155,49 @@ class Sandbox:
         command's) and return the reply value."""
         if cmd is not None and self.pending:
             raise RuntimeError(f"{what}: {len(self.pending)} queued replies not collected yet (call drain first)")
+        # Every read and write below ends by this deadline (grader/wire.py): a child that sends a frame header and
+        # then nothing, or stops reading its request, is killed at it like one that hangs in a call.
+        deadline = time.monotonic() + timeout_s
         try:
             if cmd is not None:
-                self._wire.send(self.conn, (cmd, payload))
-            deadline = time.monotonic() + timeout_s
+                self._wire.send(self.conn, (cmd, payload), deadline=deadline)
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    self.kill()
-                    raise WorkerFailure(f"{what} timed out after {timeout_s:.0f} s (killed)", fatal=True)
+                    raise wire.WireTimeout(what)
                 if self.conn.poll(min(left, 0.5)):
-                    reply = self._wire.recv(self.conn)
                     break
                 if not self.proc.is_alive():
                     # Drain a reply that raced with the exit, else report how it died.
                     if self.conn.poll(0.1):
-                        reply = self._wire.recv(self.conn)
                         break
                     raise EOFError
+            reply = self._wire.recv(self.conn, deadline=deadline, limit=self.max_reply)
+        except wire.WireTimeout:
+            self.kill()
+            raise WorkerFailure(f"{what} timed out after {timeout_s:.0f} s (killed)", fatal=True, reason="timeout") from None
         except wire.MalformedMessage as e:
             # Not a reply the worker wrote: something in the child forged bytes on the pipe (the parent decodes
-            # data only, so nothing in them ran here). The child can no longer be trusted to stay in step.
-            self.kill()
-            raise WorkerFailure(f"{what}: the worker sent a malformed reply ({e}); was the result pipe tampered with?", fatal=True) from None
-        except (EOFError, ConnectionError, BrokenPipeError, OSError):
+            # data only, within bounds, so nothing in them ran here). The child can no longer be trusted to stay
+            # in step.
+            self._protocol_violation(what, str(e))
+        except (EOFError, OSError):  # ConnectionError and BrokenPipeError are OSErrors
             self.proc.join(timeout=5)
             code = self.proc.exitcode
             self.kill()
-            raise WorkerFailure(f"{what}: the process {describe_exit(code)}", fatal=True) from None
+            raise WorkerFailure(f"{what}: the process {describe_exit(code)}", fatal=True, reason="crash") from None
         if not isinstance(reply, tuple) or len(reply) < 2 or reply[0] not in ("ok", "error"):
-            self.kill()
-            raise WorkerFailure(f"{what}: the worker sent a malformed reply (was the result pipe tampered with?)", fatal=True)
+            self._protocol_violation(what, "a reply that is not ('ok', value) or ('error', line, detail)")
         if reply[0] == "error":
-            raise WorkerFailure(str(reply[1]), str(reply[2]) if len(reply) > 2 else "")
+            if not all(type(x) is str for x in reply[1:3]):
+                self._protocol_violation(what, "an error reply whose line or detail is not text")
+            raise WorkerFailure(reply[1], reply[2] if len(reply) > 2 else "", reason="error")
         return reply[1]
+
+    def _protocol_violation(self, what: str, why: str) -> NoReturn:
+        self.kill()
+        raise WorkerFailure(f"{what}: protocol violation: {why}; the worker sent a malformed reply (was the result pipe "
+                            "tampered with?)", fatal=True, reason="protocol") from None
 
     def kill(self) -> None:
         """Kill the child's whole process group (and the child itself, if it never got its own group)."""
@@ -198,9 +215,9 @@ class Sandbox:
     def close(self) -> None:
         if self.proc.is_alive():
             try:
-                self._wire.send(self.conn, ("exit", None))
+                self._wire.send(self.conn, ("exit", None), deadline=time.monotonic() + 2)
                 self.proc.join(timeout=2)
-            except (OSError, BrokenPipeError):
+            except (OSError, wire.MalformedMessage):
                 pass
         self.kill()
         try:

@@ -5,11 +5,14 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pickle
+import struct
+import time
 
 import pytest
 import torch
 
 from grader import wire
+from grader.child import wire as child_wire
 
 
 class _RunsCode:
@@ -17,41 +20,66 @@ class _RunsCode:
         return (os.getpid, ())  # harmless, but a call all the same: a real attack would name exec
 
 
-def test_messages_the_grader_sends_round_trip_by_value():
+def test_messages_round_trip_by_value():
     x = torch.arange(12, dtype=torch.bfloat16).reshape(3, 4)
     msg = ("ok", {"outs": [x, x[:, :2]], "meta": {"shape": [3, 4], "stride": (4, 1)}, "ops": ["glu"], "n": None,
                   "ok": True, "t": 1.5, "names": {"a", "b"}, "version": torch.__version__})
-    got = wire.loads(wire.dumps(msg))
-    assert got[0] == "ok" and got[1]["meta"] == {"shape": [3, 4], "stride": (4, 1)} and got[1]["names"] == {"a", "b"}
-    assert torch.equal(got[1]["outs"][0], x) and got[1]["outs"][0].dtype == torch.bfloat16
-    assert type(got[1]["version"]) is str and got[1]["version"] == str(torch.__version__)
-    # By value: the parent's copy is not shared with the sender's.
-    got[1]["outs"][0].zero_()
-    assert x.sum() != 0
+    # A request (parent -> correctness worker) as the worker reads it, and a reply as the parent reads it.
+    for got in (child_wire.loads(wire.dumps(msg)), wire.decode(child_wire.reply_bytes(msg))):
+        assert got[0] == "ok" and got[1]["meta"] == {"shape": [3, 4], "stride": (4, 1)} and got[1]["names"] == {"a", "b"}
+        assert torch.equal(got[1]["outs"][0], x) and got[1]["outs"][0].dtype == torch.bfloat16
+        assert torch.equal(got[1]["outs"][1], x[:, :2])
+        assert type(got[1]["version"]) is str and got[1]["version"] == str(torch.__version__)
+        # By value: the parent's copy is not shared with the sender's.
+        got[1]["outs"][0].zero_()
+        assert x.sum() != 0
 
 
 @pytest.mark.parametrize("tag", [b"", b"P", b"T", b"R"])
 def test_a_pickle_that_calls_anything_is_refused_whatever_its_tag(tag):
-    # b"P": the plain-pickle path (messages without tensors), b"T": torch.load(weights_only=True), b"R": a timing
-    # worker's reply (tensors as raw bytes), b"": no tag.
-    with pytest.raises(wire.MalformedMessage):
-        wire.loads(tag + pickle.dumps(("ok", _RunsCode())))
-    with pytest.raises(wire.MalformedMessage):
-        wire.loads(tag + b"not a message")
+    # The parent reads b"R" only, with its own data-only decoder; the worker reads b"P" (plain pickle) and b"T"
+    # (torch.load(weights_only=True)) requests. Neither runs what the bytes name.
+    for data in (tag + pickle.dumps(("ok", _RunsCode())), tag + b"not a message"):
+        with pytest.raises(wire.ProtocolViolation):
+            wire.decode(data)
+        with pytest.raises(wire.MalformedMessage):
+            child_wire.loads(data)
 
 
-def test_timing_messages_take_the_plain_path_and_stay_cheap():
-    import time
-
-    msg = ("ok", {"eager": {"event_ms": [0.028] * 5, "host_ms": [0.031] * 5}, "names": {"eager"}, "x": (1, None, True)})
+def test_requests_without_tensors_take_the_plain_path():
+    msg = ("time_round", {"names": ["eager"], "plan": [(0, 1.0)] * 5, "x": (1, None, True), "s": {"a"}})
     data = wire.dumps(msg)
-    assert data[:1] == b"P" and wire.loads(data) == msg
-    assert wire.dumps(("ok", {"t": torch.zeros(2)}))[:1] == b"T"
-    t0 = time.perf_counter()
-    for _ in range(200):
-        wire.loads(wire.dumps(msg))
-    # The parent's clock over a timing request includes two of these each way; torch.save's path costs ~0.2 ms.
-    assert (time.perf_counter() - t0) / 200 < 2e-3
+    assert data[:1] == b"P" and child_wire.loads(data) == msg
+    assert wire.dumps(("run", {"t": torch.zeros(2)}))[:1] == b"T"
+
+
+def test_every_worker_replies_in_the_raw_format_and_never_with_torch_save():
+    a, b = multiprocessing.Pipe()
+    for end in (child_wire.correctness_worker, child_wire.timing_worker):
+        end.send(a, ("ok", {"outs": [torch.ones(2, 3)]}))
+        data = b.recv_bytes()
+        assert data[:1] == b"R"
+        assert torch.equal(wire.decode(data)[1]["outs"][0], torch.ones(2, 3))
+    # A torch.save container (what correctness replies were) is refused unread: the parent never calls torch.load.
+    with pytest.raises(wire.ProtocolViolation, match="b'T'"):
+        wire.decode(wire.dumps(("ok", {"t": torch.zeros(2)})))
+
+
+def test_replies_stay_within_the_parents_bounds_when_the_worker_wrote_them():
+    # Launch records may hold a constexpr -inf: it travels tagged (not a float the parent would refuse), and the
+    # compile worker gets its float back when the parent forwards the records.
+    records = [{"kernel": "k", "args": [["NEG", "float", float("-inf")], ["eps", "float", 1e-6], ["n", "int", "i32"]]}]
+    got = wire.decode(child_wire.reply_bytes(("ok", records)))[1]
+    assert got[0]["args"][0][2] == ("\x00grader:float", "-inf") and got[0]["args"][1][2] == 1e-6
+    back = child_wire.loads(wire.dumps(("gpu_compile", {"launches": got})))[1]["launches"]
+    assert back[0]["args"][0][2] == float("-inf") and back == records
+    # Strings are cut at the bound; a worker's error replies far below it (see worker._error).
+    long = wire.decode(child_wire.reply_bytes(("error", "x" * 10**6, "y" * 10**6)))
+    assert len(long[1]) == wire.MAX_STR and len(long[2]) == wire.MAX_STR
+    from grader.child.worker import _error
+
+    line, detail = _error("x" * 10**6, "tb\n" * 10**6)[1:]
+    assert len(line) < 3000 and len(detail) < 20000 and detail.endswith("tb\n")
 
 
 def test_the_grader_cannot_send_anything_but_data():
@@ -70,14 +98,14 @@ def test_a_sandbox_turns_a_forged_reply_into_one_failed_request_and_runs_nothing
 
     box = Sandbox.__new__(Sandbox)  # a Sandbox whose child is _forge, not grader.child.worker
     ctx = multiprocessing.get_context("spawn")
-    box.device, box._wire = "cpu", end
+    box.device, box._wire, box.max_reply = "cpu", end, wire.DEFAULT_MAX_REPLY
     box.conn, child = ctx.Pipe()
     box.proc = ctx.Process(target=_forge, args=(child,), daemon=True)
     box.proc.start()
     child.close()
-    with pytest.raises(WorkerFailure, match="malformed reply") as e:
+    with pytest.raises(WorkerFailure, match="protocol violation: .*malformed reply") as e:
         box.request(None, None, timeout_s=60, what="case tiny")
-    assert e.value.fatal and not box.alive
+    assert e.value.fatal and e.value.reason == "protocol" and not box.alive
     box.close()
 
 
@@ -87,18 +115,18 @@ def test_a_timing_reply_carries_tensors_as_raw_bytes_with_no_globals():
     samples = [(torch.arange(6) % 4).to(dt).reshape(2, 3) for dt in (torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool)]
     msg = ("ok", {"triton": [*samples, "returned int, not a tensor", torch.zeros(0, 4)], "v": torch.__version__})
     a, b = multiprocessing.Pipe()
-    wire.timing_worker.send(a, msg)
+    child_wire.timing_worker.send(a, msg)
     data = b.recv_bytes()
     assert data[:1] == b"R"
     assert not [op for op, _, _ in pickletools.genops(data[1:]) if "GLOBAL" in op.name or op.name in ("REDUCE", "INST", "OBJ")]
-    got = wire.loads(data)
+    got = wire.decode(data)
     for x, y in zip(samples, got[1]["triton"]):
         assert y.dtype == x.dtype and torch.equal(x, y)
     assert got[1]["triton"][5] == "returned int, not a tensor" and got[1]["triton"][6].shape == (0, 4)
     assert type(got[1]["v"]) is str
     # Requests the other way keep multiprocessing's format (the worker reads them with Connection.recv).
     wire.timing_parent.send(b, ("time_samples", {"triton": [(0, torch.arange(3))]}))
-    assert torch.equal(wire.timing_worker.recv(a)[1]["triton"][0][1], torch.arange(3))
+    assert torch.equal(child_wire.timing_worker.recv(a)[1]["triton"][0][1], torch.arange(3))
 
 
 @pytest.mark.parametrize("forged", [
@@ -106,10 +134,11 @@ def test_a_timing_reply_carries_tensors_as_raw_bytes_with_no_globals():
     ("\x00grader:raw-tensor", "object", [1], b"\x00" * 8),  # not a tensor dtype
     ("\x00grader:raw-tensor", "float32", [-1], b""),  # negative size
     ("\x00grader:raw-tensor", "float32"),  # truncated header
+    ("\x00grader:raw-tensor", "float32", [0, 2**40], b""),  # empty, but torch.empty would be asked for 2**40
 ])
 def test_a_forged_raw_tensor_header_is_a_malformed_message(forged):
-    with pytest.raises(wire.MalformedMessage, match="raw tensor"):
-        wire.loads(b"R" + pickle.dumps(("ok", [forged])))
+    with pytest.raises(wire.ProtocolViolation, match="raw tensor"):
+        wire.decode(b"R" + pickle.dumps(("ok", [forged])))
 
 
 def test_a_timing_reply_costs_microseconds_not_torch_save():
@@ -119,10 +148,65 @@ def test_a_timing_reply_costs_microseconds_not_torch_save():
 
     msg = ("ok", {"triton": {"event_ms": [0.0288] * 5, "host_ms": [1.03] * 5}})
     a, b = multiprocessing.Pipe()
-    wire.timing_worker.send(a, msg)
-    assert wire.timing_parent.recv(b) == msg
+    child_wire.timing_worker.send(a, msg)
+    assert wire.timing_parent.recv(b, deadline=time.monotonic() + 5) == msg
     t0 = time.perf_counter()
     for _ in range(200):
-        wire.timing_worker.send(a, msg)
-        wire.timing_parent.recv(b)
+        child_wire.timing_worker.send(a, msg)
+        wire.timing_parent.recv(b, deadline=time.monotonic() + 5)
     assert (time.perf_counter() - t0) / 200 < 1e-3
+
+
+# -- a child that abuses the pipe: the Sandbox ends the request, never waits or crashes ----------------------
+
+
+def _header_then_silence(conn) -> None:
+    os.write(conn.fileno(), struct.pack("!i", 1000))  # "1000 bytes follow", then nothing
+    time.sleep(60)
+
+
+def _huge_length(conn) -> None:
+    os.write(conn.fileno(), struct.pack("!i", -1) + struct.pack("!Q", 2**62))  # an 8-byte length: 4 EiB
+    time.sleep(60)
+
+
+def _unbounded_values(conn) -> None:
+    conn.send_bytes(b"R" + pickle.dumps(("ok", {"triton_launches": 10**5000, "seconds": [float("nan")] * 2})))
+    time.sleep(60)
+
+
+def _never_reads(conn) -> None:
+    time.sleep(60)
+
+
+def _fake_box(target):
+    from grader.sandbox import Sandbox
+
+    box = Sandbox.__new__(Sandbox)  # a Sandbox whose child is `target`, not grader.child.worker
+    ctx = multiprocessing.get_context("fork")  # nothing to import: these children only write bytes and sleep
+    box.device, box._wire, box.max_reply, box.pending = "cpu", wire, 1 << 20, []
+    box.conn, child = ctx.Pipe()
+    box.proc = ctx.Process(target=target, args=(child,), daemon=True)
+    box.proc.start()
+    child.close()
+    return box
+
+
+@pytest.mark.parametrize("target, cmd, reason, text", [
+    (_header_then_silence, None, "timeout", "timed out after 1 s"),
+    (_never_reads, "run", "timeout", "timed out after 1 s"),  # a request bigger than the socket's buffer
+    (_huge_length, None, "protocol", "protocol violation: a reply of 4611686018427387904 bytes announced"),
+    (_unbounded_values, None, "protocol", "protocol violation: an int of "),
+], ids=["header_then_silence", "never_reads", "huge_length", "unbounded_values"])
+def test_a_child_that_abuses_the_pipe_fails_its_request_at_the_deadline(target, cmd, reason, text):
+    from grader.sandbox import WorkerFailure
+
+    box = _fake_box(target)
+    payload = {"base": torch.zeros(1 << 22)} if cmd else None  # 16 MiB
+    t0 = time.monotonic()
+    with pytest.raises(WorkerFailure) as e:
+        box.request(cmd, payload, timeout_s=1, what="case tiny")
+    assert time.monotonic() - t0 < 10
+    assert e.value.reason == reason and e.value.fatal and text in e.value.line, e.value.line
+    assert not box.alive
+    box.close()

@@ -2,18 +2,26 @@
 
 `multiprocessing.Connection.send/recv` pickle, and unpickling runs whatever the bytes name: a submission that
 finds its worker's end of the pipe (through `gc`, or its file descriptor) could make the *parent* run its code
-(tests/exploits/pickle_reply). So every message a correctness worker exchanges is written with `torch.save` and read with
-`torch.load(weights_only=True)`, PyTorch's own restricted unpickler: it rebuilds tensors, numbers, strings,
-lists, tuples, dicts and sets, and refuses anything else. Messages without tensors (the timing requests, whose
-wall clock the parent compares across workers) skip torch.save's zip container: a plain pickle read by an
-unpickler that refuses every global, which costs microseconds instead of ~0.1-0.2 ms. Tensors travel by value (no shared memory with a
-worker, and none of the file-descriptor passing that `torch.multiprocessing` would set up for each one).
-Timing workers use `timing_parent` / `timing_worker` (below): replies in the b"R" format, requests unchanged.
+(tests/exploits/pickle_reply). So:
+
+- Requests (parent -> correctness worker): `dumps`/`send` here, read by the worker with `recv`/`loads`. Messages
+  without tensors are a plain pickle (tag b"P"), messages with tensors are written with `torch.save` (tag b"T");
+  only the worker reads them. Timing workers get their requests in multiprocessing's own format
+  (`timing_parent.send` in grader/wire.py, `timing_worker.recv` here).
+- Replies (every worker -> parent): one format, b"R" (`reply_bytes`): a plain pickle without globals whose tensors
+  travel as raw bytes with a dtype and shape, whose floats outside what the parent accepts (NaN, inf, |x| > 1e300)
+  travel as a tagged string, and whose strings are capped at MAX_STR characters. The parent reads it with its own
+  decoder (grader/wire.py), which builds data only, checks every bound, and never calls `torch.load` on a child's
+  bytes. Tensors travel by value (no shared memory with a worker, and none of the file-descriptor passing that
+  `torch.multiprocessing` would set up for each one).
+
+Nothing here imports the trusted `grader` package: this module runs beside student code.
 """
 
 from __future__ import annotations
 
 import io
+import math
 import pickle
 import warnings
 from typing import Any
@@ -23,6 +31,10 @@ import torch
 
 class MalformedMessage(Exception):
     """The bytes are not a message the grader wrote: forged, truncated, or not data."""
+
+
+MAX_STR = 64 << 10  # characters in one string of a reply (a worker caps its tracebacks well below this)
+MAX_FLOAT = 1e300  # a float in a reply beyond this (or NaN, inf) travels tagged (`_FLOAT`), never as a float
 
 
 def plain(obj: Any) -> Any:
@@ -65,8 +77,8 @@ def _has_tensor(obj: Any) -> bool:
 
 
 def dumps(obj: Any) -> bytes:
-    """Messages without tensors (every timing request and reply) as a plain pickle, tag b"P": the timed requests'
-    wall clock includes this, so it must cost microseconds. Messages with tensors with torch.save, tag b"T"."""
+    """A request to a correctness worker: without tensors as a plain pickle, tag b"P" (microseconds); with tensors
+    with torch.save, tag b"T". Only the worker reads these (`loads`); replies are `reply_bytes`."""
     obj = plain(obj)
     if not _has_tensor(obj):
         return b"P" + pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
@@ -76,19 +88,18 @@ def dumps(obj: Any) -> bytes:
 
 
 def loads(data: bytes) -> Any:
+    """A request, as the worker reads it (MalformedMessage if it is not one). The parent never calls this."""
     tag, body = data[:1], data[1:]
     try:
         if tag == b"P":
-            return _NoGlobals(io.BytesIO(body)).load()
-        if tag == b"R":
-            return _unpack(_NoGlobals(io.BytesIO(body)).load())
+            return _untag(_NoGlobals(io.BytesIO(body)).load())
         if tag == b"T":
             with warnings.catch_warnings():  # a forged legacy pickle makes torch warn about its protocol: refused anyway
                 warnings.filterwarnings("ignore", message="Detected pickle protocol")
-                return torch.load(io.BytesIO(body), weights_only=True, map_location="cpu")
+                return _untag(torch.load(io.BytesIO(body), weights_only=True, map_location="cpu"))
     except MalformedMessage:
         raise
-    except Exception as e:  # UnpicklingError for forbidden globals; others for truncated or foreign bytes
+    except Exception as e:  # noqa: BLE001  (UnpicklingError for forbidden globals; others: truncated or foreign bytes)
         raise MalformedMessage(f"{type(e).__name__}: {str(e).strip().splitlines()[0][:160] if str(e).strip() else ''}") from None
     raise MalformedMessage(f"unknown message tag {tag!r}")
 
@@ -102,72 +113,73 @@ def recv(conn: Any) -> Any:
     return loads(conn.recv_bytes())
 
 
+def reply_bytes(obj: Any) -> bytes:
+    """A worker's reply in the b"R" format (the only one the parent reads): see the module docstring."""
+    return b"R" + pickle.dumps(_pack(plain(obj)), protocol=pickle.HIGHEST_PROTOCOL)
+
+
 _RAW = "\x00grader:raw-tensor"  # first item of a tuple that stands for a tensor sent as raw bytes (tag b"R")
+_FLOAT = "\x00grader:float"  # (_FLOAT, repr(x)): a float the parent does not take as a number (NaN, inf, huge)
+_TRUNCATED = "\n[... truncated by the grader's worker]"
 _RAW_DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16, torch.int8,
     torch.uint8, torch.bool)}
 
 
 def _pack(obj: Any) -> Any:
-    """`plain(obj)` with each tensor replaced by (_RAW, dtype name, shape, its bytes): a pickle with no globals."""
+    """`plain(obj)` with each tensor replaced by (_RAW, dtype name, shape, its bytes), each float the parent refuses
+    (NaN, inf, |x| > MAX_FLOAT: launch records may hold a constexpr -inf) by (_FLOAT, repr(x)), and each string over
+    MAX_STR characters cut to MAX_STR: a pickle with no globals, within the bounds grader/wire.py checks."""
+    if type(obj) is float:
+        return obj if math.isfinite(obj) and abs(obj) <= MAX_FLOAT else (_FLOAT, repr(obj))
+    if type(obj) is str:
+        return obj if len(obj) <= MAX_STR else obj[: MAX_STR - len(_TRUNCATED)] + _TRUNCATED
     if isinstance(obj, torch.Tensor):
         t = obj.detach().cpu().contiguous()
         return (_RAW, str(t.dtype).removeprefix("torch."), list(t.shape), t.reshape(-1).view(torch.uint8).numpy().tobytes())
     if isinstance(obj, dict):
         return {_pack(k): _pack(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
+    if isinstance(obj, (list, tuple, set, frozenset)):
         return type(obj)(_pack(v) for v in obj)
     return obj
 
 
-def _unpack(obj: Any) -> Any:
-    if isinstance(obj, tuple) and obj[:1] == (_RAW,):
-        _, dtype, shape, raw = obj if len(obj) == 4 else (None, None, None, None)
-        if dtype not in _RAW_DTYPES or not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape) or type(raw) is not bytes:
-            raise MalformedMessage("a raw tensor with a bad header")
-        dt = _RAW_DTYPES[dtype]
-        n = 1
-        for d in shape:
-            n *= d
-        if n * dt.itemsize != len(raw):
-            raise MalformedMessage(f"a raw tensor of shape {shape} and dtype {dtype} cannot be {len(raw)} bytes")
-        if n == 0:
-            return torch.empty(shape, dtype=dt)
-        return torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(dt).reshape(shape)
+def _untag(obj: Any) -> Any:
+    """A request as the worker reads it: tagged floats (in a launch record that the parent forwards to the compile
+    worker) become floats again."""
+    if isinstance(obj, tuple) and len(obj) == 2 and obj[0] == _FLOAT and isinstance(obj[1], str):
+        try:
+            return float(obj[1])
+        except ValueError:
+            return obj
     if isinstance(obj, dict):
-        return {_unpack(k): _unpack(v) for k, v in obj.items()}
+        return {k: _untag(v) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_unpack(v) for v in obj]
+        return [_untag(v) for v in obj]
     if isinstance(obj, tuple):
-        return tuple(_unpack(v) for v in obj)
+        return tuple(_untag(v) for v in obj)
     return obj
 
 
-class timing_parent:
-    """The parent's end of a *timing* worker's pipe. Requests go out in multiprocessing's own format (the worker
-    reads them; what it runs is its own business); replies come back in the b"R" format and are read with the
-    no-globals unpickler, so a reply forged by code in the worker is data or refused, never code.
-
-    Why not `wire`'s send/recv here too: with them the students' requests cost up to 0.13 ms per call more than the
-    baselines', past the wall-clock check's slack (docs/PERF_NOTES.md, runs 25-27), while multiprocessing's format
-    did not. The b"R" replies keep the reply path as cheap as that format (no torch.save, no fd passing).
-    """
+class correctness_worker:
+    """A correctness (or compile) worker's end: requests as `dumps` wrote them, replies in the b"R" format."""
 
     @staticmethod
     def send(conn: Any, obj: Any) -> None:
-        conn.send(obj)
+        conn.send_bytes(reply_bytes(obj))
 
     @staticmethod
     def recv(conn: Any) -> Any:
-        return loads(conn.recv_bytes())
+        return recv(conn)
 
 
 class timing_worker:
-    """The worker's end of a timing pipe (see timing_parent)."""
+    """A timing worker's end: requests in multiprocessing's format (grader/wire.py `timing_parent.send`: see there
+    why), replies in the b"R" format like every worker's."""
 
     @staticmethod
     def send(conn: Any, obj: Any) -> None:
-        conn.send_bytes(b"R" + pickle.dumps(_pack(plain(obj)), protocol=pickle.HIGHEST_PROTOCOL))
+        conn.send_bytes(reply_bytes(obj))
 
     @staticmethod
     def recv(conn: Any) -> Any:

@@ -446,6 +446,19 @@ def spin_wait(conn: Any, seconds: float) -> bool:
     return False
 
 
+_ERROR_LINE_MAX = 2000  # characters of an error reply's line; its detail keeps its last _ERROR_DETAIL_MAX
+_ERROR_DETAIL_MAX = 16000  # (both far below the 64 KiB per string that the parent accepts: grader/wire.py)
+
+
+def _error(line: str, detail: str) -> tuple[str, str, str]:
+    """An error reply, its texts capped: a submission's exception message or traceback can be any size."""
+    if len(line) > _ERROR_LINE_MAX:
+        line = line[:_ERROR_LINE_MAX] + " [...]"
+    if len(detail) > _ERROR_DETAIL_MAX:
+        detail = "[...]\n" + detail[-_ERROR_DETAIL_MAX:]
+    return ("error", line, detail)
+
+
 def main(conn: Any, device: str, timing: bool = False, compile_only: bool = False) -> None:
     """Entry point of the spawned child. compile_only: a CPU worker for grader/gpucompile.py, which imports the
     submission with Triton's compiler instead of its interpreter (even if the parent's environment sets it)."""
@@ -472,12 +485,13 @@ def main(conn: Any, device: str, timing: bool = False, compile_only: bool = Fals
         interpcheck.install()  # out-of-bounds loads and stores fail their case instead of corrupting this process
     from . import wire as data_wire  # imports torch: only once privileges are dropped and the interpreter switch is set
 
-    wire = data_wire.timing_worker if timing else data_wire  # as the parent's Sandbox chose (see grader/wire.py)
+    # Every reply in the b"R" format; requests as the parent's Sandbox sends them (see grader/wire.py).
+    wire = data_wire.timing_worker if timing else data_wire.correctness_worker
 
     try:
         w = Worker(device, timing)
     except Exception as e:
-        wire.send(conn, ("error", f"worker could not start: {type(e).__name__}: {e}", traceback.format_exc()))
+        wire.send(conn, _error(f"worker could not start: {type(e).__name__}: {e}", traceback.format_exc()))
         return
     wire.send(conn, ("ok", "ready"))
     while True:
@@ -491,8 +505,8 @@ def main(conn: Any, device: str, timing: bool = False, compile_only: bool = Fals
             value = getattr(w, cmd)(payload)
             wire.send(conn, ("ok", value))
         except UserError as e:
-            wire.send(conn, ("error", str(e), ""))
+            wire.send(conn, _error(str(e), ""))
         except Exception as e:
-            wire.send(conn, ("error", *explain(e, traceback.format_exc(), w.source)))
+            wire.send(conn, _error(*explain(e, traceback.format_exc(), w.source)))
         if w.spin_s:
             spin_wait(conn, w.spin_s)
