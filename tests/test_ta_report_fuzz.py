@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import csv
 import io
-import itertools
 import json
 import math
 import tempfile
@@ -22,14 +21,15 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from hypothesis import HealthCheck, given, settings  # a test dependency (noxfile TEST_DEPS, constraints.txt)
+# hypothesis: a test dependency (noxfile TEST_DEPS, constraints.txt)
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grader import tareport
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "h200_staff_results.json"
 GOOD = json.loads(FIXTURE.read_text())
-FUZZ = settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
 # Values chosen to break readers: huge and tiny numbers, wrong types, long strings, deep nesting.
 NASTY: list[Any] = [
@@ -179,8 +179,9 @@ def test_the_nastiest_valid_files_still_get_charts():
     """Extremes the schema allows (points at 1e6 and at 1e-300, speedups at 1e18, a max_score of 5e-324): read,
     charted (where matplotlib is installed) and written, alone and beside a good student. Found a bug, since fixed:
     a class whose largest max_score was 5e-324 made the score histogram divide by zero."""
-    for (score, mx, speedup), alone in itertools.product(
-        ((1e6, 1e6, 1e18), (-1e6, 1e-300, 5e-324), (0.0, 5e-324, 1e-300), (3.0, -5.0, 0.0)), (True, False)
+    for score, mx, speedup, alone in (
+        (1e6, 1e6, 1e18, True), (-1e6, 1e-300, 5e-324, True), (0.0, 5e-324, 1e-300, True), (0.0, 5e-324, 1e-300, False),
+        (3.0, -5.0, 0.0, True),
     ):
         doc = copy.deepcopy(GOOD)
         doc["score"], doc["max_score"] = score, mx
