@@ -22,6 +22,7 @@ import html
 import io
 import json
 import math
+import os
 import reprlib
 import statistics
 from dataclasses import dataclass, field
@@ -170,11 +171,13 @@ def _schema_reason(err: Any) -> str:
     return f"{_where(err.absolute_path)}: {what}"
 
 
-def parse_results(raw: bytes) -> dict[str, Any]:
+def parse_results(raw: bytes, size: int | None = None) -> dict[str, Any]:
     """A results.json's bytes -> its dict, or BadResults naming what is wrong. Never anything else: strict JSON,
-    bounded size, depth, numbers and strings, then grader/results.schema.json."""
-    if len(raw) > MAX_FILE_BYTES:
-        raise BadResults(f"{len(raw) / 2**20:.1f} MiB, over the {MAX_FILE_BYTES // 2**20} MiB a results.json may be")
+    bounded size, depth, numbers and strings, then grader/results.schema.json. size: the file's, when raw is only
+    its first MAX_FILE_BYTES + 1 bytes."""
+    size = max(size or 0, len(raw))
+    if size > MAX_FILE_BYTES:
+        raise BadResults(f"{size / 2**20:.1f} MiB, over the {MAX_FILE_BYTES // 2**20} MiB a results.json may be")
     if not raw.strip():
         raise BadResults("empty file")
     try:
@@ -212,11 +215,12 @@ def _load_one(path: Path, root: Path, key: bytes | None = None) -> Submission | 
     rel = _rel(path, root)
     try:
         with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
             raw = f.read(MAX_FILE_BYTES + 1)  # a larger file is refused without reading it all
     except OSError as e:
         return Unreadable(rel, f"cannot read: {e.strerror or e}")
     try:
-        data = parse_results(raw)
+        data = parse_results(raw, size)
     except BadResults as e:
         return Unreadable(rel, str(e))
     sub = Submission(_student_id(data, path, root), rel, data)
