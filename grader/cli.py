@@ -1,5 +1,7 @@
 """Command line: `python -m grader grade|autograde|bench|report ...`. Exit 0 when grading completed (whatever the
-score), 2 when the grader itself cannot run, with one line on stderr saying why.
+score), 2 when the grader cannot run (bad arguments, spec or folders), with one line on stderr saying why, and 3
+when the grader itself failed while grading (a worker died before any submission code ran): then no results.json
+is written, because nothing in it would be the submission's grade.
 
 After results.json, grade/autograde/bench also write the student's report.md and report.html beside it; a failure
 there prints one line and changes nothing else. `report DIR` writes the TA's grades.csv and class_summary.html."""
@@ -14,10 +16,11 @@ from rich.console import Console
 
 from . import keyfile, report, signing
 from .pipeline import GraderError, Options, grade
-from .sandbox import become_subreaper, make_undumpable, reap_strays
+from .sandbox import GraderFault, become_subreaper, make_undumpable, reap_strays
 from .spec import SpecError, find_problem, load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
+EXIT_OK, EXIT_USAGE, EXIT_GRADER_FAULT = 0, 2, 3  # 0: graded (whatever the score); 2: cannot run; 3: grader fault
 AUTOGRADE_KEY = Path("/autograder/secret/grader_key")  # Gradescope's staff-only folder; the container passes its own
 
 
@@ -113,6 +116,13 @@ def main(argv: list[str] | None = None) -> int:
     except (SpecError, GraderError) as e:
         print(f"grader error: {e}", file=sys.stderr)  # one line, never wrapped (rich would wrap at 80 in CI)
         return 2
+    except GraderFault as e:
+        # Not the submission's doing: no results.json that would read as its grade. Gradescope shows a missing
+        # results.json as an autograder failure, and a batch retries the task (exit code EXIT_GRADER_FAULT).
+        print(f"grader fault (not the submission's): {e.line}", file=sys.stderr)
+        if e.detail:
+            print(e.detail, file=sys.stderr)
+        return EXIT_GRADER_FAULT
     if args.command == "bench":
         report.print_bench(g)
     else:

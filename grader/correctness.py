@@ -21,6 +21,17 @@ from .sandbox import Sandbox, WorkerFailure
 from .spec import Case, Implementation, Problem
 
 MAX_RESTARTS = 3
+MAX_HANGS = 2  # cases that may hang (each costs its own limit) before the rest of the part is given up
+CASE_FLOOR_S = 20.0  # a case's limit once others passed: this much (a worker's restart, a JIT) plus ...
+CASE_FACTOR = 20.0  # ... this many times the slowest passed case so far
+
+
+def _case_limit(limit_s: float, passed_s: list[float]) -> float:
+    """The time limit of the next case: the spec's `case_s` until a case passed, then a multiple of the slowest
+    passed case plus a floor, so that a hang costs seconds, not the spec's generous first-call allowance."""
+    if not passed_s:
+        return limit_s
+    return min(limit_s, CASE_FLOOR_S + CASE_FACTOR * max(passed_s))
 STICKY_CUDA_ERROR = re.compile(
     r"illegal (memory )?(access|address|instruction)|unspecified launch failure|device-side assert|"
     r"misaligned address|cudaErrorIllegal|cudaErrorLaunchFailure|CUDA error", re.IGNORECASE
@@ -70,6 +81,12 @@ def check_case(
     meta = reply["meta"]
     if meta.get("type") != "Tensor":
         return check.Verdict(False, f"returned {meta.get('type')}, expected a torch.Tensor")
+    if not meta.get("plain", False):
+        why = (f"a {meta.get('subclass')} (a subclass of torch.Tensor)" if meta.get("subclass")
+               else "a tensor while a torch function or dispatch mode was active" if meta.get("modes")
+               else "a tensor that requires grad")
+        return check.Verdict(False, f"returned {why}: return a plain torch.Tensor, computed by your kernel before the "
+                             "function returns")
     v = check.check_meta(meta, shape=problem.out_shape(case.shape), dtype=case.dtype, device_type=torch.device(device).type)
     if not v.ok:
         return v
@@ -107,7 +124,8 @@ def run_correctness(
         if c not in runnable:
             results.append(_test(impl, c, 0.0, SKIPPED, "skipped: this case runs only on a GPU (too slow for the Triton interpreter)"))
     deadline = time.monotonic() + problem.limits.correctness_s
-    restarts = 0
+    restarts = hangs = 0
+    case_seconds: list[float] = []  # how long the passed cases took: a later case's time limit scales with them
     case_violations: list[str] = []  # from the host-op profile of every correctness call
     box: Sandbox | None = None
     load_error: str | None = None
@@ -146,7 +164,7 @@ def run_correctness(
             payload = {"base": base.clone(), "cols": case.shape[-1], "out_numel": _numel(problem.out_shape(case.shape))}
             t0 = time.monotonic()
             try:
-                budget = min(problem.limits.case_s, deadline - time.monotonic())
+                budget = min(_case_limit(problem.limits.case_s, case_seconds), deadline - time.monotonic())
                 reply = box.request("run", payload, timeout_s=max(1.0, budget), what=f"case {case.name}")
             except WorkerFailure as e:
                 msg = e.line + (f"\n{e.detail}" if e.detail else "")
@@ -157,10 +175,20 @@ def run_correctness(
                     box.close()
                     e.fatal = True
                 if e.fatal:
+                    # A hang or crash costs this case: a fresh worker takes the rest. Only a worker that keeps
+                    # dying, or one that hangs again, stops the part (the stage's own limit bounds the total).
                     box = None
                     restarts += 1
-                    if "timed out" in e.line or restarts > MAX_RESTARTS:
-                        load_error = f"not run: an earlier case {'hung' if 'timed out' in e.line else 'crashed the process repeatedly'} ({case.name})"
+                    hung = getattr(e, "reason", "timeout" if "timed out" in e.line else "crash") == "timeout"
+                    hangs += hung
+                    if restarts > MAX_RESTARTS or hangs > MAX_HANGS:
+                        load_error = f"not run: earlier cases {'hung' if hung else 'crashed the process'} repeatedly (last: {case.name})"
+                continue
+            if isinstance(reply, dict) and "raised" in reply and not _malformed_raised(reply):
+                # The call raised: the case fails, and the ATen ops it ran before raising still count.
+                line, detail = reply["raised"]
+                results.append(_test(impl, case, 0.0, FAILED, line + (f"\n{detail}" if detail else "")))
+                case_violations += _call_violations(impl.kind, case, reply, False, payload["out_numel"])
                 continue
             bad = _malformed_run_reply(reply)
             if bad:
@@ -174,6 +202,8 @@ def run_correctness(
             verdict = check_case(problem, case, reply, base, ref, device)
             case_violations += _call_violations(impl.kind, case, reply, verdict.ok, payload["out_numel"])
             state = PASSED if verdict.ok else FAILED
+            if verdict.ok:
+                case_seconds.append(time.monotonic() - t0)
             results.append(
                 _test(impl, case, case.points if verdict.ok else 0.0, state, verdict.text(),
                       max_abs_err=verdict.max_abs_err, max_rel_err=verdict.max_rel_err, seconds=round(time.monotonic() - t0, 3))
@@ -189,6 +219,16 @@ def run_correctness(
     order = {c.name: i for i, c in enumerate(cases)}
     results.sort(key=lambda r: order.get(r.extra.get("case", ""), len(order)))
     return results
+
+
+def _malformed_raised(r: dict) -> str:
+    """'' when r is a well-formed "the call raised" reply (see Worker.run)."""
+    raised = r.get("raised")
+    if not (isinstance(raised, list) and len(raised) == 2 and all(isinstance(x, str) for x in raised)):
+        return "'raised' is not [line, detail]"
+    if not (isinstance(r.get("ops", []), list) and all(isinstance(o, str) for o in r.get("ops", []))):
+        return "'ops' is not a list of names"
+    return ""
 
 
 def _malformed_run_reply(r: object) -> str:
@@ -220,36 +260,49 @@ def _kernel_check(
     problem: Problem, target: Target, box: Sandbox | None, runnable: list[Case], secret: int, deadline: float, passed: set,
     case_violations: list[str] = (),
 ) -> TestResult:
-    """Profile one call on a strided case and classify the kernels it launched (grader/kernelcheck.py).
+    """Profile one call on a case the part passed, and classify what ran (grader/kernelcheck.py).
 
-    The largest strided case is used, so that even a kernel with a wrong grid launches something. "No kernel of
-    yours ran" forfeits the part only when that case was answered correctly: right answers without the
-    kernel are a cheat, wrong answers without it are a bug the correctness cases already charge for."""
+    A passed case is used (the largest strided one, else the largest passed one), so the profiled call is one the
+    submission answered right. The check fails closed: if that call raises, hangs, crashes the worker or answers
+    with a malformed reply, the part is forfeit, as when PyTorch did the work: an honest kernel that passed a case
+    runs it again without trouble."""
     impl = target.impl
     name = f"{impl.name} / kernel check"
-    pick = [c for c in runnable if c.pad and c.dist == "normal"] or [c for c in runnable if 0 not in c.shape]
+    ok = [c for c in runnable if c.name in passed and 0 not in c.shape]
+    pick = [c for c in ok if c.pad and c.dist == "normal"] or ok
     if not pick:
-        return TestResult(name, impl.name, "checks", 0.0, 0.0, SKIPPED, "no case to profile")
+        text = "no case passed, so there is no call to profile (nothing to forfeit)"
+        if case_violations:
+            text = "\n".join("VIOLATION: " + v for v in dict.fromkeys(case_violations)) + "\n" + text
+        return TestResult(name, impl.name, "checks", 0.0, 0.0, FAILED if case_violations else SKIPPED, text,
+                          {"forfeit": bool(case_violations), "violations": list(dict.fromkeys(case_violations))})
     case = max(pick, key=lambda c: _numel(c.shape))
+
+    def closed(why: str) -> TestResult:
+        return TestResult(name, impl.name, "checks", 0.0, 0.0, FAILED,
+                          f"VIOLATION: {why}\nthe kernel check fails closed: a call the part had answered right must "
+                          f"run again under the profiler (profiled {case.name})", {"forfeit": True, "violations": [why]})
+
     try:
         if box is None or not box.alive:
             box = Sandbox(box.device if box else "cpu")
+            box.request("load", target.payload(problem), timeout_s=max(1.0, deadline - time.monotonic()), what="loading the submission")
         x = inputs.make_input(case, "cpu", secret)
         base = x._base if x._base is not None else x
         r = box.request("kernels", {"base": base.contiguous(), "cols": case.shape[-1]}, timeout_s=max(1.0, deadline - time.monotonic()), what="the kernel check")
     except WorkerFailure as e:
-        return TestResult(name, impl.name, "checks", 0.0, 0.0, FAILED, f"could not profile: {e.line}", {"forfeit": False})
+        return closed(f"the profiled call failed: {e.line}")
     names = ("ops", "kernels", "jit_names")
     if not (isinstance(r, dict) and all(isinstance(r.get(k), list) and all(isinstance(v, str) for v in r[k]) for k in names)
-            and (r.get("triton_launches") is None or type(r.get("triton_launches")) is int)):
-        return TestResult(name, impl.name, "checks", 0.0, 0.0, FAILED,
-                          "could not profile: the worker sent a malformed reply (was the result pipe tampered with?)", {"forfeit": True})
-    rep = kernelcheck.classify(impl.kind, r["ops"], r["kernels"], r["jit_names"], r.get("triton_launches"))
-    if case.name not in passed:
-        # Only PyTorch doing the math is a cheat whatever the answer; "nothing of yours ran" is one only if right.
-        keep = [v for v in rep.violations if v.startswith("PyTorch computed") or v.startswith("a PyTorch compute")]
-        rep.warnings += [v + f" (not forfeit: {case.name} was wrong anyway)" for v in rep.violations if v not in keep]
-        rep.violations = keep
+            and (r.get("triton_launches") is None or type(r.get("triton_launches")) is int)
+            and all(isinstance(v, str) for v in r.get("runtime", []))):
+        return closed("the worker sent a malformed reply (was the result pipe tampered with?)")
+    rep = kernelcheck.classify(impl.kind, r["ops"], r["kernels"], r["jit_names"], r.get("triton_launches"),
+                               runtime=list(r.get("runtime", [])), device_profiled=box.device == "cuda")
+    if "raised" in r:
+        raised = r["raised"]
+        line = raised[0] if isinstance(raised, list) and raised and isinstance(raised[0], str) else "an error"
+        rep.violations.append(f"the profiled call raised: {line}")
     rep.violations += list(dict.fromkeys(case_violations))[:5]  # every correctness call was profiled too
     return TestResult(
         name, impl.name, "checks", 0.0, 0.0, PASSED if rep.ok else FAILED, rep.text() + f"\n(profiled one call on {case.name})",

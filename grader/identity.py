@@ -41,7 +41,7 @@ MAX_SUBMISSION_BYTES = 16 * 1024 * 1024
 # Environment variables a worker may inherit (everything else, the secret included, stays in the parent).
 _PASS_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
              "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH",
-             "TRITON_INTERPRET", "OMP_NUM_THREADS", "SYSTEMROOT")
+             "OMP_NUM_THREADS", "SYSTEMROOT")
 
 
 @dataclass
@@ -103,7 +103,9 @@ def pick_identity(env_uid: str | None = None) -> Identity:
 
 def worker_env(home: Path | None, pythonpath: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     """A fresh environment for a worker: a short allow-list from ours, caches and temp files under `home`."""
-    env = {k: os.environ[k] for k in _PASS_ENV if k in os.environ}
+    # GRADER_PASS_ENV: more names a course (or the grader's tests) passes to workers, comma-separated.
+    extra_names = [n.strip() for n in os.environ.get("GRADER_PASS_ENV", "").split(",") if n.strip()]
+    env = {k: os.environ[k] for k in (*_PASS_ENV, *extra_names) if k in os.environ and not k.startswith("GRADER_")}
     env.update({"PYTHONPATH": str(pythonpath), "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
                 "PYTHONSAFEPATH": "1", "PYTHONUNBUFFERED": "1"})
     if home is not None:

@@ -15,17 +15,19 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-# Host-side ATen ops that move or describe memory but compute nothing. Anything else is compute.
-MEMORY_OPS = {
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "view", "reshape", "_reshape_alias",
-    "as_strided", "slice", "select", "narrow", "copy_", "set_", "contiguous", "clone", "detach", "alias",
-    "unsqueeze", "squeeze", "expand", "permute", "transpose", "t", "to", "_to_copy", "lift_fresh",
-    "resolve_conj", "resolve_neg", "item", "_local_scalar_dense", "zeros", "zeros_like", "fill_", "zero_",
-    "flatten", "unflatten", "chunk", "split", "split_with_sizes", "unbind", "full", "full_like", "new_zeros",
-    "new_full", "record_stream", "is_nonzero", "_unsafe_view", "unfold", "view_as", "expand_as", "empty_permuted",
-}
+from .child.kernelnames import MEMORY_OPS
+
 ATEN_KERNEL = re.compile(r"\bat::|\bat_cuda_detail|cub::|cutlass|cublas|gemm|nvjet", re.IGNORECASE)
 ATEN_MEMORY_KERNEL = re.compile(r"copy|fill|memset|memcpy|Memcpy|Memset|CatArrayBatched", re.IGNORECASE)
+# Device activity that is a copy engine's, not a kernel's ("Memcpy DtoH (Device -> Pageable)", "Memset (Device)").
+COPY_ACTIVITY = re.compile(r"^(Memcpy|Memset)\b", re.IGNORECASE)
+HOST_TRANSFER = re.compile(r"^Memcpy (HtoD|DtoH|HtoH)\b|Pageable|Pinned|Managed", re.IGNORECASE)
+# Runtime/driver calls that give a kernel host memory to work in, or move data to the host: the work then happens
+# on the CPU, and a kernel only copies.
+HOST_MEMORY_API = re.compile(
+    r"^(cudaHostAlloc|cudaMallocHost|cudaHostRegister|cudaMallocManaged|cudaHostGetDevicePointer|cudaMemPrefetchAsync|"
+    r"cuMemHostAlloc|cuMemAllocHost|cuMemHostRegister|cuMemAllocManaged|cuMemHostGetDevicePointer|cuMemPrefetchAsync|"
+    r"cuMemcpyDtoH\w*|cuMemcpyHtoD\w*)$")
 
 
 @dataclass
@@ -56,10 +58,22 @@ def short(name: str, width: int = 90) -> str:
     return name if len(name) <= width else name[: width - 3] + "..."
 
 
-def classify(kind: str, ops: list[str], kernels: list[str], jit_names: list[str], triton_launches: int | None = None) -> KernelReport:
-    """kind: "triton" | "cuda". ops: host ATen op names (without "aten::"). jit_names: the student's
-    @triton.jit function names (Triton kernels launch under those names)."""
+def classify(kind: str, ops: list[str], kernels: list[str], jit_names: list[str], triton_launches: int | None = None,
+             runtime: list[str] | None = None, device_profiled: bool = False) -> KernelReport:
+    """kind: "triton" | "cuda". ops: host ATen op names (without "aten::"). kernels: device activity (kernels and
+    copies). jit_names: the student's @triton.jit function names (Triton kernels launch under those names).
+    runtime: CUDA runtime/driver calls seen on the host. device_profiled: the call ran on a GPU under the device
+    profiler, so an empty kernel list means no kernel ran (on a CPU it means nothing)."""
+    transfers = sorted({k for k in kernels if COPY_ACTIVITY.match(k) and HOST_TRANSFER.search(k)})
+    host_api = sorted({r for r in runtime or [] if HOST_MEMORY_API.match(r)})
+    kernels = [k for k in kernels if not COPY_ACTIVITY.match(k)]
     rep = KernelReport(kernels=[short(k) for k in kernels], triton_launches=triton_launches)
+    if transfers:
+        rep.violations.append("data moved between host and device memory during the call (" + ", ".join(short(t, 50) for t in transfers[:3])
+                              + "): the work must be done on the GPU by your kernel, not on the CPU")
+    if host_api:
+        rep.violations.append("the call used host memory through the CUDA API (" + ", ".join(host_api[:4])
+                              + "): the work must be done on the GPU by your kernel, in device memory")
     compute_ops = sorted({o for o in ops if o not in MEMORY_OPS})
     if compute_ops:
         rep.violations.append(
@@ -88,6 +102,7 @@ def classify(kind: str, ops: list[str], kernels: list[str], jit_names: list[str]
         rep.violations.append("no @triton.jit kernel of this file was launched during the call: the work was done some other way")
     elif kind == "triton" and kernels and jit_names and not any(k in jit_names for k in kernels):
         rep.violations.append("none of the device kernels is one of this file's @triton.jit functions")
-    if kind == "cuda" and kernels and all(ATEN_KERNEL.search(k) for k in kernels):
-        rep.violations.append("no kernel from your library ran")
+    if kind == "cuda" and (kernels or device_profiled) and all(ATEN_KERNEL.search(k) for k in kernels):
+        rep.violations.append("no kernel from your library ran on the GPU during the call (an empty or copy-only "
+                              "kernel list): the CUDA part must compute with its own __global__ kernel")
     return rep

@@ -140,6 +140,11 @@ def _grade(problem: Problem, opts: Options, device: str, scratch: identity.Scrat
         raise GraderError(f"--only {','.join(opts.only)} matches no implementation (choose from {', '.join(problem.implementations)})")
 
     targets: list[Target] = []
+    if opts.staff:
+        missing = [i.staff.name for i in impls if not i.staff.is_file()]
+        if missing:
+            raise GraderError(f"--staff: {', '.join(missing)} not in this install (the grading image has no staff "
+                              "solutions); grade them from a checkout of the repository")
     for impl in impls:
         src, display = _source(problem, impl, opts)
         if opts.staff and src.is_file():

@@ -66,6 +66,16 @@ class _Proc:
             pass
 
 
+class GraderFault(Exception):
+    """The grader itself failed (a worker died before any submission code ran, the trusted side broke): no grade
+    that blames the student is written; the CLI exits with EXIT_GRADER_FAULT and the real traceback."""
+
+    def __init__(self, line: str, detail: str = ""):
+        super().__init__(line)
+        self.line = line
+        self.detail = detail
+
+
 class WorkerFailure(Exception):
     """The child could not answer: timed out, crashed, or reported an error. str() is one line.
 
@@ -120,7 +130,12 @@ class Sandbox:
     def wait_ready(self, timeout_s: float) -> None:
         """Wait for the child's greeting (imports and CUDA initialisation done). Once; later calls return at once."""
         if not self.ready:
-            self.request(None, None, timeout_s=timeout_s, what="start")
+            try:
+                self.request(None, None, timeout_s=timeout_s, what="start")
+            except WorkerFailure as e:
+                # No submission code has run in this process yet: this is the grader's fault, not the student's.
+                raise GraderFault(f"a {'trusted' if self.trusted else 'submission'} worker failed to start, before "
+                                  f"any submission code ran: {e.line}", e.detail) from None
             self.ready = True
 
     def __enter__(self) -> Sandbox:

@@ -75,3 +75,42 @@ def grade_dir(problem, tmp_path_factory):
         return cache[key]
 
     return run
+
+
+def _blocked_ancestors(paths: list[Path]) -> list[Path]:
+    """Directories on the way to `paths` that other users cannot enter (no o+x)."""
+    import stat
+
+    out: list[Path] = []
+    for p in paths:
+        for d in [*reversed(p.resolve().parents)]:
+            try:
+                if not os.stat(d).st_mode & stat.S_IXOTH and d not in out:
+                    out.append(d)
+            except OSError:
+                pass
+    return out
+
+
+@pytest.fixture(scope="module")
+def separated():
+    """Grades in this session can run submission code as a separate uid (an official grade's condition).
+
+    Needs root. This machine's Python may live under a directory other users cannot enter (/root is 0700 on CI):
+    the fixture opens those directories for traversal only (o+x, no listing) for the module and restores them.
+    Skips when not root."""
+    import sys
+    import sysconfig
+
+    if not hasattr(os, "getuid") or os.getuid() != 0:
+        pytest.skip("needs root: only root can run submission code as another uid")
+    paths = [Path(sys.executable), Path(sysconfig.get_paths()["purelib"]), REPO_ROOT]
+    blocked = _blocked_ancestors(paths)
+    saved = {d: os.stat(d).st_mode for d in blocked}
+    for d in blocked:
+        os.chmod(d, saved[d] | 0o001)
+    try:
+        yield
+    finally:
+        for d, mode in saved.items():
+            os.chmod(d, mode)

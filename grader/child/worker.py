@@ -21,6 +21,18 @@ from typing import Any, Callable, Iterator
 # Trusted clocks, taken before any student import (a submission may patch the time module later).
 _perf_counter = time.perf_counter
 _monotonic = time.monotonic
+_RUNTIME_CALL = re.compile(r"^(cuda|cu)[A-Z]\w*$")  # cudaLaunchKernel, cudaMemcpyAsync, cuMemHostAlloc, ...
+_SNAPSHOT_MARK = "grader::snapshot:" + os.urandom(8).hex()
+_TENSOR: Any = None  # torch.Tensor, bound in Worker() before any student import
+_EMPTY_LIKE: Any = None
+_COPY: Any = None
+
+
+def _clone_to_cpu(out: Any) -> Any:
+    """A CPU copy of a contiguous tensor's memory, with functions bound before the submission was imported."""
+    dst = _EMPTY_LIKE(out, device="cpu")
+    _COPY(dst, out)
+    return dst
 
 
 def _tail(tb: str, lines: int = 12) -> str:
@@ -53,6 +65,13 @@ def _student_line(chain: list[BaseException], source: str | None) -> str:
         if frames:
             return f", at {os.path.basename(source)} line {frames[-1].lineno}"
     return ""
+
+
+def explain_error(e: BaseException, tb: str, source: str | None = None) -> tuple[str, str]:
+    """`explain`, for a reply: a UserError is its own one line."""
+    if isinstance(e, UserError):
+        return str(e), ""
+    return explain(e, tb, source)
 
 
 def explain(e: BaseException, tb: str, source: str | None = None) -> tuple[str, str]:
@@ -89,6 +108,8 @@ class Worker:
     def __init__(self, device: str, timing: bool = False):
         import torch
 
+        global _TENSOR, _EMPTY_LIKE, _COPY
+        _TENSOR, _EMPTY_LIKE, _COPY = torch.Tensor, torch.empty_like, torch.Tensor.copy_
         self.torch = torch
         self.device = torch.device(device)
         self.fn: Callable[[Any], Any] | None = None
@@ -212,74 +233,125 @@ class Worker:
             self.fn.poison = on
 
     def run(self, p: dict[str, Any]) -> dict[str, Any]:
-        """Run one correctness case twice on the same input; return both outputs and the input afterwards."""
-        torch = self.torch
+        """Run one correctness case twice on the same input; return both outputs and the input afterwards.
+
+        Each output is checked and copied (a snapshot of its memory) while the call's profiler is still on: an
+        output must be a plain torch.Tensor with no torch function or dispatch mode active, so nothing can compute
+        it later, when the grader reads it, and work a background thread does after the call is not in the copy.
+        An error in the call still reports the ATen ops seen until then ("raised"): the parent fails the case and
+        counts the ops, so raising after PyTorch did the work hides nothing."""
         self._poison(True)
         base = p["base"].to(self.device)
         x = base[..., : p["cols"]] if p["cols"] != base.shape[-1] else base
         out_nbytes = p["out_numel"] * base.element_size()
         outs, metas, secs, ops = [], [], [], set()
         launches = 0
+        raised: list[str] | None = None
         for _ in range(2):
             self._poison_allocator(out_nbytes)
             before = self.launches.count if self.launches else 0
             t0 = _perf_counter()
             # Every correctness call runs under the (cheap, host-only) profiler, so a submission that does the
             # work with PyTorch except when it sees a profiler gains nothing: it always sees one here.
-            with self._host_ops() as seen:
-                out = self._call(x)
-                self._sync()
+            with self._host_ops() as (seen, snapshot):
+                try:
+                    out = self._call(x)
+                    self._sync()
+                    meta = self._meta(out)
+                    copy = snapshot(out, meta)
+                except Exception as e:
+                    raised = list(explain_error(e, traceback.format_exc(), self.source))
             secs.append(_perf_counter() - t0)
             ops |= seen
             launches += (self.launches.count - before) if self.launches else 0
-            metas.append(self._meta(out))
-            outs.append(out)
-        for o in outs:
-            if not isinstance(o, torch.Tensor):
-                raise UserError(f"{self.name} returned {type(o).__name__}, expected a torch.Tensor")
-        return {
-            "outs": [o.detach().to("cpu") for o in outs],
-            "meta": metas[0],
-            "x_after": base.to("cpu"),
-            "seconds": secs,
-            "ops": sorted(ops),
-            "triton_launches": launches if self.launches else None,
-        }
+            if raised is not None:
+                break
+            metas.append(meta)
+            outs.append(copy)
+        reply = {"ops": sorted(ops), "triton_launches": launches if self.launches else None}
+        if raised is not None:
+            return {**reply, "raised": raised}
+        return {**reply, "outs": outs, "meta": metas[0], "x_after": base.to("cpu"), "seconds": secs}
 
     @contextlib.contextmanager
-    def _host_ops(self) -> Iterator[set[str]]:
-        """Names of the ATen ops called inside the block (host-side profiler; its stderr chatter muted)."""
-        from torch.profiler import ProfilerActivity, profile
+    def _host_ops(self) -> Iterator[tuple[set[str], Callable[[Any, dict[str, Any]], Any]]]:
+        """Names of the ATen ops called inside the block (host-side profiler, every thread; its stderr chatter
+        muted), and `snapshot(out, meta)`, the grader's copy of an output, taken inside the block. The memory ops
+        of that copy are not the submission's, and are left out; any compute op is counted wherever it ran."""
+        from torch.profiler import ProfilerActivity, profile, record_function
+
+        from .kernelnames import MEMORY_OPS
 
         seen: set[str] = set()
+        marks: list[bool] = []
+
+        def snapshot(out: Any, meta: dict[str, Any]) -> Any:
+            if meta.get("type") != "Tensor" or not meta.get("plain") or not meta.get("contiguous"):
+                return self.torch.empty(0)  # the parent fails the case on the meta; nothing to read
+            with record_function(_SNAPSHOT_MARK):
+                marks.append(True)
+                return _clone_to_cpu(out)
+
         with _stderr_muted(), profile(activities=[ProfilerActivity.CPU]) as prof:
-            yield seen
-        seen.update(e.name[len("aten::"):] for e in prof.events() if e.name.startswith("aten::"))
+            yield seen, snapshot
+        events = list(prof.events())
+        start = min((e.time_range.start for e in events if e.name == _SNAPSHOT_MARK), default=None)
+        for e in events:
+            if not e.name.startswith("aten::"):
+                continue
+            name = e.name[len("aten::"):]
+            if start is not None and e.time_range.start >= start and name in MEMORY_OPS:
+                continue
+            seen.add(name)
 
     def kernels(self, p: dict[str, Any]) -> dict[str, Any]:
-        """Profile one call: host ATen ops and device kernels (names, launch order)."""
+        """Profile one call: host ATen ops, device kernels (names, launch order), CUDA runtime/driver calls.
+
+        The warm-up call (JIT and autotuning happen there, outside the device profile) is watched by the host
+        profiler too. An error in either call is reported with the ops seen until then ("raised"), and the parent
+        fails the check closed."""
         from torch.profiler import ProfilerActivity, profile
 
         self._poison(False)  # profile the submission's launches, not the grader's NaN fill
         base = p["base"].to(self.device)
         x = base[..., : p["cols"]] if p["cols"] != base.shape[-1] else base
-        self._call(x)  # compile/JIT outside the profile
-        self._sync()
+        ops: set[str] = set()
+        with self._host_ops() as (seen, _):
+            try:
+                self._call(x)  # compile/JIT outside the device profile
+                self._sync()
+                raised = None
+            except Exception as e:
+                raised = list(explain_error(e, traceback.format_exc(), self.source))
+        ops |= seen
+        if raised is not None:
+            return {"ops": sorted(ops), "kernels": [], "runtime": [], "jit_names": self.jit_names,
+                    "triton_launches": None, "raised": raised}
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.type == "cuda" else [])
         before = self.launches.count if self.launches else 0
+        raised = None
         with _stderr_muted(), profile(activities=acts) as prof:
-            self._call(x)
-            self._sync()
-        ops, kernels = set(), []
+            try:
+                self._call(x)
+                self._sync()
+            except Exception as e:
+                raised = list(explain_error(e, traceback.format_exc(), self.source))
+        kernels: list[str] = []
+        runtime: set[str] = set()
         for e in sorted(prof.events(), key=lambda e: e.time_range.start):
             dev = str(getattr(e, "device_type", "")).rsplit(".", 1)[-1]
-            if dev == "CUDA":
-                if not e.name.startswith(("cudaLaunch", "cuLaunch", "cudaMemcpy", "cudaStream", "cudaDeviceSynchronize")):
-                    kernels.append(e.name)
-            elif e.name.startswith("aten::"):
+            if e.name.startswith("aten::"):
                 ops.add(e.name[len("aten::"):])
+            elif _RUNTIME_CALL.match(e.name):
+                runtime.add(e.name)  # a CUDA runtime or driver API call, on the host
+            elif dev == "CUDA":
+                kernels.append(e.name)  # device activity: kernels, and memcpy/memset (classified by the parent)
         launched = (self.launches.count - before) if self.launches else None
-        return {"ops": sorted(ops), "kernels": kernels, "jit_names": self.jit_names, "triton_launches": launched}
+        out = {"ops": sorted(ops), "kernels": kernels[:1000], "runtime": sorted(runtime)[:200],
+               "jit_names": self.jit_names, "triton_launches": launched}
+        if raised is not None:
+            out["raised"] = raised
+        return out
 
     def launch_records(self, p: Any) -> list[dict[str, Any]]:
         """How this process launched the submission's @triton.jit kernels so far (interpreter only)."""
@@ -349,8 +421,13 @@ class Worker:
         torch = self.torch
         if not isinstance(out, torch.Tensor):
             return {"type": type(out).__name__}
+        modes = torch._C._len_torch_function_stack() + torch._C._len_torch_dispatch_stack()
         return {
             "type": "Tensor",
+            # A subclass, or an active torch function/dispatch mode, could compute values when they are read.
+            "plain": type(out) is _TENSOR and modes == 0 and not out.requires_grad,
+            "subclass": type(out).__name__ if type(out) is not _TENSOR else "",
+            "modes": int(modes),
             "shape": list(out.shape),
             "dtype": str(out.dtype).replace("torch.", ""),
             "device_type": out.device.type,
