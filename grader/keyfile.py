@@ -3,7 +3,7 @@
 Why a file of random bits, and nothing weaker:
 - The key signs results.json (grader/signing.py) and is mixed into every input (grader/inputs.py). It used to be a
   SHA-256 of an integer seed: a student holding one signed results.json could try every plausible integer offline
-  until one reproduced the signature, then sign a forged 76/76 (tests/exploits/key_bruteforce). 256 bits from
+  until one reproduced the signature, then sign a forged 76/76 (tests/test_keys.py does it). 256 bits from
   `secrets.token_bytes` leave nothing to enumerate.
 - It is read only from a file, never from the environment: any process of the same user reads another's
   /proc/<pid>/environ. A GRADER_SECRET_SEED left in the environment is removed and refused.
