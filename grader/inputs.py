@@ -11,7 +11,7 @@ import hashlib
 
 import torch
 
-from .child.inputs import SPECIALS, TORCH_DTYPES, make_input_seeded  # noqa: F401  (re-exported)
+from .child.inputs import SPECIALS, TORCH_DTYPES, digest_weights, make_input_seeded  # noqa: F401  (re-exported)
 from .spec import Case
 
 

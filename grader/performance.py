@@ -20,7 +20,7 @@ import math
 import os
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 import torch
@@ -237,7 +237,9 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
     in_bytes = math.prod(case.shape) * torch.tensor([], dtype=inputs.TORCH_DTYPES[case.dtype]).element_size()
     seeds = [inputs.mix_seed(case.seed, secret, f"perf{k}") for k in range(n_sets(in_bytes))]
     live_boxes = [w for w, b in boxes.items() if b is not None and w not in dead]
-    setup_p = {"case": asdict(case), "seeds": seeds, "warmup_ms": 200, "spin_s": spin_budget(len(live_boxes), _cpus())}
+    digest_seed = inputs.mix_seed(case.seed, secret, "digest")
+    setup_p = {"case": asdict(case), "seeds": seeds, "warmup_ms": 200, "spin_s": spin_budget(len(live_boxes), _cpus()),
+               "n_out": n_out, "digest_seed": digest_seed}
     names = {"baselines": list(problem.baselines)} | {t.impl.name: [t.impl.name] for t in targets}
     setup_info: dict[str, Any] = {}
     t_case = time.monotonic()
@@ -277,7 +279,7 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
     for _ in range(1, case.setups):
         setup_workers()
         data = data.pooled(timed_rounds(units))
-    event, host, overhead_ms, checks = data.event, data.host, data.overhead_ms, data.checks
+    event, host, overhead_ms, checks, sums = data.event, data.host, data.overhead_ms, data.checks, data.digests
     rnd, why = data.rounds, data.why
 
     # The wall-clock check, confirmed before it costs anything: an implementation whose requests took longer
@@ -313,6 +315,7 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
         still = []
         for n in pending:
             checks[n] += again.checks.get(n, [])
+            sums[n] += again.digests.get(n, [])
             if not again.event.get(n):  # it died while re-timed: the pass before stands, flag and all
                 continue
             event[n], host[n], overhead_ms[n] = again.event[n], again.host[n], again.overhead_ms[n]
@@ -326,6 +329,12 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
     # Verification happens after the rounds, so the parent's own GPU work never overlaps a timed call.
     t_verify = time.monotonic()
     verified = {n: _verify(problem, case, checks[n], ref, device, secret) for n in event if checks[n]}
+    weights = inputs.digest_weights(n_out, digest_seed, device) if any(sums.values()) else None
+    expect: dict[tuple[int, float], tuple[float, float]] = {}  # the truth's checksum per (set, scale), shared
+    for n in event:
+        if verified.get(n, (False,))[0] and weights is not None:
+            verified[n] = _verify_digests(case, sums[n], weights, ref, device, secret, verified[n][1], expect)
+    weights = None
 
     base_ms = {n: stats.summarize(event[n]).median for n in problem.baselines if event[n]}
     th = score.thresholds(perf.curve, perf.margin, base_ms)
@@ -424,6 +433,7 @@ class _Rounds:
     checks: dict[str, list[tuple[int, float, torch.Tensor, Any]]]
     rounds: int
     why: str
+    digests: dict[str, list[tuple[int, float, float]]] = field(default_factory=dict)  # (set, scale, checksum) per call
 
     def pooled(self, other: _Rounds) -> _Rounds:
         """Both passes' samples together (another setup's rounds of the same functions)."""
@@ -431,14 +441,16 @@ class _Rounds:
             return {n: a.get(n, []) + b.get(n, []) for n in {**a, **b}}
 
         return _Rounds(cat(self.event, other.event), cat(self.host, other.host), cat(self.overhead_ms, other.overhead_ms),
-                       cat(self.checks, other.checks), self.rounds + other.rounds, f"{self.why}; then {other.why}")
+                       cat(self.checks, other.checks), self.rounds + other.rounds, f"{self.why}; then {other.why}",
+                       cat(self.digests, other.digests))
 
 
 def _timed_rounds(units: list[tuple[str, str]], boxes: dict[str, Any], dead: dict[str, str], names: dict[str, list[str]],
                   rule: stats.StopRule, rng: random.Random, n_out: int, last_k: dict[str, int], limit: float, case_name: str, sets: int = MIN_SETS) -> _Rounds:
     """Round-robin over (worker, function) units, rotated each round, until the stop rule holds."""
     fns = [n for _, n in units]
-    out = _Rounds({n: [] for n in fns}, {n: [] for n in fns}, {n: [] for n in fns}, {n: [] for n in fns}, 0, "")
+    out = _Rounds({n: [] for n in fns}, {n: [] for n in fns}, {n: [] for n in fns}, {n: [] for n in fns}, 0, "",
+                  {n: [] for n in fns})
     t_start = time.monotonic()
     rnd = 0
     while True:
@@ -465,6 +477,7 @@ def _timed_rounds(units: list[tuple[str, str]], boxes: dict[str, Any], dead: dic
                 continue
             out.event[n] += r[n]["event_ms"]
             out.host[n] += r[n]["host_ms"]
+            out.digests[n] += [(k, s, float(d)) for (k, s), d in zip(plan, r[n]["digest"])]
             for (j, k, s, idx), sample in zip(want, got[n]):
                 out.checks[n].append((k, s, idx, sample))
         rnd += 1
@@ -483,7 +496,7 @@ def _is_round_reply(r: Any, name: str, calls: int) -> bool:
     return all(
         isinstance(d.get(k), list) and len(d[k]) == calls and all(type(v) in (int, float) and v == v and abs(v) != float("inf") for v in d[k])
         for k in ("event_ms", "host_ms")
-    )
+    ) and isinstance(d.get("digest"), list) and len(d["digest"]) == calls and all(type(v) in (int, float) for v in d["digest"])
 
 
 def _expect(ok: bool, what: str) -> None:
@@ -503,6 +516,36 @@ def _overhead(xs: list[float]) -> dict[str, Any]:
 
 def _median(xs: list[float]) -> float:
     return stats.summarize(xs).median if xs else 0.0
+
+
+# How far a timed output's checksum may be from the truth's, as a share of the checksum's natural scale
+# sqrt(sum((truth * w)^2)): rounding to the dtype moves it by about the dtype's relative precision (float32 2^-24,
+# float16 2^-11, bfloat16 2^-8) times that scale; an output that is wrong in 1% of its elements moves it by ~0.1.
+DIGEST_TOL = {"float32": 1e-4, "float16": 5e-3, "bfloat16": 2e-2}
+
+
+def _verify_digests(case: Case, sums: list[tuple[int, float, float]], weights: torch.Tensor, ref: Reference, device: str,
+                    secret: int, ok_text: str, expect: dict[tuple[int, float], tuple[float, float]]) -> tuple[bool, str]:
+    """Every timed call's checksum, taken by the worker right after the call, against the parent's truth for
+    that call's exact input. A kernel that only spins, with the answers produced later (when the samples are
+    asked for), fails here: what its output held when the call ended was not the answer."""
+    tol = DIGEST_TOL.get(case.dtype, 2e-2)
+    worst = 0.0
+    for k, scale, got in sums:
+        if (k, scale) not in expect:
+            x = torch.mul(inputs.make_input(case, device, secret, salt=f"perf{k}"), scale)
+            tw = ref.truth(x).reshape(-1).to(torch.float64) * weights
+            finite = torch.isfinite(tw)
+            expect[(k, scale)] = (float(tw[finite].sum()), float(tw[finite].norm()) or 1.0)
+            del x, tw, finite
+        want, norm = expect[(k, scale)]
+        off = abs(got - want) / norm if got == got else float("inf")
+        worst = max(worst, off)
+        if off > tol:
+            return False, (f"a timed call's output, checked right after the call, was not the answer (its weighted "
+                           f"checksum is off by {off:.3g} of its scale, allowed {tol:g}): the values were not there "
+                           f"when the call returned")
+    return True, f"{ok_text}; {len(sums)} timed outputs checksummed right after their call (worst {worst:.2g} of {tol:g})"
 
 
 def _verify(problem: Problem, case: Case, checks: list, ref: Reference, device: str, secret: int) -> tuple[bool, str]:

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 from grader import performance, stats
 from grader.correctness import Target
+from grader.child.inputs import digest, digest_weights
 from grader.inputs import make_input_seeded
 from grader.sandbox import WorkerFailure
 from grader.reference import load_reference
@@ -48,6 +49,7 @@ class FakeWorker:
         if kind == "time_setup":
             case = Case(**p["case"])
             self.sets = [make_input_seeded(case, "cpu", s) for s in p["seeds"]]
+            self.weights = digest_weights(p["n_out"], p["digest_seed"], "cpu")
             return {"compile_s": {n: 0.0 for n in self.fns}}
         if kind == "time_round":
             out, self.kept = {}, {}
@@ -62,7 +64,7 @@ class FakeWorker:
                     ev.append(reported)
                     host.append(reported + 0.3)  # the same host overhead for everyone: no hidden-work flag
                 self.kept[n] = ys
-                out[n] = {"event_ms": ev, "host_ms": host}
+                out[n] = {"event_ms": ev, "host_ms": host, "digest": [float(digest(y, self.weights)) for y in ys]}
             return out
         if kind == "time_samples":
             return {n: [self.kept[n][j].reshape(-1)[idx] for j, idx in wants] for n, wants in p.items()}
@@ -164,6 +166,35 @@ def test_wrong_timed_outputs_lose_the_case(glu):
     t = tests["wrong"]
     assert t.extra["credit"] == 0.0 and t.score == 0.0
     assert any("timed outputs are wrong" in f for f in t.extra["flags"]), t.output
+
+
+class LateAnswers(FakeWorker):
+    """Class 10 of issue 15: the timed calls only spin (their outputs are garbage), and the sampled elements are
+    answered later, when the parent asks for them, from the worker's own inputs and plan, as a submission that
+    reaches the grader's state through its frames would. Its checksums are honest: they are of the outputs the
+    calls left, which is what the real worker takes right after each call."""
+
+    def request(self, kind, p, timeout_s=0.0, what=""):
+        if kind == "time_round":
+            self.plan = p["plan"]
+        if kind == "time_samples":
+            return {n: [F.glu(self.sets[self.plan[j][0]] * self.plan[j][1], dim=-1).reshape(-1)[idx] for j, idx in wants]
+                    for n, wants in p.items()}
+        return super().request(kind, p, timeout_s, what)
+
+
+def test_answers_produced_after_the_call_earn_nothing(glu):
+    tests, _ = run_case(glu, {"late": LateAnswers({"late": (3.0, 3.0)}, wrong=True)})
+    t = tests["late"]
+    assert t.extra["credit"] == 0.0 and t.score == 0.0, t.output
+    assert any("not there" in f or "timed outputs are wrong" in f for f in t.extra["flags"]), t.output
+    assert "checksum" in t.output, t.output
+
+
+def test_honest_outputs_pass_the_checksum(glu):
+    tests, info = run_case(glu, {"honest": FakeWorker({"honest": (3.0, 3.0)})})
+    assert tests["honest"].extra["credit"] == 1.0
+    assert "checksummed right after their call" in info["impls"]["honest"]["verified"], info["impls"]["honest"]
 
 
 def test_each_request_times_one_function(glu):

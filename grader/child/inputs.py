@@ -45,3 +45,19 @@ def make_input_seeded(case: Any, device: str | torch.device, seed: int) -> torch
         # Guarantee "never all zeros" even for a 1x2 case where rounding could in principle give 0.
         buf.view(-1)[0] = 1.0 if buf.view(-1)[0] == 0 else buf.view(-1)[0]
     return buf[..., :cols] if case.pad else buf
+
+
+def digest_weights(n: int, seed: int, device: Any) -> torch.Tensor:
+    """The random weights of a timed output's checksum (grader/child/timing.py computes it right after each timed
+    call; the parent recomputes it from its own truth): the same n float32 numbers on both sides for one seed."""
+    gen = torch.Generator(device=torch.device(device))
+    gen.manual_seed(seed)
+    return torch.randn(n, generator=gen, device=torch.device(device), dtype=torch.float32)
+
+
+def digest(y: Any, weights: torch.Tensor) -> torch.Tensor:
+    """sum(y * weights) over the flattened output, accumulated in float32 on y's device (a 0-d tensor); NaN for
+    anything that is not a plain tensor with as many elements as there are weights."""
+    if type(y) is not torch.Tensor or y.numel() != weights.numel() or y.device != weights.device:
+        return torch.full((), float("nan"), device=weights.device)
+    return torch.dot(y.reshape(-1).to(torch.float32), weights)

@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .inputs import make_input_seeded
+from .inputs import digest, digest_weights, make_input_seeded
 
 
 _perf_counter = time.perf_counter
@@ -88,6 +88,8 @@ class Timer:
         self.work: list[torch.Tensor] = []
         self.cols = 0
         self.kept: dict[str, list[Any]] = {}  # the last round's outputs, until the parent samples them
+        self.weights: torch.Tensor | None = None  # the checksum's weights for this case's outputs (setup)
+        self._digest, self._stack = digest, torch.stack
 
     # -- setup --------------------------------------------------------------------------------------------
 
@@ -195,7 +197,11 @@ class Timer:
     def setup(self, fns: dict[str, Callable], p: dict[str, Any]) -> dict[str, Any]:
         """Make the case's input sets and warm every function up. Returns compile and warm-up facts."""
         self.pristine, self.work = [], []
+        self.weights = None
         torch.cuda.empty_cache()
+        # Every timed output's weighted checksum is taken right after its call, inside the round: an answer
+        # produced later (when the parent asks for samples) cannot change it (docs/SECURITY.md).
+        self.weights = digest_weights(int(p["n_out"]), int(p["digest_seed"]), self.device)
         case = SimpleNamespace(**p["case"])
         self.cols = case.shape[-1]
         for seed in p["seeds"]:  # mixed with the secret by the parent: the secret itself never comes here
@@ -231,6 +237,8 @@ class Timer:
 
         The outputs are kept until `samples`: which calls and elements get verified is decided by the parent
         and sent only after the round, so code under test cannot tell a checked call from an unchecked one.
+        Each output's weighted checksum is taken as soon as its call is over (after the device-wide sync, outside
+        both clocks), so what the output held then is what the parent checks, not what it holds later.
         """
         # 1 ms of GPU sleep ahead of each timed call: Python launchers (Triton's, torch.compile's guards, a
         # ctypes binding) take 20-200 us on the host, and any of it not hidden behind the sleep lands in the
@@ -241,7 +249,7 @@ class Timer:
         self.kept = {}
         for name in p["names"]:
             fn = fns[name]
-            ev, host, outs = [], [], []
+            ev, host, outs, sums = [], [], [], []
             for k, scale in p["plan"]:
                 pristine, work = self.pristine[k], self.work[k]
                 self._mul(pristine, scale, out=work)  # fresh contents at a known pointer
@@ -262,8 +270,10 @@ class Timer:
                 ev.append(self._elapsed(s, e))
                 host.append((t1 - t0) * 1e3)
                 outs.append(y)
+                assert self.weights is not None, "time_setup first"
+                sums.append(self._digest(y, self.weights))  # done before the next call's sync, outside its clocks
             self.kept[name] = outs
-            result[name] = {"event_ms": ev, "host_ms": host}
+            result[name] = {"event_ms": ev, "host_ms": host, "digest": [float(d) for d in self._stack(sums).tolist()]}
         return result
 
     def samples(self, p: dict[str, Any]) -> dict[str, list[Any]]:
