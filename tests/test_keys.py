@@ -275,3 +275,22 @@ def test_the_old_integer_seed_falls_to_a_brute_force_and_the_new_key_has_no_seed
         signing.sign(mine, seed)  # type: ignore[arg-type]
     with pytest.raises(keyfile.KeyFileError):
         keyfile.derive(str(seed).encode())
+
+
+def test_the_ta_report_and_the_student_report_say_a_grade_is_advisory(tmp_path):
+    from grader import studentreport, tareport
+
+    g = _grade(official=False)
+    g.official_why = ["the grader is not root, so submission code runs as the grader's own user"]
+    report.write_results(g, tmp_path / "class" / "local")
+    report.write_results(_grade(official=True), tmp_path / "class" / "official", key=K.signing)
+    _, _, subs, bad = tareport.write_ta_report(tmp_path / "class", tmp_path / "ta", key=K.signing)
+    flags = {s.student: s.flags for s in subs}
+    assert not bad and flags["official"] == [], flags
+    assert flags["local"][0].startswith("NOT WRITTEN BY THE GRADER"), flags["local"]
+    assert "advisory: not an official grade (unsigned): the grader is not root" in flags["local"][1], flags["local"]
+    md, page = studentreport.write_student_report(tmp_path / "class" / "local" / "results.json", tmp_path / "sr")
+    assert "advisory: not an official grade (unsigned): the grader is not root" in md.read_text()
+    assert "advisory: not an official grade (unsigned)" in page.read_text()
+    md, _ = studentreport.write_student_report(tmp_path / "class" / "official" / "results.json", tmp_path / "sr2")
+    assert "advisory" not in md.read_text()
