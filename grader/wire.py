@@ -39,9 +39,11 @@ from typing import Any
 import torch
 
 from .child.wire import (
+    _FLOAT,
     _RAW,
     _RAW_DTYPES,
     MAX_FLOAT,
+    MAX_INT,
     MAX_STR,
     MalformedMessage,
     dumps,
@@ -51,7 +53,6 @@ DEFAULT_MAX_REPLY = 64 << 20  # bytes of one reply frame, unless the Sandbox's c
 MAX_DEPTH = 32  # containers inside containers
 MAX_ITEMS = 1_000_000  # items of every list, tuple, dict and set of one reply, in all
 MAX_OPS = 2_000_000  # pickle opcodes of one reply (every item costs at least one)
-MAX_INT = 2**63  # |int| in a reply
 _MAX_INT_BYTES = 9  # a LONG1/LONG4 of more bytes is out of range before it is decoded
 
 
@@ -434,6 +435,20 @@ def decode(frame: bytes | bytearray, *, limit: int = DEFAULT_MAX_REPLY, deadline
     if check(value, limit=limit):
         value = _build(value, set())
     return value
+
+
+def tagged_float(v: Any) -> float | None:
+    """A number of a checked reply, for code where NaN or inf is a legitimate *answer* (a timed output's checksum):
+    an int or float as it is, a float the worker had to tag (grader/child/wire.py `_pack`: NaN, inf, |x| > 1e300)
+    as that float again, anything else None. Never for a value that goes into results."""
+    if type(v) in (int, float):
+        return float(v)
+    if type(v) is tuple and len(v) == 2 and v[0] == _FLOAT and type(v[1]) is str and len(v[1]) <= 32:
+        try:
+            return float(v[1])
+        except ValueError:
+            return None
+    return None
 
 
 def recv(conn: Any, *, deadline: float, limit: int = DEFAULT_MAX_REPLY) -> Any:

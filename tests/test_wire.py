@@ -68,11 +68,18 @@ def test_every_worker_replies_in_the_raw_format_and_never_with_torch_save():
 def test_replies_stay_within_the_parents_bounds_when_the_worker_wrote_them():
     # Launch records may hold a constexpr -inf: it travels tagged (not a float the parent would refuse), and the
     # compile worker gets its float back when the parent forwards the records.
-    records = [{"kernel": "k", "args": [["NEG", "float", float("-inf")], ["eps", "float", 1e-6], ["n", "int", "i32"]]}]
+    records = [{"kernel": "k", "args": [["NEG", "float", float("-inf")], ["eps", "float", 1e-6], ["n", "int", "i32"],
+                                        ["MASK", "int", 2**64 - 1], ["M", "int", -(2**63)]]}]
     got = wire.decode(child_wire.reply_bytes(("ok", records)))[1]
     assert got[0]["args"][0][2] == ("\x00grader:float", "-inf") and got[0]["args"][1][2] == 1e-6
+    assert got[0]["args"][3][2] == ("\x00grader:int", hex(2**64 - 1)) and got[0]["args"][4][2] == -(2**63)
     back = child_wire.loads(wire.dumps(("gpu_compile", {"launches": got})))[1]["launches"]
     assert back[0]["args"][0][2] == float("-inf") and back == records
+    # A timed output's checksum may be NaN (a wrong answer, not a forgery): the timing code can read it back.
+    digest = wire.decode(child_wire.reply_bytes(("ok", [float("nan"), float("inf"), 2.5, 3])))[1]
+    got = [wire.tagged_float(v) for v in digest]
+    assert got[0] != got[0] and got[1] == float("inf") and got[2:] == [2.5, 3.0]
+    assert wire.tagged_float("nan") is None and wire.tagged_float(("\x00grader:float", "x" * 40)) is None
     # Strings are cut at the bound; a worker's error replies far below it (see worker._error).
     long = wire.decode(child_wire.reply_bytes(("error", "x" * 10**6, "y" * 10**6)))
     assert len(long[1]) == wire.MAX_STR and len(long[2]) == wire.MAX_STR

@@ -120,6 +120,8 @@ def reply_bytes(obj: Any) -> bytes:
 
 _RAW = "\x00grader:raw-tensor"  # first item of a tuple that stands for a tensor sent as raw bytes (tag b"R")
 _FLOAT = "\x00grader:float"  # (_FLOAT, repr(x)): a float the parent does not take as a number (NaN, inf, huge)
+_INT = "\x00grader:int"  # (_INT, hex(n)): an int beyond +-2**63, which the parent does not take as a number either
+MAX_INT = 2**63
 _TRUNCATED = "\n[... truncated by the grader's worker]"
 _RAW_DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16, torch.int8,
@@ -127,11 +129,15 @@ _RAW_DTYPES = {str(d).removeprefix("torch."): d for d in (
 
 
 def _pack(obj: Any) -> Any:
-    """`plain(obj)` with each tensor replaced by (_RAW, dtype name, shape, its bytes), each float the parent refuses
-    (NaN, inf, |x| > MAX_FLOAT: launch records may hold a constexpr -inf) by (_FLOAT, repr(x)), and each string over
-    MAX_STR characters cut to MAX_STR: a pickle with no globals, within the bounds grader/wire.py checks."""
+    """`plain(obj)` with each tensor replaced by (_RAW, dtype name, shape, its bytes), each number the parent refuses
+    tagged (a float that is NaN, inf or |x| > MAX_FLOAT by (_FLOAT, repr(x)), an int beyond +-MAX_INT by (_INT,
+    hex(n)): a launch record may hold a constexpr -inf or a 64-bit mask, a timed output's checksum may be NaN), and
+    each string over MAX_STR characters cut to MAX_STR: a pickle with no globals, within the bounds grader/wire.py
+    checks."""
     if type(obj) is float:
         return obj if math.isfinite(obj) and abs(obj) <= MAX_FLOAT else (_FLOAT, repr(obj))
+    if type(obj) is int:
+        return obj if -MAX_INT <= obj <= MAX_INT else (_INT, hex(obj))
     if type(obj) is str:
         return obj if len(obj) <= MAX_STR else obj[: MAX_STR - len(_TRUNCATED)] + _TRUNCATED
     if isinstance(obj, torch.Tensor):
@@ -145,11 +151,11 @@ def _pack(obj: Any) -> Any:
 
 
 def _untag(obj: Any) -> Any:
-    """A request as the worker reads it: tagged floats (in a launch record that the parent forwards to the compile
-    worker) become floats again."""
-    if isinstance(obj, tuple) and len(obj) == 2 and obj[0] == _FLOAT and isinstance(obj[1], str):
+    """A request as the worker reads it: tagged numbers (in a launch record that the parent forwards to the compile
+    worker) become numbers again."""
+    if isinstance(obj, tuple) and len(obj) == 2 and obj[0] in (_FLOAT, _INT) and isinstance(obj[1], str):
         try:
-            return float(obj[1])
+            return float(obj[1]) if obj[0] == _FLOAT else int(obj[1], 16)
         except ValueError:
             return obj
     if isinstance(obj, dict):
