@@ -47,6 +47,7 @@ from .child.wire import (
     MAX_STR,
     MalformedMessage,
     dumps,
+    tensors_by_value,
 )
 
 DEFAULT_MAX_REPLY = 64 << 20  # bytes of one reply frame, unless the Sandbox's creator says otherwise
@@ -467,15 +468,17 @@ def send(conn: Any, obj: Any, *, deadline: float | None = None) -> None:
 
 class timing_parent:
     """The parent's end of a *timing* worker's pipe. Requests go out in multiprocessing's own format (the worker
-    reads them; what it runs is its own business); replies are read like every worker's (`recv` above).
+    reads them; what it runs is its own business), their tensors (the sampled indices) as raw bytes, by value
+    (`tensors_by_value`: not by file descriptor); replies are read like every worker's (`recv` above).
 
     Why not `send` above here too: with the data-only format both ways, the students' requests cost up to 0.13 ms
     per call more than the baselines', past the wall-clock check's slack (docs/PERF_NOTES.md, runs 25-27), while
-    multiprocessing's format did not. Timing requests are small: the socket's buffer takes them whole.
+    multiprocessing's format did not. The timed requests (`time_round`) hold no tensor. Timing requests are small:
+    the socket's buffer takes them whole.
     """
 
     @staticmethod
     def send(conn: Any, obj: Any, *, deadline: float | None = None) -> None:
-        conn.send(obj)
+        conn.send(tensors_by_value(obj))
 
     recv = staticmethod(recv)

@@ -132,8 +132,23 @@ def test_a_timing_reply_carries_tensors_as_raw_bytes_with_no_globals():
     assert got[1]["triton"][5] == "returned int, not a tensor" and got[1]["triton"][6].shape == (0, 4)
     assert type(got[1]["v"]) is str
     # Requests the other way keep multiprocessing's format (the worker reads them with Connection.recv).
-    wire.timing_parent.send(b, ("time_samples", {"triton": [(0, torch.arange(3))]}))
-    assert torch.equal(child_wire.timing_worker.recv(a)[1]["triton"][0][1], torch.arange(3))
+    idx = torch.arange(3)
+    wire.timing_parent.send(b, ("time_samples", {"triton": [(0, idx)]}))
+    got = child_wire.timing_worker.recv(a)[1]["triton"][0][1]
+    assert torch.equal(got, idx)
+    got.fill_(7)  # by value: the worker cannot rewrite the parent's indices after the request
+    assert idx.tolist() == [0, 1, 2] and not idx.is_shared()
+
+
+def test_a_timing_request_with_a_tensor_reaches_a_real_worker():
+    # Sent by file descriptor (torch's reductions for multiprocessing), the worker would have to fetch it from the
+    # parent's resource sharer, whose authkey a `python -m grader.child` worker does not have: it died at once.
+    from grader.sandbox import Sandbox, WorkerFailure
+
+    with Sandbox("cpu", timing=True) as box:
+        with pytest.raises(WorkerFailure) as e:  # no timer on a CPU worker: an error reply, from a worker alive
+            box.request("time_samples", {"triton": [(0, torch.arange(3))]}, timeout_s=120, what="samples")
+        assert e.value.reason == "error" and box.alive, e.value.line
 
 
 @pytest.mark.parametrize("forged", [
