@@ -170,7 +170,15 @@ def locked_problem(tmp_path):
     for name in ("solution_triton.py", "solution_cuda.cu"):
         os.chmod(dest / name, 0o600)
     os.chmod(tmp_path, 0o755)
-    return dest / "spec.yaml"
+    # This checkout's own staff files too, for the test's duration: anything on the machine counts.
+    own = {p: os.stat(p).st_mode for p in SPEC.parent.glob("solution_*")}
+    for p in own:
+        os.chmod(p, 0o600)
+    try:
+        yield dest / "spec.yaml"
+    finally:
+        for p, mode in own.items():
+            os.chmod(p, mode)
 
 
 @pytest.mark.slow
@@ -186,8 +194,9 @@ def test_separated_grade_runs_a_correct_kernel_as_another_uid(separated, tmp_pat
 def test_separated_submission_cannot_reach_the_staff_solutions(separated, tmp_path, locked_problem):
     """Class 3: reach_staff imports reference.glu or globs the disk for solution_triton.py; it gets zeros."""
     g = _grade(tmp_path, EXPLOITS / "reach_staff", "triton", problem=locked_problem)
-    score, _ = _correctness(g)
-    assert score == 0 and "forfeit" not in _text(g), _text(g)  # zeros of its own, not a caught staff kernel
+    _, rows = _correctness(g)
+    earned = [t.name for t in rows if t.score and "zero_rows" not in t.name]  # 0 rows: zeros are right there
+    assert not earned and "forfeit" not in _text(g), _text(g)  # its own zeros, not a staff kernel caught
 
 
 @pytest.mark.slow
