@@ -196,7 +196,8 @@ def test_separated_submission_cannot_reach_the_staff_solutions(separated, tmp_pa
     g = _grade(tmp_path, EXPLOITS / "reach_staff", "triton", problem=locked_problem)
     _, rows = _correctness(g)
     earned = [t.name for t in rows if t.score and "zero_rows" not in t.name]  # 0 rows: zeros are right there
-    assert not earned and "forfeit" not in _text(g), _text(g)  # its own zeros, not a staff kernel caught
+    forfeit = [t.name for t in g.tests if t.extra.get("forfeit")]
+    assert not earned and not forfeit, _text(g)  # its own zeros, not a staff kernel that was caught
 
 
 @pytest.mark.slow
