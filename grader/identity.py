@@ -106,6 +106,9 @@ def worker_env(home: Path | None, pythonpath: Path, extra: dict[str, str] | None
     # GRADER_PASS_ENV: more names a course (or the grader's tests) passes to workers, comma-separated.
     extra_names = [n.strip() for n in os.environ.get("GRADER_PASS_ENV", "").split(",") if n.strip()]
     env = {k: os.environ[k] for k in (*_PASS_ENV, *extra_names) if k in os.environ and not k.startswith("GRADER_")}
+    # USER/LOGNAME: getpass.getuser() (Inductor, Triton) reads them before it asks the passwd database, which has
+    # no entry for a uid picked per grade (KeyError: 'getpwuid(): uid not found', H200).
+    env.update({"USER": "grader-worker", "LOGNAME": "grader-worker"})
     env.update({"PYTHONPATH": str(pythonpath), "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
                 "PYTHONSAFEPATH": "1", "PYTHONUNBUFFERED": "1"})
     if home is not None:

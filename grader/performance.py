@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import torch
 
-from . import check, inputs, score, stats
+from . import check, inputs, score, stats, wire
 from .correctness import Target
 from .reference import Reference
 from .results import FAILED, PASSED, SKIPPED, TestResult
@@ -145,7 +145,10 @@ def start_workers(problem: Problem, targets: list[Target], device: str) -> dict[
     its timer at start; it measures the GPU (calibration) when run_performance loads it, once the correctness
     stage has left the GPU idle, and a student's module is imported only after that.
     """
-    boxes = {name: Sandbox(device, wait=False, timing=True) for name in ["baselines"] + [t.impl.name for t in targets]}
+    # The baselines are trusted (the staff's reference.py): the grader's uid and its own compile caches, which no
+    # submission can write (grader/identity.py). Every implementation's worker is the submission's.
+    boxes = {name: Sandbox(device, wait=False, timing=True, trusted=name == "baselines")
+             for name in ["baselines"] + [t.impl.name for t in targets]}
     if problem.performance is not None:
         prep = {**_baseline_payload(problem), "cases": [asdict(c) for c in problem.performance.cases]}
         try:
@@ -337,6 +340,8 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
     weights = None
 
     base_ms = {n: stats.summarize(event[n]).median for n in problem.baselines if event[n]}
+    if "baselines" in dead or not base_ms:
+        raise RuntimeError(f"the baseline worker failed on {case.name}: {dead.get('baselines', 'no time measured')}")
     th = score.thresholds(perf.curve, perf.margin, base_ms)
     floor = score.physical_floor_ms(bytes_moved(problem, case), ceiling_bps, slack=FLOOR_SLACK)
     gap_ref = _median([h - e for h, e in zip(host.get("eager", []), event.get("eager", []))]) if event.get("eager") else 0.0
@@ -477,7 +482,7 @@ def _timed_rounds(units: list[tuple[str, str]], boxes: dict[str, Any], dead: dic
                 continue
             out.event[n] += r[n]["event_ms"]
             out.host[n] += r[n]["host_ms"]
-            out.digests[n] += [(k, s, float(d)) for (k, s), d in zip(plan, r[n]["digest"])]
+            out.digests[n] += [(k, s, _checksum(d)) for (k, s), d in zip(plan, r[n]["digest"])]
             for (j, k, s, idx), sample in zip(want, got[n]):
                 out.checks[n].append((k, s, idx, sample))
         rnd += 1
@@ -496,7 +501,14 @@ def _is_round_reply(r: Any, name: str, calls: int) -> bool:
     return all(
         isinstance(d.get(k), list) and len(d[k]) == calls and all(type(v) in (int, float) and v == v and abs(v) != float("inf") for v in d[k])
         for k in ("event_ms", "host_ms")
-    ) and isinstance(d.get("digest"), list) and len(d["digest"]) == calls and all(type(v) in (int, float) for v in d["digest"])
+    ) and isinstance(d.get("digest"), list) and len(d["digest"]) == calls and all(wire.tagged_float(v) is not None for v in d["digest"])
+
+
+def _checksum(v: Any) -> float:
+    """A timed output's checksum from a checked reply: NaN (a non-tensor or wrong-size output) is an answer, and
+    fails the checksum check as a wrong one."""
+    f = wire.tagged_float(v)
+    return float("nan") if f is None else f
 
 
 def _expect(ok: bool, what: str) -> None:
