@@ -73,10 +73,12 @@ def _uids_in_use() -> set[int]:
 
 def pick_identity(env_uid: str | None = None) -> Identity:
     """The untrusted identity for one grade: GRADER_STUDENT_UID when set, else an unused uid, when we are root."""
+    if not hasattr(os, "setuid"):  # Windows: no uids at all
+        return Identity(0, 0, False, ["this system has no user ids to run submission code under (not POSIX)"])
     me = os.getuid()
-    if not hasattr(os, "setuid") or me != 0:
+    if me != 0:
         why = "the grader is not root, so submission code runs as the grader's own user"
-        return Identity(me, os.getgid() if hasattr(os, "getgid") else 0, False, [why])
+        return Identity(me, os.getgid(), False, [why])
     raw = env_uid if env_uid is not None else os.environ.get("GRADER_STUDENT_UID")
     if raw:
         try:

@@ -1,0 +1,99 @@
+"""grader/identity.py and the build cache's integrity: who may read or write what, which uid a grade uses, and
+that a cached library whose bytes changed is not used."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+
+from grader import build, identity
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_a_non_root_grader_cannot_separate_and_says_why(monkeypatch):
+    monkeypatch.setattr(os, "getuid", lambda: 1234)
+    ident = identity.pick_identity()
+    assert not ident.separated and ident.uid == 1234
+    assert any("not root" in w for w in ident.why_not)
+    assert ident.popen_kwargs() == {}
+
+
+def test_root_picks_a_fresh_uid_or_the_configured_one(monkeypatch):
+    monkeypatch.setattr(os, "getuid", lambda: 0)
+    monkeypatch.delenv("GRADER_STUDENT_UID", raising=False)
+    a = identity.pick_identity()
+    assert a.separated and identity.UID_RANGE[0] <= a.uid <= identity.UID_RANGE[1]
+    assert a.popen_kwargs() == {"user": a.uid, "group": a.gid, "extra_groups": [], "umask": 0o077}
+    assert identity.pick_identity("10001").uid == 10001
+    assert not identity.pick_identity("0").separated  # never root
+    assert not identity.pick_identity("abc").separated
+
+
+def test_modes_decide_what_another_uid_may_read_and_write(tmp_path):
+    other = identity.Identity(1_950_000, 1_950_000, True)
+    d = tmp_path / "d"
+    d.mkdir()
+    f = d / "f"
+    f.write_text("x")
+    os.chmod(tmp_path, 0o755)
+    os.chmod(d, 0o755)
+    os.chmod(f, 0o644)
+    assert identity.readable_by(f, other) == bool(_all_traversable(tmp_path))
+    os.chmod(f, 0o600)
+    assert not identity.readable_by(f, other)
+    os.chmod(d, 0o777)
+    assert identity.writable_by(d, other)
+    os.chmod(d, 0o755)
+    assert not identity.writable_by(d, other)
+
+
+def _all_traversable(p: Path) -> bool:
+    return all(os.stat(q).st_mode & stat.S_IXOTH for q in p.resolve().parents)
+
+
+def test_a_worker_environment_is_an_allow_list(tmp_path, monkeypatch):
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
+    monkeypatch.setenv("PATH", "/usr/bin")
+    env = identity.worker_env(tmp_path, tmp_path / "lib")
+    assert "AWS_SECRET_ACCESS_KEY" not in env and env["PATH"] == "/usr/bin"
+    assert env["USER"] and env["LOGNAME"]  # getpass.getuser() needs no passwd entry for a per-grade uid
+    for k in ("HOME", "TMPDIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "XDG_CACHE_HOME"):
+        assert env[k].startswith(str(tmp_path)), k
+
+
+def test_the_scratch_holds_only_grader_child_and_is_removed(tmp_path):
+    ident = identity.Identity(os.getuid(), os.getgid(), False)
+    with identity.Scratch(ident, tmp_path / "trusted", base=tmp_path) as s:
+        assert (s.lib / "grader" / "child" / "worker.py").is_file()
+        assert not (s.lib / "grader" / "pipeline.py").exists() and not (s.lib / "reference").exists()
+        assert stat.S_IMODE(os.stat(s.home).st_mode) == 0o700
+        assert stat.S_IMODE(os.stat(tmp_path / "trusted").st_mode) == 0o700
+        sub = tmp_path / "sub"
+        sub.mkdir()
+        (sub / "glu_triton.py").write_text("x = 1\n")
+        os.symlink("/etc/hostname", sub / "link.py")
+        skipped = s.add_submission(sub)
+        assert (s.submission / "glu_triton.py").read_text() == "x = 1\n" and skipped == ["link.py"]
+        root = s.root
+    assert not root.exists()
+
+
+@pytest.mark.nvcc
+def test_a_cached_library_whose_bytes_changed_is_rebuilt(tmp_path):
+    if build.find_nvcc() is None:
+        pytest.skip("needs nvcc")
+    src = tmp_path / "glu_cuda.cu"
+    shutil.copy(ROOT / "tests" / "correct" / "cuda_row_blocks" / "glu_cuda.cu", src)
+    first = build.build_cuda(src, cache_dir=tmp_path / "cache", timeout_s=300)
+    assert first.ok and not first.cached and first.lib is not None
+    again = build.build_cuda(src, cache_dir=tmp_path / "cache", timeout_s=300)
+    assert again.ok and again.cached
+    first.lib.write_bytes(b"planted by someone else")  # another submission, or anything that reached the cache
+    third = build.build_cuda(src, cache_dir=tmp_path / "cache", timeout_s=300)
+    assert third.ok and not third.cached
+    assert third.lib is not None and third.lib.read_bytes() != b"planted by someone else"
