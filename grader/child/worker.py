@@ -35,8 +35,15 @@ def _clone_to_cpu(out: Any) -> Any:
     return dst
 
 
+# The folder this package was imported from (the grade's scratch, when the grader runs it): tracebacks name the
+# grader's and the submission's files relative to it, not by this machine's paths.
+_LIB_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_SCRATCH_RO = os.path.dirname(_LIB_ROOT)
+
+
 def _tail(tb: str, lines: int = 12) -> str:
-    return "\n".join(tb.rstrip().splitlines()[-lines:])
+    text = "\n".join(tb.rstrip().splitlines()[-lines:])
+    return text.replace(_LIB_ROOT + os.sep, "").replace(os.path.join(_SCRATCH_RO, "submission") + os.sep, "")
 
 
 _TRITON_AT = re.compile(r"^at \d+:\d+:$")  # how Triton's CompilationError starts: a location, then source
