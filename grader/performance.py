@@ -29,7 +29,7 @@ from . import check, inputs, score, stats, wire
 from .correctness import Target
 from .reference import Reference
 from .results import FAILED, PASSED, SKIPPED, TestResult
-from .sandbox import Sandbox, WorkerFailure
+from .sandbox import GraderFault, Sandbox, WorkerFailure
 from .spec import Case, Problem
 
 # Input sets rotated per worker: consecutive calls never see the same buffers. More sets where they are small:
@@ -204,6 +204,13 @@ def run_performance(
         except WorkerFailure as e:
             dead[name] = e.line
             started[name].close()
+            if name == "baselines":
+                # Trusted code failed before any timing worker imported the submission: the grader's fault. No
+                # grade that would cost the student the speed points (docs/SECURITY.md, grader faults).
+                for b in started.values():
+                    b.close()
+                raise GraderFault(f"the trusted baselines' timing worker failed before the submission was timed: {e.line}",
+                                  e.detail) from None
     info["load_wall_s"] = {"total": round(time.monotonic() - t_load, 2), **load_s}
     try:
         if "baselines" in dead:
