@@ -5,6 +5,7 @@
     nox -s autograde -- [grader args]   the container's entry command (Gradescope paths)
     nox -s report    -- DIR [--out D]   TA reports over a directory of results.json files
     nox -s keygen    -- --out FILE      a new 256-bit grading key (mode 0600) for --secret-file
+    nox -s handout   -- --out DIR       staff: the repository students get (no staff solutions, tests or notes)
     nox -s tests     -- [pytest args]   the grader's own tests (includes the lint checks)
     nox -s lint                         hadolint on the Dockerfile + the workflow checks
 
@@ -66,6 +67,13 @@ def keygen(session: nox.Session) -> None:
     """A new grading key: `nox -s keygen -- --out FILE` (never overwrites; mode 0600)."""
     _install(session)
     session.run(*GRADER, "keygen", *session.posargs)
+
+
+@nox.session
+def handout(session: nox.Session) -> None:
+    """The student handout: `nox -s handout -- --out DIR` (a new or empty DIR; grader/handout.py lists what goes in)."""
+    _install(session)
+    session.run(*GRADER, "handout", *session.posargs)
 
 
 @nox.session

@@ -55,6 +55,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--out", type=Path, default=None, help="where grades.csv and class_summary.html go (default: DIR)")
     r.add_argument("--secret-file", type=Path, default=None, metavar="KEY",
                    help="the key file the grades were made with: check every file's signature")
+    h = sub.add_parser("handout", help="staff: write the repository students get (stubs, handout, grader, public spec and "
+                       "reference, student-facing tests; no staff solutions, staff tests or staff notes)")
+    h.add_argument("--out", type=Path, required=True, metavar="DIR", help="a new or empty directory for the handout")
     k = sub.add_parser("keygen", help="write a new 256-bit grading key (64 hex characters) to a new file of mode 0600")
     k.add_argument("--out", type=Path, required=True, metavar="FILE", help="where the key goes (never overwritten)")
     return p
@@ -81,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         return _ta_report(args.dir, args.out, args.secret_file)
     if args.command == "keygen":
         return _keygen(args.out)
+    if args.command == "handout":
+        return _handout(args.out)
     try:
         problem = load_problem(find_problem(args.problem, ROOT))
         for o in getattr(args, "only", []) or ():
@@ -198,6 +203,18 @@ def _keygen(out: Path) -> int:
         print(f"grader error: {e}", file=sys.stderr)
         return 2
     print(f"wrote a new grading key to {out} (mode 0600): grade with --secret-file {out}; keep it from students")
+    return 0
+
+
+def _handout(out: Path) -> int:
+    from . import handout
+
+    try:
+        files = handout.export(out, ROOT)
+    except handout.HandoutError as e:
+        print(f"grader error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote the student handout to {out}: {len(files)} files (no staff solutions, staff tests or staff notes)")
     return 0
 
 
