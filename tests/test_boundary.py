@@ -242,3 +242,27 @@ def test_separated_submission_cannot_reach_trusted_caches_or_processes(separated
     assert "BREACH" not in _text(g), _text(g)
     score, rows = _correctness(g)
     assert score == sum(t.max_score for t in rows if t.state != "skipped")
+
+
+@pytest.mark.slow
+def test_an_official_grade_end_to_end_is_signed_and_verifies(separated, tmp_path, locked_problem):
+    """Root, a key file, submission code as its own uid, no staff file readable by it: the CLI writes an official,
+    signed results.json, and the TA report verifies its signature with the same key."""
+    key = tmp_path / "key"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRADER_")}
+    run = [sys.executable, "-m", "grader"]
+    r = subprocess.run([*run, "keygen", "--out", str(key)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "out"
+    r = subprocess.run([*run, "grade", "--problem", str(locked_problem), "--submission", str(ROOT / "tests" / "correct" / "rows_2d_grid"),
+                        "--only", "triton", "--device", "cpu", "--no-perf", "--secret-file", str(key), "--out", str(out)],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    import json
+
+    data = json.loads((out / "results.json").read_text())
+    assert data["extra_data"]["official"] is True, data["extra_data"].get("not_official_because")
+    assert data["extra_data"].get("signature")
+    r = subprocess.run([*run, "report", str(out), "--secret-file", str(key), "--out", str(tmp_path / "ta")],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "1 valid" in r.stdout, r.stdout + r.stderr
