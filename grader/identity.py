@@ -215,12 +215,12 @@ def kill_uid(uid: int, rounds: int = 20) -> int:
     """SIGKILL every process of `uid` (a grade's own uid: whatever the submission left running), until none is left."""
     killed = 0
     for _ in range(rounds):
-        pids = []
-        for pid in os.listdir("/proc") if os.path.isdir("/proc") else []:
-            if pid.isdigit():
+        pids: list[int] = []
+        for name in os.listdir("/proc") if os.path.isdir("/proc") else []:
+            if name.isdigit():
                 try:
-                    if os.stat(f"/proc/{pid}").st_uid == uid:
-                        pids.append(int(pid))
+                    if os.stat(f"/proc/{name}").st_uid == uid:
+                        pids.append(int(name))
                 except OSError:
                     pass
         if not pids:
