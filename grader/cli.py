@@ -55,6 +55,12 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--out", type=Path, default=None, help="where grades.csv and class_summary.html go (default: DIR)")
     r.add_argument("--secret-file", type=Path, default=None, metavar="KEY",
                    help="the key file the grades were made with: check every file's signature")
+    r.add_argument("--roster", type=Path, default=None, metavar="CSV",
+                   help="the class roster (Canvas's gradebook export, or a CSV with an id column): also write "
+                   "grades_canvas.csv, one row per roster student, for Canvas's grade import")
+    r.add_argument("--canvas-column", default=None, metavar="NAME",
+                   help="the assignment column's header in grades_canvas.csv (default: '<PROBLEM> kernels', or that "
+                   "assignment's own column in a Canvas export; 'Name (12345)' names Canvas assignment 12345)")
     h = sub.add_parser("handout", help="staff: write the repository students get (stubs, handout, grader, public spec and "
                        "reference, student-facing tests; no staff solutions, staff tests or staff notes)")
     h.add_argument("--out", type=Path, required=True, metavar="DIR", help="a new or empty directory for the handout")
@@ -81,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     make_undumpable()  # before anything else: keep other processes of this user out of our memory
     args = _parser().parse_args(argv)
     if args.command == "report":
-        return _ta_report(args.dir, args.out, args.secret_file)
+        return _ta_report(args.dir, args.out, args.secret_file, args.roster, args.canvas_column)
     if args.command == "keygen":
         return _keygen(args.out)
     if args.command == "handout":
@@ -157,10 +163,25 @@ def _student_report(g, out: Path) -> None:
     Console().print(f"report written to {page} (and {md.name})", highlight=False)
 
 
-def _ta_report(root: Path, out: Path | None, secret_file: Path | None = None) -> int:
-    """grades.csv + class_summary.html over every results.json under root. Bad files are listed, never fatal."""
+def _ta_report(root: Path, out: Path | None, secret_file: Path | None = None, roster_path: Path | None = None,
+               canvas_column: str | None = None) -> int:
+    """grades.csv + class_summary.html over every results.json under root (+ grades_canvas.csv with a roster).
+    Bad results files are listed, never fatal; a roster that cannot be used is (exit 2, before anything is written)."""
     from . import tareport
 
+    if canvas_column is not None and roster_path is None:
+        print("grader error: --canvas-column needs --roster (grades_canvas.csv has one row per roster student)", file=sys.stderr)
+        return 2
+    if canvas_column is not None and not canvas_column.strip():
+        print("grader error: --canvas-column: empty (give the assignment's name)", file=sys.stderr)
+        return 2
+    roster = None
+    if roster_path is not None:
+        try:
+            roster = tareport.read_roster(roster_path)
+        except tareport.RosterError as e:
+            print(f"grader error: {e}", file=sys.stderr)
+            return 2
     if secret_file is not None and not secret_file.is_file():
         print(f"grader error: --secret-file {secret_file}: no such file (pass the key file the grades were made with)", file=sys.stderr)
         return 2
@@ -183,16 +204,29 @@ def _ta_report(root: Path, out: Path | None, secret_file: Path | None = None) ->
         print("grader error: the TA report needs the jsonschema package (pip install -c constraints.txt -r requirements.txt)", file=sys.stderr)
         return 2
     with report.progress("report", min_interval_s=1.0) as update:
-        csv_path, html_path, subs, bad = tareport.write_ta_report(root, out, progress=update, key=key.signing if key is not None else None)
+        csv_path, html_path, subs, bad = tareport.write_ta_report(root, out, progress=update, key=key.signing if key is not None else None,
+                                                                  roster=roster, canvas_column_name=canvas_column)
     flagged = sum(1 for x in subs if x.flags)
     print(f"{len(subs)} submission(s) read, {flagged} flagged, {len(bad)} file(s) or folder(s) unusable (listed in the summary)")
+    cpu = sum(1 for x in subs if x.without_gpu)
+    if cpu:
+        print(f"warning: {cpu} grade(s) made without a GPU (device CPU in grades.csv): no performance points in them; regrade on a GPU")
+    if roster is not None:
+        j = tareport.join_roster(subs, roster, canvas_column, signatures=key is not None)
+        empty = len(roster.rows) - len(j.matched)
+        print(f"{tareport.CANVAS_CSV}: {len(j.matched)} of {len(roster.rows)} roster student(s) with a score in column "
+              f"'{j.column}' (points possible {tareport.points_text(j.points_possible)}); {empty} without one, "
+              f"{len(j.unmatched) + len(j.ambiguous)} result(s) matched to no one (listed in the summary)")
+        m = tareport.CANVAS_ID_RE.match(j.column)
+        if m and j.points_possible and float(m.group(2)) == j.points_possible:
+            print(f"note: Canvas reads '({m.group(2)})' in '{j.column}' as the id of a Canvas assignment, not its points")
     if key is not None:
         forged = [x.student for x in subs if x.signature != signing.VALID]
         names = (": " + ", ".join(forged[:10]) + (" ..." if len(forged) > 10 else "")) if forged else ""
         print(f"signatures: {len(subs) - len(forged)} valid, {len(forged)} not written by the grader with this key{names}")
     else:
         print("signatures: not checked (pass --secret-file KEY, the key file the grades were made with, to check them)")
-    print(f"written: {csv_path} and {html_path}")
+    print(f"written: {csv_path}{f', {csv_path.parent / tareport.CANVAS_CSV}' if roster is not None else ''} and {html_path}")
     return 0
 
 

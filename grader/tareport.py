@@ -1,12 +1,18 @@
-"""TA reports over a folder of graded submissions: `python -m grader report DIR [--out OUT] [--secret-file F]`.
+"""TA reports over a folder of graded submissions:
+`python -m grader report DIR [--out OUT] [--secret-file F] [--roster CSV [--canvas-column NAME]]`.
 
 Reads every results.json under DIR (recursively). The student id is `extra_data.student_id` when the file has one,
 else the name of the directory holding the file (its parent's name when that directory is called `results`, as in
-Gradescope's /autograder/results). Writes:
-- grades.csv: student id, points per part and stage (e.g. triton_correctness, cuda_performance), total, max, flags;
-- class_summary.html (self-contained): score histogram, speedup-vs-eager distribution per perf case, pass rate per
-  correctness case, flagged submissions with why, and every file that could not be read (or a student directory
-  with no results.json at all).
+Gradescope's /autograder/results). In Gradescope's export layout (submission_metadata.yml at DIR or one level
+down), each submission folder's submitters (name, SID, email) come from that file. Writes:
+- grades.csv: student id (then name, email, sid in Gradescope's layout), points per part and stage (e.g.
+  triton_correctness, cuda_performance), device (the GPU model, or CPU), total, max, flags;
+- class_summary.html (self-contained but for links to the students' own report.html): a banner when any grade was
+  made without a GPU, score histogram, speedup-vs-eager distribution per perf case, pass rate per correctness case,
+  flagged submissions with why, and every file that could not be read (or a student directory with no
+  results.json at all);
+- with a roster, grades_canvas.csv: Canvas's gradebook import (read_roster, join_roster, render_canvas_csv), one
+  row per roster student, and the summary lists who has no score and which results match no one.
 Every file is validated before anything reads it (`parse_results`): strict JSON (no NaN or Infinity, no number too big
 for a float, no integer of more than 30 digits), at most 8 MiB and 32 levels deep, then grader/results.schema.json
 (points within [-1e6, 1e6], strings, arrays and objects capped, the fields the report reads typed). A file that fails
@@ -23,11 +29,13 @@ import io
 import json
 import math
 import os
+import re
 import reprlib
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import quote
 
 from . import signing
 from .report import advisory_line, write_text_atomic
@@ -39,6 +47,7 @@ SCHEMA_PATH = Path(__file__).resolve().parent / "results.schema.json"
 MAX_FILE_BYTES = 8 * 1024 * 1024  # a real results.json is well under 1 MiB (the H200 staff grade: 57 KB)
 MAX_DEPTH = 32  # the grader writes 8 levels
 MAX_INT_DIGITS = 30
+CANVAS_CSV = "grades_canvas.csv"
 
 
 @dataclass
@@ -51,12 +60,30 @@ class Submission:
     max: float = 0.0
     flags: list[str] = field(default_factory=list)
     signature: str = signing.NOT_CHECKED  # see grader/signing.py
+    key: str = ""  # the student id before collect() told duplicates apart (what a roster is matched against)
+    submitters: list[dict[str, str]] = field(default_factory=list)  # Gradescope's: name, sid, email (one per member)
+    report_href: str = ""  # relative link from class_summary.html to this student's report.html, when there is one
 
     @property
     def device(self) -> str:
         ex = self.data.get("extra_data") or {}
         dev = ((ex.get("performance") or {}).get("device") or {}).get("name")
         return str(dev or ex.get("device") or "")
+
+    @property
+    def device_label(self) -> str:
+        """The GPU model the grade was made on; "CPU" for a grade without a GPU; "GPU (model not recorded)" for a
+        GPU grade without timing (--no-perf); "unknown" for a file that does not say."""
+        ex = self.data.get("extra_data") or {}
+        dev = ((ex.get("performance") or {}).get("device") or {}).get("name")
+        if isinstance(dev, str) and dev.strip():
+            return dev.strip()
+        return {"cpu": "CPU", "cuda": "GPU (model not recorded)"}.get(str(ex.get("device")), "unknown")
+
+    @property
+    def without_gpu(self) -> bool:
+        """Graded without a GPU: GPU-only cases and performance points could not be earned (grader/pipeline.py)."""
+        return (self.data.get("extra_data") or {}).get("device") == "cpu"
 
 
 @dataclass
@@ -249,9 +276,96 @@ def _load_one(path: Path, root: Path, key: bytes | None = None) -> Submission | 
     return sub
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# Gradescope's export layout: submission_metadata.yml beside one folder per submission
+
+GRADESCOPE_METADATA = "submission_metadata.yml"
+MAX_METADATA_BYTES = 32 * 1024 * 1024
+
+
+def _yaml_loader() -> Any:
+    """yaml.SafeLoader that reads a Ruby-tagged node (`!ruby/object:BigDecimal ...`, which Gradescope's Ruby
+    exporter may write) as plain data instead of refusing the whole file. Builds no Python object from a tag."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def plain(loader: Any, suffix: str, node: Any) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            return loader.construct_mapping(node, deep=True)
+        if isinstance(node, yaml.SequenceNode):
+            return loader.construct_sequence(node, deep=True)
+        return loader.construct_scalar(node)
+
+    Loader.add_multi_constructor("!", plain)
+    Loader.add_multi_constructor("tag:", plain)
+    return Loader
+
+
+def _field(d: Any, name: str) -> Any:
+    """d[':name'] (Ruby symbol keys, as Gradescope writes them) or d['name']."""
+    if not isinstance(d, dict):
+        return None
+    return d.get(f":{name}", d.get(name))
+
+
+def _text(v: Any, limit: int = 1000) -> str:
+    return str(v).strip()[:limit] if isinstance(v, (str, int)) and not isinstance(v, bool) else ""
+
+
+def read_gradescope_metadata(path: Path) -> dict[str, list[dict[str, str]]]:
+    """submission_metadata.yml -> submission folder name -> its submitters [{name, sid, email}]. Raises
+    BadResults naming what is wrong."""
+    import yaml
+
+    try:
+        size = path.stat().st_size
+        if size > MAX_METADATA_BYTES:
+            raise BadResults(f"{size / 2**20:.1f} MiB, over the {MAX_METADATA_BYTES // 2**20} MiB it may be")
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_yaml_loader())  # a SafeLoader
+    except BadResults:
+        raise
+    except OSError as e:
+        raise BadResults(f"cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise BadResults("not UTF-8 text") from None
+    except Exception as e:  # YAMLError, and whatever else hostile YAML raises: listed, never fatal
+        raise BadResults(f"not YAML: {' '.join(str(e).split())[:200]}") from None
+    if not isinstance(data, dict):
+        raise BadResults("not Gradescope's submission metadata (a mapping of submission folders)")
+    out: dict[str, list[dict[str, str]]] = {}
+    for folder, sub in data.items():
+        people = _field(sub, "submitters")
+        if not isinstance(folder, str) or not isinstance(people, list):
+            continue
+        rows = [{k: _text(_field(p, k)) for k in ("name", "sid", "email")} for p in people[:50] if isinstance(p, dict)]
+        out[folder.lstrip(":")] = [r for r in rows if any(r.values())]
+    return out
+
+
+def gradescope_layout(root: Path) -> tuple[dict[Path, list[dict[str, str]]], list[Unreadable]]:
+    """Every submission folder named in a submission_metadata.yml at root or one level down -> its submitters."""
+    found: dict[Path, list[dict[str, str]]] = {}
+    bad: list[Unreadable] = []
+    candidates = [root / GRADESCOPE_METADATA, *sorted(root.glob(f"*/{GRADESCOPE_METADATA}"))] if root.is_dir() else []
+    for meta in candidates:
+        if not meta.is_file():
+            continue
+        try:
+            folders = read_gradescope_metadata(meta)
+        except BadResults as e:
+            bad.append(Unreadable(_rel(meta, root), str(e)))
+            continue
+        for name, people in folders.items():
+            found[(meta.parent / name).resolve()] = people
+    return found, bad
+
+
 def collect(root: Path, progress: Callable[[str], None] = lambda s: None, exclude: Path | None = None, key: bytes | None = None) -> tuple[list[Submission], list[Unreadable]]:
     """Every results.json under root, read; plus every directory directly under root that holds none (except
-    `exclude`, the report's own output folder)."""
+    `exclude`, the report's own output folder). In Gradescope's export layout (a submission_metadata.yml at root or
+    one level down), each submission also gets its submitters' names, SIDs and emails."""
     root = Path(root)
     skip = exclude.resolve() if exclude is not None else None
     files = sorted(p for p in root.rglob("results.json") if p.is_file() and (skip is None or skip not in p.resolve().parents))
@@ -261,6 +375,13 @@ def collect(root: Path, progress: Callable[[str], None] = lambda s: None, exclud
         progress(f"reading {i}/{len(files)}: {_rel(p, root)}")
         r = _load_one(p, root, key)
         (subs if isinstance(r, Submission) else bad).append(r)  # type: ignore[arg-type]
+    layout, meta_bad = gradescope_layout(root)
+    bad += meta_bad
+    for s in subs:
+        s.key = s.student
+        if layout:
+            where = (root / s.path).resolve()
+            s.submitters = next((layout[d] for d in where.parents if d in layout), [])
     has = {p.resolve() for f in files for p in f.parents}
     for d in sorted(x for x in root.iterdir() if x.is_dir() and not x.name.startswith(".")) if root.is_dir() else []:
         if d.resolve() not in has and d.resolve() != skip:
@@ -299,19 +420,230 @@ def _safe_cell(s: str) -> str:
     return "'" + s if s[:1] in ("=", "+", "-", "@", "\t", "\r") else s
 
 
+def who(s: Submission, what: str) -> str:
+    """The submitters' names, SIDs or emails (Gradescope's export), joined with '; ' for a group."""
+    return "; ".join(p[what] for p in s.submitters if p.get(what))
+
+
 def render_csv(subs: list[Submission], signatures: bool = False) -> str:
-    """signatures: add a `signature` column (valid / INVALID / unsigned), when the report checked them."""
+    """student_id, then name/email/sid (Gradescope's export layout only), the part_stage columns, device (the GPU
+    model, or CPU: such a grade holds no performance points), total, max, flags. Like the part columns, these
+    come with the data: a report of no submission has only student_id, total, max and flags.
+    signatures: add a `signature` column (valid / INVALID / unsigned), when the report checked them."""
     cols = columns(subs)
+    people = any(s.submitters for s in subs)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["student_id", *cols, "total", "max", "flags", *(["signature"] if signatures else [])])
+    w.writerow(["student_id", *(["name", "email", "sid"] if people else []), *cols, *(["device"] if subs else []),
+                "total", "max", "flags", *(["signature"] if signatures else [])])
     for s in subs:
         w.writerow([
             _safe_cell(s.student),
+            *([_safe_cell(who(s, "name")), _safe_cell(who(s, "email")), _safe_cell(who(s, "sid"))] if people else []),
             *(f"{round(s.points[c][0], 4):g}" if c in s.points else "" for c in cols),
+            _safe_cell(s.device_label),
             f"{round(s.total, 4):g}", f"{round(s.max, 4):g}", _safe_cell(" | ".join(s.flags)),
             *([s.signature] if signatures else []),
         ])
+    return buf.getvalue()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The roster and the LMS: grades_canvas.csv
+
+CANVAS_HEADER = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
+CANVAS_KEYS = ("ID", "SIS User ID", "SIS Login ID")  # what a results folder is matched against
+# Header spellings accepted for each Canvas column (compared casefolded, with _ and - read as spaces). Canvas's own
+# export matches the first of each; a plain roster needs only one id column.
+ROSTER_ALIASES = {
+    "Student": ("student", "name", "student name", "full name"),
+    "ID": ("id", "canvas id", "canvas user id", "user id"),
+    "SIS User ID": ("sis user id", "sis id", "sid", "student id", "student number"),
+    "SIS Login ID": ("sis login id", "login id", "login", "username", "user name", "email", "e mail", "email address"),
+    "Section": ("section",),
+}
+EXTRA_KEYS = ("email", "e mail", "email address", "login", "login id", "username")  # matched too, when present
+MAX_ROSTER_BYTES = 32 * 1024 * 1024
+_MUTED = re.compile(r"^\s*(Muted|Manual Posting.*)?\s*$", re.IGNORECASE)  # Canvas's rows under the header
+CANVAS_ID_RE = re.compile(r"\A(.*)\s\((\d+)\)\Z")  # Canvas reads "Title (123)" as assignment 123 (Assignment.title_and_id)
+
+
+class RosterError(ValueError):
+    """The roster cannot be used; str(err) is one line saying why."""
+
+
+@dataclass
+class Roster:
+    path: Path
+    header: list[str]  # the file's own header (a Canvas export's assignment columns included)
+    columns: dict[str, str]  # Canvas column -> the roster's header it comes from
+    rows: list[dict[str, str]]  # Canvas column -> value, one per student, in the roster's order
+    keys: list[set[str]]  # per row: its id values, casefolded
+    skipped: int = 0  # rows with no id value (Canvas's "Points Possible" and muted rows are not counted)
+
+
+def _norm_header(h: str) -> str:
+    return " ".join(h.replace("_", " ").replace("-", " ").split()).casefold()
+
+
+def read_roster(path: Path) -> Roster:
+    """A roster CSV: Canvas's gradebook export (Student, ID, SIS User ID, SIS Login ID, Section, ...) or any CSV
+    with an id column (id, student_id, sid, login, username or email; see ROSTER_ALIASES). Raises RosterError."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise RosterError(f"--roster {path}: cannot read ({e.strerror or e})") from None
+    if len(raw) > MAX_ROSTER_BYTES:
+        raise RosterError(f"--roster {path}: {len(raw) / 2**20:.1f} MiB, over the {MAX_ROSTER_BYTES // 2**20} MiB a roster may be")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise RosterError(f"--roster {path}: not UTF-8 text (save it as 'CSV UTF-8')") from None
+    first = text.split("\n", 1)[0]
+    delim = ";" if first.count(";") > first.count(",") else ("\t" if first.count("\t") > first.count(",") else ",")
+    try:
+        table = list(csv.reader(io.StringIO(text), delimiter=delim))
+    except csv.Error as e:
+        raise RosterError(f"--roster {path}: not a CSV file ({e})") from None
+    if not table or not any(c.strip() for c in table[0]):
+        raise RosterError(f"--roster {path}: empty (want a header row with an id column)")
+    header = [c.strip() for c in table[0]]
+    norm = [_norm_header(h) for h in header]
+    columns: dict[str, int] = {}
+    for field_, aliases in ROSTER_ALIASES.items():
+        for a in aliases:
+            if a in norm and norm.index(a) not in columns.values():
+                columns[field_] = norm.index(a)
+                break
+    if not any(k in columns for k in CANVAS_KEYS):
+        want = "ID, SIS User ID or SIS Login ID (Canvas), or id, student_id, sid, login, username or email"
+        raise RosterError(f"--roster {path}: no id column (want {want}; found {', '.join(header)[:200]})")
+    extra = [i for i, n in enumerate(norm) if n in EXTRA_KEYS and i not in columns.values()]
+    rows: list[dict[str, str]] = []
+    keys: list[set[str]] = []
+    skipped = 0
+    for cells in table[1:]:
+        cells = [c.strip() for c in cells]
+        if not any(cells) or all(_MUTED.match(c) for c in cells):
+            continue
+        if "Points Possible" in (cells[0] if cells else ""):
+            continue
+        row = {f: (cells[i] if i < len(cells) else "") for f, i in columns.items()}
+        ks = {row[f].casefold() for f in CANVAS_KEYS if row.get(f)} | {cells[i].casefold() for i in extra if i < len(cells) and cells[i]}
+        if not ks:
+            skipped += 1
+            continue
+        rows.append({f: row.get(f, "") for f in CANVAS_HEADER})
+        keys.append(ks)
+    return Roster(path, header, {f: header[i] for f, i in columns.items()}, rows, keys, skipped)
+
+
+@dataclass
+class Join:
+    """Results joined to a roster: one score (or none) per roster student."""
+
+    column: str  # the assignment column's header
+    points_possible: float
+    scores: list[str]  # per roster row: the score as written, or "" (none)
+    matched: dict[int, Submission] = field(default_factory=dict)  # roster row -> its results
+    missing: list[int] = field(default_factory=list)  # roster rows with no results at all
+    conflicts: dict[int, list[Submission]] = field(default_factory=dict)  # roster rows with several results: no score
+    withheld: dict[int, Submission] = field(default_factory=dict)  # signature not valid: no score
+    unmatched: list[Submission] = field(default_factory=list)  # results that match no roster student
+    ambiguous: list[tuple[Submission, list[int]]] = field(default_factory=list)  # results that match several
+
+
+def _identities(s: Submission) -> list[set[str]]:
+    """Who a result is for, as a set of keys (casefolded) per person: Gradescope's submitters (SID, email) where
+    the export names them, else the student id (extra_data.student_id or the folder's name)."""
+    people = [{p.get("sid", ""), p.get("email", "")} for p in s.submitters] if s.submitters else [{s.key or s.student}]
+    return [ks for ks in ({k.casefold() for k in keys if k} for keys in people) if ks]
+
+
+def _local(k: str) -> str:
+    return k.split("@", 1)[0] if "@" in k else ""
+
+
+def points_text(v: float) -> str:
+    return f"{round(v, 2):.2f}".rstrip("0").rstrip(".") if math.isfinite(v) else ""
+
+
+def canvas_column(subs: list[Submission], roster: Roster, name: str | None = None) -> str:
+    """The assignment column's header. A Canvas export's own column of that assignment ("Title (12345)", its
+    Canvas id) is reused, so the import updates it; otherwise the plain title, and Canvas makes a new assignment
+    of that name with the "Points Possible" row's points. Default title: "<PROBLEM> kernels". Not "Title (76)":
+    Canvas reads a number in parentheses as the assignment's id, not its points."""
+    if not name:
+        probs = [" ".join(str((s.data.get("extra_data") or {}).get("problem") or "").split())[:60] for s in subs]
+        prob = max(sorted(set(probs)), key=probs.count) if any(probs) else ""
+        name = f"{prob.upper() or 'GLU'} kernels"
+    m = CANVAS_ID_RE.match(name)
+    if m:
+        return name  # an explicit Canvas id: as given
+    for h in roster.header[len(CANVAS_HEADER):]:
+        hm = CANVAS_ID_RE.match(h)
+        if hm and hm.group(1).strip().casefold() == name.strip().casefold():
+            return h
+    return name
+
+
+def join_roster(subs: list[Submission], roster: Roster, column: str | None = None, signatures: bool = False) -> Join:
+    """Match every result to the roster (its keys: ID, SIS User ID, SIS Login ID and any email/login column) and
+    give each roster student a score: empty when there are no results, several results, or (signatures checked)
+    results the grader did not sign."""
+    index: dict[str, set[int]] = {}
+    local: dict[str, set[int]] = {}  # an email's local part -> rows: tried when no key matches in full
+    for i, ks in enumerate(roster.keys):
+        for k in ks:
+            index.setdefault(k, set()).add(i)
+            if _local(k):
+                local.setdefault(_local(k), set()).add(i)
+
+    def rows_of(keys: set[str]) -> set[int]:
+        full = set().union(*(index.get(k, set()) for k in keys))
+        if full:
+            return full
+        short = keys | {_local(k) for k in keys if _local(k)}
+        return set().union(*(index.get(k, set()) | local.get(k, set()) for k in short))
+
+    found: dict[int, list[Submission]] = {}
+    j = Join(canvas_column(subs, roster, column), max([s.max for s in subs] + [0.0]), [""] * len(roster.rows))
+    for s in subs:
+        hits: set[int] = set()
+        for keys in _identities(s):
+            rows = rows_of(keys)
+            if len(rows) > 1:
+                j.ambiguous.append((s, sorted(rows)))
+            elif rows:
+                hits |= rows
+        if not hits and not any(a is s for a, _ in j.ambiguous):
+            j.unmatched.append(s)
+        for i in hits:
+            found.setdefault(i, []).append(s)
+    for i in range(len(roster.rows)):
+        got = found.get(i, [])
+        if not got:
+            j.missing.append(i)
+        elif len(got) > 1:
+            j.conflicts[i] = got
+        elif signatures and got[0].signature != signing.VALID:
+            j.withheld[i] = got[0]
+        else:
+            j.matched[i] = got[0]
+            j.scores[i] = points_text(got[0].total)
+    return j
+
+
+def render_canvas_csv(roster: Roster, j: Join) -> str:
+    """Canvas's gradebook import: Student, ID, SIS User ID, SIS Login ID, Section, the assignment column; a "Points
+    Possible" row; one row per roster student, in the roster's order (an empty score leaves Canvas's as it is)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow([*CANVAS_HEADER, j.column])
+    w.writerow(["Points Possible", "", "", "", "", points_text(j.points_possible)])
+    for row, score in zip(roster.rows, j.scores):
+        w.writerow([_safe_cell(row["Student"]), row["ID"], row["SIS User ID"], row["SIS Login ID"], _safe_cell(row["Section"]), score])
     return buf.getvalue()
 
 
@@ -437,10 +769,52 @@ def _table(head: list[str], rows: list[list[Any]]) -> str:
     ) + "</table>"
 
 
-def render_summary(subs: list[Submission], bad: list[Unreadable], imgs: dict[str, bytes] | None, source: str) -> str:
+def _student_cell(s: Submission) -> str:
+    """The student's id (and Gradescope names), linked to their report.html when there is one (a relative link)."""
+    name = s.student + (f" ({who(s, 'name')})" if who(s, "name") else "")
+    if not s.report_href:
+        return f"<td>{_e(name)}</td>"
+    return f'<td><a href="{_e(s.report_href)}">{_e(name)}</a></td>'
+
+
+def _names(subs: list[Submission], limit: int = 30) -> str:
+    names = [s.student for s in subs]
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _roster_section(roster: Roster, j: Join) -> list[str]:
+    def person(i: int) -> list[str]:
+        r = roster.rows[i]
+        return [r["Student"], r["ID"], r["SIS User ID"], r["SIS Login ID"], r["Section"]]
+
+    facts = (f'<p class="facts">roster {_e(roster.path.name)}; assignment column "{_e(j.column)}", points possible '
+             f"{_e(points_text(j.points_possible))}. Import it in Canvas (Grades, Import); an empty score leaves the "
+             "gradebook's as it is.</p>")
+    H = [f"<h2>Roster: grades_canvas.csv ({len(j.matched)} of {len(roster.rows)} students with a score)</h2>", facts]
+    empty = [[*person(i), "no results"] for i in j.missing]
+    empty += [[*person(i), "several results: " + ", ".join(s.student for s in subs) + " (choose one by hand)"]
+              for i, subs in j.conflicts.items()]
+    empty += [[*person(i), f"results not signed by the grader ({s.signature}): {s.student}"] for i, s in j.withheld.items()]
+    H.append(f"<h3>Roster students without a score ({len(empty)})</h3>")
+    H.append(_table([*CANVAS_HEADER, "why"], empty) if empty else "<p>None.</p>")
+    left = [[s.student, s.path, f"{s.total:.4g}", "matches no roster student"] for s in j.unmatched]
+    left += [[s.student, s.path, f"{s.total:.4g}", "matches several roster students: " + ", ".join(roster.rows[i]["Student"] or roster.rows[i]["ID"] for i in rows)]
+             for s, rows in j.ambiguous]
+    H.append(f"<h3>Results not in grades_canvas.csv ({len(left)})</h3>")
+    H.append(_table(["student", "file", "total", "why"], left) if left else "<p>None.</p>")
+    return H
+
+
+def render_summary(subs: list[Submission], bad: list[Unreadable], imgs: dict[str, bytes] | None, source: str,
+                   roster: Roster | None = None, join: Join | None = None) -> str:
     top = max([s.max for s in subs] + [0.0])
     totals = [s.total for s in subs]
     H = [f"<h1>Class summary: {len(subs)} graded submission(s)</h1>", f'<p class="facts">from {_e(source)}</p>']
+    cpu = [s for s in subs if s.without_gpu]
+    if cpu:
+        H.append(f'<p class="note"><b>{len(cpu)} of {len(subs)} grade(s) were made without a GPU</b> (device "CPU"): '
+                 "they cannot hold the performance points nor the GPU-only cases, so their totals are not final. "
+                 f"Regrade them on a GPU: {_e(_names(cpu))}.</p>")
     if imgs is None:
         H.append('<p class="note">Note: plots need matplotlib (pip install matplotlib); this summary has tables only.</p>')
     if totals:
@@ -453,7 +827,7 @@ def render_summary(subs: list[Submission], bad: list[Unreadable], imgs: dict[str
     H.append(f"<h2>Flagged submissions ({len(flagged)})</h2>")
     if flagged:
         H.append("<table><tr><th>student</th><th>total</th><th>why</th><th>file</th></tr>" + "".join(
-            f"<tr><td>{_e(s.student)}</td>{_td(f'{s.total:.4g}')}<td><ul>{''.join(f'<li>{_e(f)}</li>' for f in s.flags)}</ul></td><td>{_e(s.path)}</td></tr>"
+            f"<tr>{_student_cell(s)}{_td(f'{s.total:.4g}')}<td><ul>{''.join(f'<li>{_e(f)}</li>' for f in s.flags)}</ul></td><td>{_e(s.path)}</td></tr>"
             for s in flagged
         ) + "</table>")
     else:
@@ -491,28 +865,52 @@ def render_summary(subs: list[Submission], bad: list[Unreadable], imgs: dict[str
     else:
         H.append("<p>No correctness results.</p>")
 
+    if roster is not None and join is not None:
+        H += _roster_section(roster, join)
+
     cols = columns(subs)
     H.append("<h2>All submissions</h2>")
-    H.append(_table(["student", *cols, "total", "max", "device", "flags"], [
-        [s.student, *(f"{s.points[c][0]:.4g}" if c in s.points else "" for c in cols), f"{s.total:.4g}", f"{s.max:g}", s.device, len(s.flags)]
+    if any(s.report_href for s in subs):
+        H.append("<p>A student's name links to their own report (report.html beside their results.json).</p>")
+    H.append("<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in ["student", *cols, "total", "max", "device", "flags"]) + "</tr>" + "".join(
+        "<tr>" + _student_cell(s) + "".join(_td(c) for c in [
+            *(f"{s.points[c][0]:.4g}" if c in s.points else "" for c in cols), f"{s.total:.4g}", f"{s.max:g}", s.device_label, len(s.flags)
+        ]) + "</tr>"
         for s in subs
-    ]))
+    ) + "</table>")
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>Class summary</title>'
         f"<style>{CSS}</style></head><body>\n" + "\n".join(H) + "\n</body></html>\n"
     )
 
 
+def _report_href(s: Submission, root: Path, out: Path) -> str:
+    """The relative link from out/class_summary.html to the report.html beside s's results.json ("" if none)."""
+    page = (root / s.path).parent / "report.html"
+    try:
+        if not page.is_file():
+            return ""
+        rel = os.path.relpath(page.resolve(), out.resolve())
+    except (OSError, ValueError):  # another drive (Windows), an unreadable folder
+        return ""
+    return quote(Path(rel).as_posix(), safe="/")
+
+
 def write_ta_report(
-    root: Path, out: Path | None = None, progress: Callable[[str], None] = lambda s: None, key: bytes | None = None
+    root: Path, out: Path | None = None, progress: Callable[[str], None] = lambda s: None, key: bytes | None = None,
+    roster: Roster | None = None, canvas_column_name: str | None = None,
 ) -> tuple[Path, Path, list[Submission], list[Unreadable]]:
     """Write grades.csv and class_summary.html into out (default: root). Never raises for a bad results file.
     key: the signing key of the key file the grades were made with (keyfile.Key.signing); every file's signature
-    is then checked (grader/signing.py)."""
+    is then checked (grader/signing.py). roster (read_roster): also write grades_canvas.csv, one row per roster
+    student (join_roster), with the assignment column canvas_column_name (default: canvas_column's)."""
     root = Path(root)
     out = Path(out) if out is not None else root
     validator()  # the schema and the jsonschema package are there before any file is judged by them
     subs, bad = collect(root, progress, exclude=out if out.resolve() != root.resolve() else None, key=key)
+    for s in subs:
+        s.report_href = _report_href(s, root, out)
+    join = join_roster(subs, roster, canvas_column_name, signatures=key is not None) if roster is not None else None
     progress("drawing charts")
     top = max([s.max for s in subs] + [0.0])
     try:
@@ -521,5 +919,7 @@ def write_ta_report(
         imgs = None
     csv_path, html_path = out / "grades.csv", out / "class_summary.html"
     write_text_atomic(csv_path, render_csv(subs, signatures=key is not None))
-    write_text_atomic(html_path, render_summary(subs, bad, imgs, root.name or str(root)))
+    if roster is not None and join is not None:
+        write_text_atomic(out / CANVAS_CSV, render_canvas_csv(roster, join))
+    write_text_atomic(html_path, render_summary(subs, bad, imgs, root.name or str(root), roster, join))
     return csv_path, html_path, subs, bad
