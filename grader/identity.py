@@ -79,6 +79,8 @@ def pick_identity(env_uid: str | None = None) -> Identity:
     if me != 0:
         why = "the grader is not root, so submission code runs as the grader's own user"
         return Identity(me, os.getgid(), False, [why])
+    if os.environ.get("GRADER_SAME_UID") == "1":  # a local or test grade that wants the grader's own user
+        return Identity(me, os.getgid(), False, ["GRADER_SAME_UID=1: submission code runs as the grader's own user"])
     raw = env_uid if env_uid is not None else os.environ.get("GRADER_STUDENT_UID")
     if raw:
         try:

@@ -32,6 +32,8 @@ def test_root_picks_a_fresh_uid_or_the_configured_one(monkeypatch):
     assert identity.pick_identity("10001").uid == 10001
     assert not identity.pick_identity("0").separated  # never root
     assert not identity.pick_identity("abc").separated
+    monkeypatch.setenv("GRADER_SAME_UID", "1")
+    assert not identity.pick_identity().separated  # asked for: a local or test grade
 
 
 def test_modes_decide_what_another_uid_may_read_and_write(tmp_path):
