@@ -20,6 +20,9 @@ from .sandbox import GraderFault, become_subreaper, make_undumpable, reap_strays
 from .spec import SpecError, find_problem, load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
+# A checkout grades its own assignment/; an installed grader (`pip install .`, then `glu-grade`) the assignment/ of
+# the directory it is run from, not the stubs installed beside it.
+DEFAULT_SUBMISSION = ROOT / "assignment" if (ROOT / "pyproject.toml").is_file() else Path("assignment")
 EXIT_OK, EXIT_USAGE, EXIT_GRADER_FAULT = 0, 2, 3  # 0: graded (whatever the score); 2: cannot run; 3: grader fault
 AUTOGRADE_KEY = Path("/autograder/secret/grader_key")  # Gradescope's staff-only folder; the container passes its own
 
@@ -29,7 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     g = sub.add_parser("grade", help="grade a submission (default: assignment/)")
     g.add_argument("--problem", default="glu", help="problem name under reference/, or a spec.yaml path (default: glu)")
-    g.add_argument("--submission", type=Path, default=ROOT / "assignment", help="directory with the student's files (default: assignment/)")
+    g.add_argument("--submission", type=Path, default=DEFAULT_SUBMISSION, help="directory with the student's files (default: assignment/)")
     g.add_argument("--staff", action="store_true", help="grade the staff solutions from reference/ instead")
     g.add_argument("--out", type=Path, default=Path("grade-results"), help="where results.json goes (default: grade-results/)")
     g.add_argument("--only", choices=None, action="append", default=[], help="grade only this implementation (triton or cuda); repeatable")

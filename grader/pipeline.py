@@ -17,7 +17,7 @@ from typing import Callable
 
 import torch
 
-from . import identity, static
+from . import availability, identity, static
 from .correctness import Target, run_correctness
 from .performance import run_performance, skipped_tests, start_workers
 from .reference import load_reference
@@ -140,6 +140,7 @@ def _grade(problem: Problem, opts: Options, device: str, scratch: identity.Scrat
         raise GraderError(f"--only {','.join(opts.only)} matches no implementation (choose from {', '.join(problem.implementations)})")
 
     targets: list[Target] = []
+    no_triton: list[Implementation] = []  # Triton parts this machine cannot run (grader/availability.py)
     if opts.staff:
         missing = [i.staff.name for i in impls if not i.staff.is_file()]
         if missing:
@@ -162,6 +163,13 @@ def _grade(problem: Problem, opts: Options, device: str, scratch: identity.Scrat
             "\n".join(w.text() for w in warns) if warns else "no static warnings",
             name=f"{impl.name} / static warnings",
         ))
+        why = availability.triton_missing() if impl.kind == "triton" else None
+        if why:
+            # macOS, Windows: no Triton wheels. Nothing of this part can run here; say so, and how to grade it.
+            g.tests += _fail_all(problem, impl, SKIPPED, f"skipped: {why}")
+            g.notes.append(availability.not_graded_here(impl.name, why, opts.submission, opts.out))
+            no_triton.append(impl)
+            continue
         if impl.kind == "cuda":
             from . import build  # nvcc helpers; imported only when a CUDA part is graded
 
@@ -196,8 +204,12 @@ def _grade(problem: Problem, opts: Options, device: str, scratch: identity.Scrat
 
     # The timing workers start now, in the background: their start-up (imports, CUDA context) overlaps the
     # correctness stage. They measure the GPU only when the timing stage loads them.
+    # torch.compile's GPU code is Triton: where Triton cannot run there is no compiled baseline, so no thresholds.
+    no_triton_why = availability.triton_missing()
+    no_compile = (f"the torch.compile baseline needs Triton: {no_triton_why}"
+                  if no_triton_why and device == "cuda" and any("compile" in b for b in problem.baselines.values()) else "")
     early = None
-    if opts.perf and problem.performance is not None and device == "cuda" and targets:
+    if opts.perf and problem.performance is not None and device == "cuda" and targets and not no_compile:
         progress("performance: starting workers (in the background)")
         early = start_workers(problem, targets, device)
     if opts.correctness and targets:
@@ -224,7 +236,11 @@ def _grade(problem: Problem, opts: Options, device: str, scratch: identity.Scrat
     elif device != "cuda":
         g.tests += skipped_tests(problem, perf_targets, "skipped: performance is timed only on a CUDA GPU")
         g.notes.append("performance: skipped, no CUDA GPU on this machine")
+    elif no_compile:
+        g.tests += skipped_tests(problem, [Target(i, "", i.file) for i in impls], f"skipped: {no_compile}")
+        g.notes.append(f"performance: not timed on this machine: {no_compile}")
     else:
+        g.tests += skipped_tests(problem, [Target(i, "", i.file) for i in no_triton], f"skipped: {no_triton_why}")
         t0 = time.monotonic()
         try:
             tests, g.perf = run_performance(problem, targets, ref, device=device, secret=opts.secret, progress=progress, started=early)

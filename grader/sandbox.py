@@ -250,7 +250,7 @@ def make_undumpable() -> bool:
 
         libc = ctypes.CDLL(None, use_errno=True)
         return libc.prctl(4, 0, 0, 0, 0) == 0  # PR_SET_DUMPABLE
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # TypeError: Windows' CDLL(None); AttributeError: no prctl (macOS)
         return False
 
 
@@ -262,7 +262,7 @@ def become_subreaper() -> bool:
 
         libc = ctypes.CDLL(None, use_errno=True)
         return libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # TypeError: Windows' CDLL(None)
         return False
 
 

@@ -173,6 +173,10 @@ def _file_line(err: Any, funcs: dict[str, Any]) -> int | None:
     m = re.search(r"^\s*def\s+(\w+)\s*\(", src or "", re.MULTILINE)
     f = funcs.get(m.group(1)) if m else None
     first = getattr(f, "def_file_line_number", None)
+    if first is None:  # older Triton (3.7.1, torch 2.13's pin) has only the first decorator's line
+        start, raw = getattr(f, "starting_line_number", None), getattr(f, "raw_src", None) or []
+        idx = next((i for i, ln in enumerate(raw) if isinstance(ln, str) and ln.strip().startswith("def ")), None)
+        first = start + idx if isinstance(start, int) and idx is not None else None
     return first + lineno - 1 if isinstance(first, int) and isinstance(lineno, int) else None
 
 

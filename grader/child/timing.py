@@ -20,23 +20,32 @@ from types import SimpleNamespace
 from typing import Any, Callable
 
 import torch
-import triton
-import triton.language as tl
 
 from .inputs import digest, digest_weights, make_input_seeded
+
+try:
+    import triton
+    import triton.language as tl
+
+    _jit = triton.jit
+except ImportError:  # Windows: no Triton wheels (grader/availability.py). A CUDA part is still timed, with
+    triton = None  # torch's one-thread sleep before each call (Timer._check_occupy reports which sleep it used).
+
+    def _jit(fn):
+        return fn
 
 
 _perf_counter = time.perf_counter
 
 
-@triton.jit
+@_jit
 def _now_ns():
     # nanosleep first: the waiting warps mostly sleep and issue few instructions (a wait, not a power burn ahead
     # of the timed kernel).
     return tl.inline_asm_elementwise("nanosleep.u32 256;\n\tmov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
 
 
-@triton.jit
+@_jit
 def _occupy_kernel(ns):
     """Wait `ns` nanoseconds. Launched with as many threads per SM as an SM holds (Timer.__init__) it takes every
     warp slot of every SM, so no kernel from any other stream can start until it ends. torch.cuda._sleep is a
@@ -115,6 +124,8 @@ class Timer:
         return max(cycles / max(ms * 1e3, 1.0), 2000.0)
 
     def _occupy(self, us: float) -> None:
+        if triton is None:
+            raise RuntimeError("Triton is not installed")
         _occupy_kernel[(self.occupy_grid,)](int(us * 1000), num_warps=self.occupy_warps)
 
     def _check_occupy(self) -> str:

@@ -1,0 +1,44 @@
+"""Whether Triton can run on this machine: decided once, in the trusted parent, before any worker starts.
+
+Triton ships wheels for Linux (x86_64, aarch64) only, so requirements.txt installs it there alone. On macOS and
+Windows the grader still grades everything that needs no Triton (the static checks; the CUDA build and compiler
+report where nvcc exists; the CUDA part's correctness and timing on a GPU) and says, in one line, why the Triton
+part was not graded and the container command that grades it. No module of the trusted side imports triton at
+module level; the worker imports it only to run Triton code, which is then never asked of it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+IMAGE = "glu-grader"
+# The README's container command (its options: tests/test_install.py checks that they agree).
+DOCKER_RUN = ("docker", "run", "--rm", "--gpus", "all", "--network", "none", "--read-only", "--tmpfs", "/scratch:mode=1777")
+
+
+def triton_missing() -> str | None:
+    """Why Triton cannot run here (one clause), or None when this Python can import it."""
+    try:
+        if importlib.util.find_spec("triton") is not None:
+            return None
+    except (ImportError, ValueError):  # a broken or half-removed install
+        pass
+    if sys.platform == "darwin":
+        return "Triton does not install on macOS (it has wheels for Linux only)"
+    if sys.platform == "win32":
+        return "Triton does not install on Windows (it has wheels for Linux only)"
+    return "Triton is not installed in this Python (python -m pip install -c constraints.txt -r requirements.txt)"
+
+
+def container_command(submission: Path, out: Path) -> str:
+    """The command that grades `submission` in the grading container, from a checkout of the course repository."""
+    return (f"docker build -t {IMAGE} . && " + " ".join(DOCKER_RUN)
+            + f' -v "{submission.resolve()}:/submission:ro" -v "{out.resolve()}:/results" {IMAGE}')
+
+
+def not_graded_here(part: str, why: str, submission: Path, out: Path) -> str:
+    """The one line a grade carries for a part that needs Triton where Triton cannot run."""
+    return (f"{part}: not graded on this machine: {why}. Grade it in the container on a Linux host with an NVIDIA "
+            f"GPU, from the course repository: {container_command(submission, out)}")
