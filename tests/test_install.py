@@ -77,7 +77,7 @@ def _test_deps() -> list[str]:
 
 def _pins() -> dict[str, Requirement]:
     pins = _by_name(_lines(ROOT / "constraints.txt"))
-    for name, r in pins.items():
+    for r in pins.values():
         specs = list(r.specifier)
         assert len(specs) == 1 and specs[0].operator == "==", f"constraints.txt: {r} is not an exact pin"
     return pins
@@ -138,7 +138,7 @@ def _compile(uv: str, platform: str, python: str, tmp: Path) -> subprocess.Compl
     cmd = [uv, "pip", "compile", "--no-config", "--no-python-downloads", "--default-index", "https://pypi.org/simple",
            "--python-platform", platform, "--python-version", python, "--no-header", "--no-annotate", "--quiet",
            "-c", str(ROOT / "constraints.txt"), str(ROOT / "requirements.txt"), str(test_reqs)]
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240, cwd=tmp)
+    return subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, timeout=240, cwd=tmp)
 
 
 @pytest.mark.network
@@ -212,7 +212,7 @@ def test_the_grader_runs_where_triton_cannot_be_imported(tmp_path):
             "raise SystemExit(main(sys.argv[1:]))\n")
     r = subprocess.run([sys.executable, "-c", code, "grade", "--device", "cpu", "--no-perf", "--only", "triton",
                         "--submission", str(ROOT / "assignment"), "--out", str(out)],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+                       check=False, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     results = json.loads((out / "results.json").read_text())
     lines = results["output"].splitlines()
@@ -238,7 +238,7 @@ def dists(tmp_path_factory) -> dict[str, Path]:
     src = tmp / "src"
     shutil.copytree(ROOT, src, ignore=_NOT_SOURCE)
     r = subprocess.run([sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(tmp / "dist"), str(src)],
-                       capture_output=True, text=True, timeout=300)
+                       check=False, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     (wheel,) = (tmp / "dist").glob("*.whl")
     (sdist,) = (tmp / "dist").glob("*.tar.gz")
@@ -288,7 +288,7 @@ def test_the_installed_wheel_grades_the_stubs(dists, tmp_path):
     (site_dir / "zz_test_parent_env.pth").write_text("\n".join(ours) + "\n")
     r = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index",
                         "--disable-pip-version-check", "--quiet", str(dists["wheel"])],
-                       capture_output=True, text=True, timeout=300)
+                       check=False, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     where = subprocess.run([str(py), "-c", "import grader, reference; print(grader.__file__); print(reference.__file__)"],
@@ -301,7 +301,7 @@ def test_the_installed_wheel_grades_the_stubs(dists, tmp_path):
     out = tmp_path / "out"
     exe = bindir / ("glu-grade.exe" if os.name == "nt" else "glu-grade")
     r = subprocess.run([str(exe), "grade", "--device", "cpu", "--no-perf", "--only", "triton", "--out", str(out)],
-                       cwd=work, env=env, capture_output=True, text=True, timeout=300)
+                       check=False, cwd=work, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     results = json.loads((out / "results.json").read_text())
     assert results["extra_data"]["submission"] == "assignment"
