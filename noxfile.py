@@ -6,6 +6,7 @@
     nox -s report    -- DIR [--out D]   TA reports over a directory of results.json files
     nox -s keygen    -- --out FILE      a new 256-bit grading key (mode 0600) for --secret-file
     nox -s handout   -- --out DIR       staff: the repository students get (no staff solutions, tests or notes)
+    nox -s gradescope -- --out ZIP      staff: Gradescope's autograder zip (CPU checks; GPU points graded later)
     nox -s tests     -- [pytest args]   the grader's own tests (includes the lint checks)
     nox -s lint                         hadolint on the Dockerfile + the workflow checks
 
@@ -76,6 +77,13 @@ def handout(session: nox.Session) -> None:
     """The student handout: `nox -s handout -- --out DIR` (a new or empty DIR; grader/handout.py lists what goes in)."""
     _install(session)
     session.run(*GRADER, "handout", *session.posargs)
+
+
+@nox.session
+def gradescope(session: nox.Session) -> None:
+    """Gradescope's autograder zip: `nox -s gradescope -- --out autograder.zip [--key KEY]` (never overwrites)."""
+    _install(session)
+    session.run(*GRADER, "gradescope", *session.posargs)
 
 
 @nox.session

@@ -67,6 +67,11 @@ def _parser() -> argparse.ArgumentParser:
     h = sub.add_parser("handout", help="staff: write the repository students get (stubs, handout, grader, public spec and "
                        "reference, student-facing tests; no staff solutions, staff tests or staff notes)")
     h.add_argument("--out", type=Path, required=True, metavar="DIR", help="a new or empty directory for the handout")
+    gs = sub.add_parser("gradescope", help="staff: build Gradescope's autograder zip (setup.sh, run_autograder, the grader; "
+                        "no staff solutions); Gradescope has no GPU, so it grades the CPU checks")
+    gs.add_argument("--out", type=Path, required=True, metavar="ZIP", help="the zip to write (never overwritten)")
+    gs.add_argument("--key", type=Path, default=None, metavar="KEY",
+                    help="also put this grading key in the zip (as grader_key): anyone with the zip has the key")
     k = sub.add_parser("keygen", help="write a new 256-bit grading key (64 hex characters) to a new file of mode 0600")
     k.add_argument("--out", type=Path, required=True, metavar="FILE", help="where the key goes (never overwritten)")
     return p
@@ -95,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         return _keygen(args.out)
     if args.command == "handout":
         return _handout(args.out)
+    if args.command == "gradescope":
+        return _gradescope(args.out, args.key)
     try:
         problem = load_problem(find_problem(args.problem, ROOT))
         for o in getattr(args, "only", []) or ():
@@ -252,6 +259,22 @@ def _handout(out: Path) -> int:
         print(f"grader error: {e}", file=sys.stderr)
         return 2
     print(f"wrote the student handout to {out}: {len(files)} files (no staff solutions, staff tests or staff notes)")
+    return 0
+
+
+def _gradescope(out: Path, key: Path | None) -> int:
+    from . import gradescope
+
+    try:
+        names = gradescope.build(out, key, ROOT)
+    except gradescope.GradescopeError as e:
+        print(f"grader error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote Gradescope's autograder zip to {out}: {len(names)} files (setup.sh, run_autograder, the grader; "
+          "no staff solutions); upload it as the assignment's autograder (Ubuntu 24.04 base image)")
+    if key is not None:
+        print(f"warning: the zip holds the grading key {key} (as grader_key): anyone with the zip has the key; "
+              "keep it to the course staff", file=sys.stderr)
     return 0
 
 

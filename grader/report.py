@@ -100,6 +100,9 @@ def leaderboard(g: Grade) -> list[dict[str, Any]]:
 def results_json(g: Grade) -> dict[str, Any]:
     """Gradescope's results.json: the Grade's own JSON, plus leaderboard entries when there is perf data."""
     data = g.to_json()
+    if os.environ.get("GRADER_GRADESCOPE") == "1" and g.unearnable:  # set by the Gradescope zip's run_autograder
+        data["output"] = (f"{g.unearnable:g} of {g.max_score:g} points need a GPU and are graded later by the course "
+                          "staff; this score is the CPU checks only.\n" + data["output"]).rstrip("\n")
     board = leaderboard(g)
     if board:
         data["leaderboard"] = board
