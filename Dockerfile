@@ -1,9 +1,11 @@
 # The grader in an NVIDIA CUDA container (nvcc inside: student .cu files are built at grading time).
 #
 # Build:  docker build -t glu-grader .
-# Run:    docker run --rm --gpus all --network none --read-only --tmpfs /scratch:mode=1777 \
+# Run:    docker run --rm --gpus all --network none --read-only --tmpfs /scratch:mode=1777,exec \
 #           -v "$PWD/assignment:/submission:ro" -v "$PWD/out:/results" \
 #           [-v /path/to/grader_key:/run/secrets/grader_key:ro] glu-grader
+# Needs an NVIDIA driver >= 580 on the host (CUDA 13.0; checked at start) and the NVIDIA container toolkit. /scratch
+# must allow exec (built kernels are loaded from it; Docker's --tmpfs is noexec unless told).
 # Gives /results/results.json (Gradescope's format). The key: `python -m grader keygen --out grader_key`, once (a new
 # file of mode 0600 holding 256 random bits); without it the grade is advisory and unsigned.
 #
@@ -23,9 +25,10 @@ ENV DEBIAN_FRONTEND=noninteractive \
     VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH
 
+# python3-dev: Triton's JIT compiles a small C launcher against Python.h on a GPU.
 # hadolint ignore=DL3008
 RUN apt-get update \
- && apt-get install -y --no-install-recommends python3 python3-venv \
+ && apt-get install -y --no-install-recommends python3 python3-dev python3-venv \
  && rm -rf /var/lib/apt/lists/* \
  && python3 -m venv /opt/venv \
  && useradd --create-home --uid 10001 student
@@ -40,12 +43,22 @@ COPY grader ./grader
 COPY reference ./reference
 COPY assignment/README.md ./assignment/README.md
 
-# TMPDIR: the grade's private scratch and the trusted caches live on the /scratch tmpfs (the root is read-only).
-# Workers get their own HOME, TMPDIR and Triton/Inductor caches there (grader/identity.py), not these.
+# The root is read-only (--read-only); /scratch is the one writable place (a tmpfs): TMPDIR, HOME and the trusted
+# caches live there, and each grade makes its private scratch under it. Workers get their own HOME, TMPDIR and
+# Triton/Inductor caches inside that (grader/identity.py), not these. No .pyc writes: the root is read-only.
 ENV GRADER_STUDENT_UID=10001 \
+    PYTHONDONTWRITEBYTECODE=1 \
     GRADER_CACHE=/scratch/cache \
     TMPDIR=/scratch \
-    HOME=/scratch
+    HOME=/scratch \
+    XDG_CACHE_HOME=/scratch/cache \
+    TRITON_CACHE_DIR=/scratch/cache/triton \
+    TORCHINDUCTOR_CACHE_DIR=/scratch/cache/inductor \
+    MPLCONFIGDIR=/scratch/cache/matplotlib \
+    CUDA_CACHE_PATH=/scratch/cache/nv
 
-ENTRYPOINT ["python", "-m", "grader", "autograde"]
+# Start-up check: this CUDA 13.0 image needs an NVIDIA driver >= 580 on the host. One line on stderr when no GPU
+# is visible (no --gpus, no NVIDIA container toolkit) or the driver is older; the grade still runs (on CPU, where
+# GPU points cannot be earned, or fails with --device cuda). Then the grader, with the arguments given (CMD).
+ENTRYPOINT ["/bin/sh", "-c", "d=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n 1); case \"$d\" in [0-9]*) [ \"${d%%.*}\" -ge 580 ] || echo \"glu-grader: NVIDIA driver $d is too old for this CUDA 13.0 image (needs >= 580): update the host driver; GPU parts cannot run\" >&2 ;; *) echo 'glu-grader: no NVIDIA GPU visible (run with --gpus and the NVIDIA container toolkit; host driver >= 580): GPU parts cannot run' >&2 ;; esac; exec python -m grader autograde \"$@\"", "glu-grader"]
 CMD ["--submission", "/submission", "--out", "/results", "--secret-file", "/run/secrets/grader_key"]

