@@ -15,7 +15,7 @@ from pathlib import Path
 
 IMAGE = "glu-grader"
 # The README's container command (its options: tests/test_install.py checks that they agree).
-DOCKER_RUN = ("docker", "run", "--rm", "--gpus", "all", "--network", "none", "--read-only", "--tmpfs", "/scratch:mode=1777")
+DOCKER_RUN = ("docker", "run", "--rm", "--gpus", "all", "--network", "none", "--read-only", "--tmpfs", "/scratch:mode=1777,exec")  # exec: built kernels load from /scratch
 
 
 def triton_missing() -> str | None:
