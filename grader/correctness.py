@@ -179,7 +179,7 @@ def run_correctness(
                     # dying, or one that hangs again, stops the part (the stage's own limit bounds the total).
                     box = None
                     restarts += 1
-                    hung = getattr(e, "reason", "timeout" if "timed out" in e.line else "crash") == "timeout"
+                    hung = e.reason == "timeout"
                     hangs += hung
                     if restarts > MAX_RESTARTS or hangs > MAX_HANGS:
                         load_error = f"not run: earlier cases {'hung' if hung else 'crashed the process'} repeatedly (last: {case.name})"
@@ -210,7 +210,14 @@ def run_correctness(
             )
         if load_error is None:
             passed = {r.extra.get("case") for r in results if r.state == PASSED}
-            results.append(_kernel_check(problem, target, box, runnable, secret, deadline, passed, case_violations))
+            restart_error = ""
+            if box is None or not box.alive:  # the last case took its worker down: profile in a fresh one
+                try:
+                    box = start()
+                except WorkerFailure as e:
+                    box, restart_error = None, e.line
+            results.append(_kernel_check(problem, target, box, runnable, secret, deadline, passed, case_violations,
+                                         restart_error))
             if device == "cpu" and impl.kind == "triton":
                 results.append(_gpu_compile_check(problem, target, box, deadline))
     finally:
@@ -258,7 +265,7 @@ def _call_violations(kind: str, case: Case, reply: dict, correct: bool, out_nume
 
 def _kernel_check(
     problem: Problem, target: Target, box: Sandbox | None, runnable: list[Case], secret: int, deadline: float, passed: set,
-    case_violations: list[str] = (),
+    case_violations: list[str] = (), restart_error: str = "",
 ) -> TestResult:
     """Profile one call on a case the part passed, and classify what ran (grader/kernelcheck.py).
 
@@ -283,10 +290,9 @@ def _kernel_check(
                           f"VIOLATION: {why}\nthe kernel check fails closed: a call the part had answered right must "
                           f"run again under the profiler (profiled {case.name})", {"forfeit": True, "violations": [why]})
 
+    if box is None:
+        return closed(f"the worker could not be started again for it: {restart_error}")
     try:
-        if box is None or not box.alive:
-            box = Sandbox(box.device if box else "cpu")
-            box.request("load", target.payload(problem), timeout_s=max(1.0, deadline - time.monotonic()), what="loading the submission")
         x = inputs.make_input(case, "cpu", secret)
         base = x._base if x._base is not None else x
         r = box.request("kernels", {"base": base.contiguous(), "cols": case.shape[-1]}, timeout_s=max(1.0, deadline - time.monotonic()), what="the kernel check")

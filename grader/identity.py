@@ -174,7 +174,7 @@ class Scratch:
     def add_submission(self, src_dir: Path) -> list[str]:
         """Copy the submission's regular files (not links, not folders) into ro/submission. Returns what was skipped."""
         skipped = []
-        total = 0
+        total = copied = 0
         for p in sorted(src_dir.iterdir())[: MAX_SUBMISSION_FILES * 4]:
             try:
                 st = os.lstat(p)
@@ -184,9 +184,10 @@ class Scratch:
                 skipped.append(p.name)
                 continue
             total += st.st_size
-            if total > MAX_SUBMISSION_BYTES or len(list(self.submission.iterdir())) >= MAX_SUBMISSION_FILES:
+            if total > MAX_SUBMISSION_BYTES or copied >= MAX_SUBMISSION_FILES:
                 skipped.append(p.name)
                 continue
+            copied += 1
             dst = self.submission / p.name
             with open(p, "rb") as f:
                 dst.write_bytes(f.read(MAX_SUBMISSION_BYTES))

@@ -83,25 +83,26 @@ def grade(problem: Problem, opts: Options, progress: Callable[[str], None] = lam
 
     ident = identity.pick_identity()
     trusted_cache = build.default_cache_dir() / "trusted"
-    try:
-        scratch = identity.Scratch(ident, trusted_cache, base=opts.scratch)
-    except OSError as e:
-        raise GraderError(f"cannot make a private scratch directory ({e.strerror or e}): set TMPDIR or pass --scratch DIR "
-                          "to a writable folder") from None
+    scratch = _scratch(ident, trusted_cache, opts.scratch)
+    why = identity.probe(ident, scratch) if ident.separated else ""
+    if why:
+        # The untrusted uid cannot start the grader's Python here (e.g. it is installed under /root): run as
+        # ourselves rather than not at all, and say that this grade is not official.
+        scratch.close()
+        ident = identity.Identity(os.getuid(), os.getgid(), False, [
+            f"the unprivileged uid could not start this Python ({why}); install the grader where other "
+            "users can read it (the container does)"])
+        scratch = _scratch(ident, trusted_cache, opts.scratch)
     with scratch, identity.activate(scratch):
-        if ident.separated:
-            why = identity.probe(ident, scratch)
-            if why:
-                # The untrusted uid cannot start the grader's Python here (e.g. it is installed under /root): run
-                # as ourselves rather than not at all, and say that this grade is not official.
-                scratch.close()
-                ident = identity.Identity(os.getuid(), os.getgid(), False, [
-                    f"the unprivileged uid could not start this Python ({why}); install the grader where other "
-                    "users can read it (the container does)"])
-                scratch = identity.Scratch(ident, trusted_cache, base=opts.scratch)
-                with scratch, identity.activate(scratch):
-                    return _grade(problem, opts, device, scratch, progress)
         return _grade(problem, opts, device, scratch, progress)
+
+
+def _scratch(ident: identity.Identity, trusted_cache: Path, base: Path | None) -> identity.Scratch:
+    try:
+        return identity.Scratch(ident, trusted_cache, base=base)
+    except OSError as e:
+        raise GraderError(f"cannot make a private scratch directory ({e.strerror or e}): set TMPDIR to a writable "
+                          "folder") from None
 
 
 def official_reasons(problem: Problem, scratch: identity.Scratch) -> list[str]:
