@@ -240,8 +240,17 @@ def kill_uid(uid: int, rounds: int = 20) -> int:
 
 def probe(identity: Identity, scratch: Scratch, timeout_s: float = 120.0) -> str:
     """'' when the untrusted identity can start a worker's interpreter (Python, torch, grader.child) from the
-    scratch; else why not (e.g. the Python install lies under a directory other users cannot enter)."""
-    code = "import torch, grader.child.worker"
+    scratch; else why not (e.g. the Python install lies under a directory other users cannot enter).
+
+    It finds and opens torch's and the worker's files rather than importing them: importing torch took 5.0 s of
+    a 46 s grade on the H200 (docs/performance.md), and what it can fail on here is permissions, which opening
+    the same files from the same uid, cwd and environment finds as well."""
+    code = ("import importlib.util as u, os\n"
+            "for m in ('torch', 'grader.child.worker'):\n"
+            "    s = u.find_spec(m)\n"
+            "    assert s is not None and s.origin, f'{m} is not importable'\n"
+            "    open(s.origin, 'rb').close()\n"
+            "    os.listdir(os.path.dirname(s.origin))\n")
     try:
         r = subprocess.run([sys.executable, "-s", "-c", code], cwd=scratch.home if identity.separated else scratch.root,
                            env=scratch.env(trusted=False), capture_output=True, text=True, timeout=timeout_s,

@@ -99,3 +99,26 @@ def test_a_cached_library_whose_bytes_changed_is_rebuilt(tmp_path):
     third = build.build_cuda(src, cache_dir=tmp_path / "cache", timeout_s=300)
     assert third.ok and not third.cached
     assert third.lib is not None and third.lib.read_bytes() != b"planted by someone else"
+
+
+def test_the_probe_passes_for_a_uid_that_can_start_the_worker(tmp_path, separated):
+    ident = identity.pick_identity()
+    # The scratch goes in the system's temporary folder, as in a grade: pytest's tmp_path is under a 0700 folder.
+    with identity.Scratch(ident, tmp_path / "trusted") as s:
+        assert identity.probe(ident, s) == ""
+
+
+def test_the_probe_names_what_the_uid_cannot_reach(tmp_path, separated, monkeypatch):
+    """The untrusted uid cannot enter a 0700 folder holding the interpreter (as with a venv under /root): the
+    probe reports it (and the grade then falls back, unofficial), rather than every worker failing later."""
+    import sys
+
+    hidden = tmp_path / "private"
+    hidden.mkdir(mode=0o700)
+    os.chmod(hidden, 0o700)
+    os.symlink(sys.executable, hidden / "python")
+    monkeypatch.setattr(sys, "executable", str(hidden / "python"))
+    ident = identity.pick_identity()
+    with identity.Scratch(ident, tmp_path / "trusted") as s:
+        why = identity.probe(ident, s)
+    assert "Permission denied" in why or "PermissionError" in why, why
