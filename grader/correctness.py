@@ -235,7 +235,7 @@ def _malformed_raised(r: dict) -> str:
         return "'raised' is not [line, detail]"
     if not (isinstance(r.get("ops", []), list) and all(isinstance(o, str) for o in r.get("ops", []))):
         return "'ops' is not a list of names"
-    return ""
+    return _malformed_profile(r)
 
 
 def _malformed_run_reply(r: object) -> str:
@@ -251,15 +251,35 @@ def _malformed_run_reply(r: object) -> str:
         return "'ops' is not a list of names"
     if not (r.get("triton_launches") is None or type(r.get("triton_launches")) is int):
         return "'triton_launches' is not a count"
+    return _malformed_profile(r)
+
+
+def _malformed_profile(r: dict) -> str:
+    """'' when the per-call device profile of a `run` reply (absent on a CPU) has its shape."""
+    calls = r.get("call_kernels")
+    if not (calls is None or (isinstance(calls, list) and len(calls) <= 2
+                              and all(isinstance(c, list) and all(isinstance(k, str) for k in c) for c in calls))):
+        return "'call_kernels' is not a list of kernel names per call"
+    if not (isinstance(r.get("runtime", []), list) and all(isinstance(v, str) for v in r.get("runtime", []))):
+        return "'runtime' is not a list of names"
     return ""
 
 
 def _call_violations(kind: str, case: Case, reply: dict, correct: bool, out_numel: int) -> list[str]:
-    """What the host-op profile of one case's calls says: PyTorch math, or (for a right answer) no kernel."""
+    """What the profile of one case's calls says: PyTorch math, work moved to the host, or (for a right answer) no
+    kernel of the submission's own. On a GPU every call's device activity is checked on its own ("call_kernels"), so
+    that doing the work differently in calls the kernel check does not profile gains nothing."""
     rep = kernelcheck.classify(kind, reply.get("ops", []), [], ["?"], reply.get("triton_launches") if out_numel else None)
     out = [f"{v} (case {case.name})" for v in rep.violations if v.startswith("PyTorch computed")]
     if correct and kind == "triton" and out_numel and reply.get("triton_launches") == 0:
         out.append(f"case {case.name} was answered correctly without launching any @triton.jit kernel of this file")
+    for k, kernels in enumerate(reply.get("call_kernels") or []):
+        dev = kernelcheck.classify(kind, [], kernels, ["?"], runtime=list(reply.get("runtime", [])),
+                                   device_profiled=bool(out_numel))
+        for v in dev.violations:
+            no_kernel = v.startswith("no kernel from your library")
+            if v.startswith(("data moved between host", "the call used host memory")) or (no_kernel and correct):
+                out.append(f"{v} (case {case.name}, call {k + 1})")
     return out
 
 

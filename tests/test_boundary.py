@@ -266,3 +266,31 @@ def test_an_official_grade_end_to_end_is_signed_and_verifies(separated, tmp_path
     r = subprocess.run([*run, "report", str(out), "--secret-file", str(key), "--out", str(tmp_path / "ta")],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "1 valid" in r.stdout, r.stdout + r.stderr
+
+
+def test_every_profiled_call_on_a_gpu_is_checked_not_only_the_kernel_check_s():
+    """Class 1/6, per call: a CUDA part whose calls on a GPU each launch its own kernel is clean; a call that moved
+    the data through the host, or answered with no kernel of its own (a device copy of an earlier answer), is a
+    violation naming the case and the call, whichever call the kernel check later profiles. (The records are what
+    Worker.run sends from a GPU; tests/test_exploits.py runs the real thing there.)"""
+    from grader.correctness import _call_violations, _malformed_run_reply
+    from grader.spec import Case
+
+    case = Case("medium/float32", (64, 512), "float32")
+    fill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(...)"
+    honest = {"ops": ["fill_"], "triton_launches": None, "call_kernels": [[fill, "glu_kernel(...)"]] * 2,
+              "runtime": ["cudaLaunchKernel"]}
+    assert _call_violations("cuda", case, honest, True, 64 * 256) == []
+    host = {**honest, "call_kernels": [[fill, "Memcpy DtoH (Device -> Pageable)", "Memcpy HtoD (Pageable -> Device)",
+                                         "alibi(...)"], [fill, "glu_kernel(...)"]]}
+    (v,) = _call_violations("cuda", case, host, True, 64 * 256)
+    assert v.startswith("data moved between host and device") and v.endswith("(case medium/float32, call 1)")
+    cached = {**honest, "call_kernels": [[fill, "glu_kernel(...)"], [fill, "Memcpy DtoD (Device -> Device)"]]}
+    (v,) = _call_violations("cuda", case, cached, True, 64 * 256)
+    assert v.startswith("no kernel from your library") and v.endswith("call 2)")
+    assert _call_violations("cuda", case, cached, False, 64 * 256) == []  # a wrong answer earns nothing anyway
+    assert _call_violations("cuda", case, {**cached, "call_kernels": None}, True, 64 * 256) == []  # CPU: no device record
+    import torch
+
+    three_calls = {"outs": [torch.zeros(1)] * 2, "meta": {}, "x_after": torch.zeros(1), "call_kernels": [["k"]] * 3}
+    assert _malformed_run_reply(three_calls) == "'call_kernels' is not a list of kernel names per call"

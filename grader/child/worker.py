@@ -245,6 +245,8 @@ class Worker:
         Each output is checked and copied (a snapshot of its memory) while the call's profiler is still on: an
         output must be a plain torch.Tensor with no torch function or dispatch mode active, so nothing can compute
         it later, when the grader reads it, and work a background thread does after the call is not in the copy.
+        On a GPU the profiler records device activity too, per call ("call_kernels"): the parent checks every
+        call, not only the kernel check's, so a submission cannot do the work differently when it is watched.
         An error in the call still reports the ATen ops seen until then ("raised"): the parent fails the case and
         counts the ops, so raising after PyTorch did the work hides nothing."""
         self._poison(True)
@@ -252,15 +254,18 @@ class Worker:
         x = base[..., : p["cols"]] if p["cols"] != base.shape[-1] else base
         out_nbytes = p["out_numel"] * base.element_size()
         outs, metas, secs, ops = [], [], [], set()
+        call_kernels: list[list[str]] = []
+        runtime: set[str] = set()
         launches = 0
         raised: list[str] | None = None
         for _ in range(2):
             self._poison_allocator(out_nbytes)
             before = self.launches.count if self.launches else 0
             t0 = _perf_counter()
-            # Every correctness call runs under the (cheap, host-only) profiler, so a submission that does the
-            # work with PyTorch except when it sees a profiler gains nothing: it always sees one here.
-            with self._host_ops() as (seen, snapshot):
+            # Every correctness call runs under the profiler (host ops; device activity on a GPU), so a submission
+            # that does the work with PyTorch or on the host except when it sees a profiler gains nothing: it always
+            # sees one here.
+            with self._host_ops() as (seen, snapshot, device):
                 try:
                     out = self._call(x)
                     self._sync()
@@ -270,26 +275,32 @@ class Worker:
                     raised = list(explain_error(e, traceback.format_exc(), self.source))
             secs.append(_perf_counter() - t0)
             ops |= seen
+            runtime |= device["runtime"]
+            call_kernels.append(device["kernels"][:200])
             launches += (self.launches.count - before) if self.launches else 0
             if raised is not None:
                 break
             metas.append(meta)
             outs.append(copy)
-        reply = {"ops": sorted(ops), "triton_launches": launches if self.launches else None}
+        reply = {"ops": sorted(ops), "triton_launches": launches if self.launches else None,
+                 "call_kernels": call_kernels if self.device.type == "cuda" else None, "runtime": sorted(runtime)[:200]}
         if raised is not None:
             return {**reply, "raised": raised}
         return {**reply, "outs": outs, "meta": metas[0], "x_after": base.to("cpu"), "seconds": secs}
 
     @contextlib.contextmanager
-    def _host_ops(self) -> Iterator[tuple[set[str], Callable[[Any, dict[str, Any]], Any]]]:
-        """Names of the ATen ops called inside the block (host-side profiler, every thread; its stderr chatter
-        muted), and `snapshot(out, meta)`, the grader's copy of an output, taken inside the block. The memory ops
-        of that copy are not the submission's, and are left out; any compute op is counted wherever it ran."""
+    def _host_ops(self) -> Iterator[tuple[set[str], Callable[[Any, dict[str, Any]], Any], dict[str, Any]]]:
+        """Names of the ATen ops called inside the block (profiler, every thread; its stderr chatter muted), and
+        `snapshot(out, meta)`, the grader's copy of an output, taken inside the block. The memory ops of that copy
+        are not the submission's, and are left out; any compute op is counted wherever it ran. On a GPU, also the
+        device activity (kernels, copies) and CUDA runtime/driver calls that began before the snapshot: the
+        submission's own, not the copy's."""
         from torch.profiler import ProfilerActivity, profile, record_function
 
         from .kernelnames import MEMORY_OPS
 
         seen: set[str] = set()
+        device: dict[str, Any] = {"kernels": [], "runtime": set()}
         marks: list[bool] = []
 
         def snapshot(out: Any, meta: dict[str, Any]) -> Any:
@@ -299,17 +310,24 @@ class Worker:
                 marks.append(True)
                 return _clone_to_cpu(out)
 
-        with _stderr_muted(), profile(activities=[ProfilerActivity.CPU]) as prof:
-            yield seen, snapshot
-        events = list(prof.events())
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.type == "cuda" else [])
+        with _stderr_muted(), profile(activities=acts) as prof:
+            yield seen, snapshot, device
+        events = sorted(prof.events(), key=lambda e: e.time_range.start)
         start = min((e.time_range.start for e in events if e.name == _SNAPSHOT_MARK), default=None)
         for e in events:
-            if not e.name.startswith("aten::"):
-                continue
-            name = e.name[len("aten::"):]
-            if start is not None and e.time_range.start >= start and name in MEMORY_OPS:
-                continue
-            seen.add(name)
+            before_copy = start is None or e.time_range.start < start
+            if e.name.startswith("aten::"):
+                name = e.name[len("aten::"):]
+                if not before_copy and name in MEMORY_OPS:
+                    continue
+                seen.add(name)
+            elif not before_copy:
+                continue  # the grader's copy of the output (its device-to-host memcpy), not the submission's
+            elif _RUNTIME_CALL.match(e.name):
+                device["runtime"].add(e.name)
+            elif str(getattr(e, "device_type", "")).rsplit(".", 1)[-1] == "CUDA":
+                device["kernels"].append(e.name)
 
     def kernels(self, p: dict[str, Any]) -> dict[str, Any]:
         """Profile one call: host ATen ops, device kernels (names, launch order), CUDA runtime/driver calls.
@@ -323,7 +341,7 @@ class Worker:
         base = p["base"].to(self.device)
         x = base[..., : p["cols"]] if p["cols"] != base.shape[-1] else base
         ops: set[str] = set()
-        with self._host_ops() as (seen, _):
+        with self._host_ops() as (seen, _, _device):
             try:
                 self._call(x)  # compile/JIT outside the device profile
                 self._sync()
