@@ -205,7 +205,9 @@ def _cases(v: _V, raw: Any, key: str, defaults: dict[str, Any], out_cols: str, m
 
 def load_problem(path: str | Path) -> Problem:
     """Read and validate a problem spec. Raises SpecError (one line) on any problem."""
-    path = Path(path)
+    # Absolute: the files it names are opened by workers that run from other folders (the trusted worker from
+    # its cache, an untrusted one from its scratch), where a path relative to this process's cwd means nothing.
+    path = Path(path).absolute()
     try:
         text = path.read_text()
     except OSError as e:

@@ -292,3 +292,13 @@ def test_cli_error_is_one_line(name, cli_errors):
     proc, _ = cli_errors[name]
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_a_relative_spec_path_gives_absolute_file_paths(monkeypatch, repo_root):
+    """Workers run from other folders (the trusted one from its cache, untrusted ones from their scratch): a spec
+    loaded by a relative path must still name its reference and staff files absolutely. (A relative path made the
+    baselines' worker fail on the H200: FileNotFoundError for <cache>/trusted/reference/glu/reference.py.)"""
+    monkeypatch.chdir(repo_root)
+    p = load_problem(Path("reference") / "glu" / "spec.yaml")
+    assert p.path.is_absolute() and p.reference.is_absolute() and p.reference.is_file()
+    assert all(i.staff.is_absolute() for i in p.implementations.values())
