@@ -1,6 +1,6 @@
 """The staff kernels on large inputs in every dtype, as a share of the copy roofline (issue 3's ">= 97%" bar).
 
-The grader's fp16 perf case was 4096x8192 (100 MB) until run 31, launch- and tail-bound for every kernel; this
+The grader's fp16 perf case was 4096x8192 (100 MB) before fp16_8k, launch- and tail-bound for every kernel; this
 script measures the large sizes the bar is about, with triton.testing.do_bench (L2 cleared before each call,
 median of the timed calls) for the kernels, for a 1 GiB device-to-device copy (the roofline figure) and, as
 "copy=", for a copy of the same bytes as each case.

@@ -52,7 +52,8 @@ def test_staff_full_performance_credit(staff):
     perf = [t for t in staff.tests if t.stage == "performance"]
     assert len(perf) == 2 * len(staff.perf["cases"])
     # Every case in full: the staff kernels sit at or under torch.compile's time, well inside the 3% margin
-    # (docs/PERF_NOTES.md run 31: within 0.5% of compile's median on every case, in all five grades).
+    # (docs/performance.md#thresholds-and-credit: within 0.5% of compile's median on every case, in all five
+    # grades of the H200 stability run).
     low = [f"{t.name}: {t.output}" for t in perf if t.extra.get("credit", 0) < 1.0]
     assert not low, "\n".join(low)
     for t in perf:

@@ -31,8 +31,9 @@ ANCHORS_MS = {
     "llama3_8b_mlp": {  # 8192x28672 bf16
         "manual": 1.028, "eager": 0.352, "compiled": 0.425, "triton_1d": 0.167, "triton_2d": 0.175,
     },
-    # Not in ANCHORS.md (its fp16 row is 4096x8192, too short to time stably): docs/PERF_NOTES.md run 31, each
-    # implementation's slowest median over five grades; the staff kernels stand in for "triton_1d" and "cuda_float4".
+    # Not in ANCHORS.md (its fp16 row is 4096x8192, too short to time stably): each implementation's slowest median
+    # over five H200 grades (docs/performance.md#thresholds-and-credit); the staff kernels stand in for "triton_1d"
+    # and "cuda_float4".
     "fp16_8k": {  # 8192x16384 fp16
         "manual": 0.6032, "eager": 0.2061, "compiled": 0.0972, "triton_1d": 0.0972, "cuda_float4": 0.0971,
     },

@@ -86,7 +86,7 @@ namespace {
 // It is never inf/inf or 0*inf inside sigmoid, unlike the tempting e^b / (1 + e^b).
 // expf is libdevice's accurate exp (~1 ulp). It is also the faster one here: the intrinsic __expf compiles to
 // ex2.approx.f32, which ptxas wraps in denormal fix-ups, while expf's range-reduced form uses the flush-to-zero
-// ex2 (run 21 in docs/PERF_NOTES.md: 0.2% on fp16 4096 x 8192). __fdividef is an
+// ex2 (docs/performance.md#staff-kernels: 0.2% on fp16 4096 x 8192). __fdividef is an
 // approximate reciprocal times the numerator (~1 ulp); __fdividef(1, d) is 0 for d = inf and for d > 2^126,
 // where the true sigmoid is < 2^-126 anyway (a subnormal, which this flush-to-zero path drops). Both are far
 // inside the grader's fp32 tolerance (rtol 1e-5) and cost a handful of instructions instead of the IEEE
@@ -182,7 +182,7 @@ template <typename T> struct Scalar {
 // Two index types. Idx32 (uint32_t) when every offset the kernel forms is below 2^31 (all but >2G-element
 // tensors): the address arithmetic is one 32-bit multiply-add per pointer, and (row, col) comes from a
 // multiply-high and a shift (FastDiv) instead of a division. Otherwise int64_t with a real division. Measured
-// on an H200 (docs/PERF_NOTES.md, runs 20-21), the 32-bit path is what brings the kernel level with the one
+// on an H200 (docs/performance.md#staff-kernels), the 32-bit path is what brings the kernel level with the one
 // torch.compile generates, whose shapes are literals.
 
 // Division by a divisor fixed for the whole launch, as a multiply-high and a shift: the "magic number" method

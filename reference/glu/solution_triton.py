@@ -6,7 +6,7 @@ every load/store is a coalesced run except at row boundaries, in 16-byte vectors
 multiples of 16 elements (Triton specializes integer arguments on that divisibility). Math is in fp32, cast
 once on store.
 
-Two kernels, chosen by size (measured on an H200, docs/PERF_NOTES.md, runs 16-20):
+Two kernels, chosen by size (measured on an H200, docs/performance.md#staff-kernels):
 - glu_kernel_fixed, for large tensors: the row length, row stride and element count are compile-time
   constants, as in the kernel torch.compile generates for a static shape. Dividing by a literal h is a
   multiply-high and a shift; offsets fit in int32 (checked here); with n_out a multiple of BLOCK there is no
@@ -87,7 +87,7 @@ def glu_triton(x: torch.Tensor) -> torch.Tensor:
         return y
     row_stride = x2.stride(0) if rows > 1 else cols
     # 8 warps, and BLOCK sized so that each thread loads exactly one 16-byte vector of a and one of b
-    # (1024 fp32 or 2048 fp16/bf16 elements). Measured on the H200 (docs/PERF_NOTES.md, run 10) against 4 warps
+    # (1024 fp32 or 2048 fp16/bf16 elements). Measured on the H200 (docs/performance.md#staff-kernels) against 4 warps
     # with 32 bytes per thread: 0.4-0.6% faster on the large perf cases.
     num_warps = 8
     block = 32 * num_warps * (16 // x.element_size())

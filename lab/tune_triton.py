@@ -4,7 +4,7 @@ Every variant is timed with grader.child.timing.Timer exactly as the grader time
 L2 flush before every call, a whole-device sleep while the host launches, CUDA events. Variants and the
 compiled baseline are interleaved round-robin, one round (5 calls) each in turn, so drift hits them alike.
 
-    python scripts/tune_triton.py [--rounds 30] [--out DIR]   # on a GPU machine, from the repository root
+    python lab/tune_triton.py [--rounds 30] [--out DIR]   # on a GPU machine, from the repository root
 
 Prints, per case, each variant's median event time, its ratio to torch.compile and its share of the copy
 figure; writes the Inductor kernel source for each case under --out, to compare designs.

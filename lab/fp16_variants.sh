@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Issue 3 item 7: the fp16 perf case's drift between grades, each variant graded 5 times on one machine
-# (docs/PERF_NOTES.md run 31 ran the current spec, fp16_8k, and closed the item; the old case's variants are here
+# (lab/PERF_NOTES.md run 31 ran the current spec, fp16_8k, and closed the item; the old case's variants are here
 # to compare against):
 #   4k: the old fp16 case, 4096x8192 (~0.03 ms; ~1% drift between grades in runs 28-29)
-#   s3: the old fp16 case with `setups: 3` (three independent setups, rounds pooled; never run on a GPU)
+#   s3: the old fp16 case with `setups: 3` (three independent setups, rounds pooled; run 32)
 # The variant specs are written beside reference/glu/spec.yaml (so its relative paths resolve) and removed after.
-#   bash docs/experiments/fp16_variants.sh OUTDIR [variant ...]   (default: 4k s3)
+#   bash lab/fp16_variants.sh OUTDIR [variant ...]   (default: 4k s3)
 set -u
 out=${1:?usage: fp16_variants.sh OUTDIR [4k|s3 ...]}; shift
 variants=${*:-4k s3}

@@ -2,7 +2,7 @@
 # Grade two submission directories alternately on this machine (A, B, A, B, ...) and print each grade's wall
 # time, phase breakdown and per-case medians: what a kernel or grader change costs, with the machine held fixed.
 #
-#   bash scripts/ab_grade.sh DIR_A DIR_B [ROUNDS=2] [OUT=ab-out]
+#   bash lab/ab_grade.sh DIR_A DIR_B [ROUNDS=2] [OUT=ab-out]
 #
 # To compare against an older commit's staff kernels:
 #   mkdir -p /tmp/a && git show 858e120:reference/glu/solution_triton.py > /tmp/a/glu_triton.py \

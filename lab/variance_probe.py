@@ -1,6 +1,6 @@
 """Where the run-to-run spread of a small case's median comes from: calls, rounds, or allocations.
 
-    python scripts/variance_probe.py [--case fp16_8k] [--blocks 6] [--rounds 25]
+    python lab/variance_probe.py [--case fp16_8k] [--blocks 6] [--rounds 25]
 
 In one process, with the grader's own Timer (flush, whole-device sleep, 5 calls per request), times eager and
 torch.compile round-robin for `--blocks` blocks of `--rounds` rounds. Each block starts with a fresh setup

@@ -3,10 +3,12 @@ what each variant does to the grade's cost and to the wall-clock check: per grad
 and per case the baselines' and each kernel's overhead per call (the parent's clock over a timing request, less the
 event times reported) and each kernel's excess over the baselines (what the wall-clock check compares to its slack).
 
-    python3 scripts/ab_variants.py --variant A= --variant B=docs/experiments/prepare.patch \\
-        --variant C=docs/experiments/transport.patch \\
-        --variant D=docs/experiments/prepare.patch+docs/experiments/transport.patch \\
-        --order B,A,C,D,B,A,C,D --out /tmp/ab [--budget-s 480]
+    python3 lab/ab_variants.py --variant A= --variant B=P/prepare.patch --variant C=P/transport.patch \\
+        --variant D=P/prepare.patch+P/transport.patch --order B,A,C,D,B,A,C,D --out /tmp/ab [--budget-s 480]
+
+P is a folder of patches (a path relative to the repository root, or absolute). Run 27's two patches
+(lab/PERF_NOTES.md) apply to commit 11aa418 only and are no longer in the tree: lab/README.md says how to get them
+back.
 
 Each variant is a copy of this tree (under --out) with its patches applied (`git apply`); an empty list is the tree
 as it is. Compiler caches (Triton, Inductor, nvcc by content) are shared, so only the first grade is cold. Grades
