@@ -27,10 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from .child.launches import ARCH
+
 if TYPE_CHECKING:
     from .identity import Scratch
 
-DEFAULT_ARCH = "sm_90"
+DEFAULT_ARCH = f"sm_{ARCH}"  # the course GPUs' architecture, in one place: grader/child/launches.py
 BASE_FLAGS = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-lineinfo")
 NVCC_MISSING = "nvcc not found: install the CUDA toolkit or set CUDA_HOME"
 _TMP_SUFFIX = ".tmp.so"

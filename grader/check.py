@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .results import Reason
 from .spec import Tolerance
 
 UNIT_ROUNDOFF = {torch.float32: 2.0**-24, torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}
@@ -30,6 +31,8 @@ class Verdict:
     details: list[str] = field(default_factory=list)
     max_abs_err: float = 0.0
     max_rel_err: float = 0.0
+    reason: Reason = Reason.OK  # why not ok (the summary says it to a person)
+    later_rows_only: bool = False  # wrong values, with the first row right and later rows wrong (a row-stride bug?)
 
     def text(self) -> str:
         return "\n".join([self.summary, *("  " + d for d in self.details)])
@@ -70,7 +73,7 @@ def check_output(
 ) -> Verdict:
     """Values only (shape/dtype/layout are checked by check_meta). `truth` is float64 on the same device."""
     if out.shape != truth.shape:
-        return Verdict(False, f"wrong shape {tuple(out.shape)}, expected {tuple(truth.shape)}")
+        return Verdict(False, f"wrong shape {tuple(out.shape)}, expected {tuple(truth.shape)}", reason=Reason.WRONG_TENSOR)
     if truth.numel() == 0:
         return Verdict(True, "ok (empty output)")
     got = out.to(torch.float64)
@@ -97,11 +100,18 @@ def check_output(
         details.append(f"at index {t}: expected {_fmt(float(truth[t]))}, got {_fmt(float(got[t]))}")
     details.append(f"max abs err {_fmt(max_abs)}, max rel err {_fmt(max_rel)} (over finite expected values)")
     details.append(f"NaN: expected {int(t_nan.sum())}, got {int(g_nan.sum())}; inf: expected {int(t_inf.sum())}, got {int(g_inf.sum())}")
-    unwritten = int((finite_t & g_nan).sum())
+    poison = _poison_bits(out)
+    unwritten = int((finite_t & poison).sum())
+    computed_nan = int((finite_t & g_nan & ~poison).sum())
     if unwritten:
         details.append(
-            f"hint: {unwritten} outputs are NaN where a finite value was expected; the output buffer is poisoned with NaN "
-            "before each call, so these were probably never written (mask, grid size or tail handling)"
+            f"hint: {unwritten} outputs still hold the poison (the output is filled with an all-ones NaN before each "
+            "call) where a finite value was expected: they were never written (mask, grid size or tail handling)"
+        )
+    if computed_nan:
+        details.append(
+            f"hint: {computed_nan} outputs are a NaN your kernel computed where a finite value was expected (not the "
+            "poison): an overflow such as exp() reaching inf, then inf/inf or inf-inf?"
         )
     if truth.dim() >= 2:
         rows_bad = bad.reshape(-1, truth.shape[-1]).any(dim=1)
@@ -111,9 +121,26 @@ def check_output(
             f"bad rows: {int(rows_bad.sum())} of {rows_bad.numel()} (first: {first_row}); "
             f"bad columns: {int(cols_bad.sum())} of {cols_bad.numel()}"
         )
-        if first_row > 0 and not bool(rows_bad[0]):
+        later_rows_only = first_row > 0 and not bool(rows_bad[0])
+        if later_rows_only:
             details.append("hint: row 0 is right but later rows are wrong; check the row stride and row offsets")
-    return Verdict(False, f"wrong values: {n_bad} of {n} elements outside tolerance", details, max_abs, max_rel)
+    else:
+        later_rows_only = False
+    reason = Reason.UNWRITTEN if unwritten else Reason.NAN_COMPUTED if computed_nan else Reason.WRONG_VALUES
+    return Verdict(False, f"wrong values: {n_bad} of {n} elements outside tolerance", details, max_abs, max_rel, reason,
+                   later_rows_only)
+
+
+_BITS = {4: torch.int32, 2: torch.int16, 8: torch.int64}
+
+
+def _poison_bits(out: torch.Tensor) -> torch.Tensor:
+    """Where `out` holds the grader's poison exactly: every bit set (0xFF bytes, a NaN in float32, float16 and
+    bfloat16 alike; the workers fill outputs with it). NaNs that arithmetic produces are other patterns."""
+    bits = _BITS.get(out.element_size())
+    if bits is None or not out.is_floating_point():
+        return torch.zeros(out.shape, dtype=torch.bool, device=out.device)
+    return out.contiguous().view(bits) == -1
 
 
 def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -135,5 +162,5 @@ def check_meta(meta: dict, *, shape: tuple[int, ...], dtype: str, device_type: s
     if not meta["contiguous"]:
         problems.append(f"not contiguous (strides {tuple(meta['stride'])}); return a new contiguous tensor")
     if problems:
-        return Verdict(False, "wrong output tensor: " + "; ".join(problems))
+        return Verdict(False, "wrong output tensor: " + "; ".join(problems), reason=Reason.WRONG_TENSOR)
     return Verdict(True, "ok")

@@ -7,7 +7,6 @@ A crash or hang in one case costs that case; the worker is restarted for the res
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -16,8 +15,8 @@ import torch
 
 from . import check, gpucompile, inputs, kernelcheck
 from .reference import Reference
-from .results import FAILED, PASSED, SKIPPED, TestResult
-from .sandbox import Sandbox, WorkerFailure
+from .results import FAILED, PASSED, SKIPPED, VIOLATION, Code, Finding, Kind, Reason, TestResult
+from .sandbox import ERROR_CATEGORIES, Sandbox, WorkerFailure
 from .spec import Case, Implementation, Problem
 
 MAX_RESTARTS = 3
@@ -32,10 +31,6 @@ def _case_limit(limit_s: float, passed_s: list[float]) -> float:
     if not passed_s:
         return limit_s
     return min(limit_s, CASE_FLOOR_S + CASE_FACTOR * max(passed_s))
-STICKY_CUDA_ERROR = re.compile(
-    r"illegal (memory )?(access|address|instruction)|unspecified launch failure|device-side assert|"
-    r"misaligned address|cudaErrorIllegal|cudaErrorLaunchFailure|CUDA error", re.IGNORECASE
-)
 
 
 @dataclass
@@ -60,7 +55,8 @@ class Target:
         }
 
 
-def _test(impl: Implementation, case: Case, score: float, state: str, output: str, **extra) -> TestResult:
+def _test(impl: Implementation, case: Case, score: float, state: str, output: str, reason: Reason = Reason.OK,
+          **extra) -> TestResult:
     return TestResult(
         name=f"{impl.name} / correctness / {case.name}",
         part=impl.name,
@@ -69,8 +65,21 @@ def _test(impl: Implementation, case: Case, score: float, state: str, output: st
         max_score=case.points,
         state=state,
         output=output,
-        extra={"case": case.name, **extra},
+        extra={"case": case.name, "dtype": case.dtype, "dist": case.dist, "padded": bool(case.pad), **extra},
+        kind=Kind.CORRECTNESS,
+        reason=reason,
     )
+
+
+def failure_reason(e: WorkerFailure) -> Reason:
+    """What a worker's failure means for the case (or part) it cost."""
+    if e.reason == "timeout":
+        return Reason.TIMEOUT
+    if e.reason == "protocol":
+        return Reason.PROTOCOL
+    if e.reason == "crash" or e.category == "cuda-fault":
+        return Reason.CRASHED
+    return {"load": Reason.LOAD_FAILED, "not-implemented": Reason.NOT_IMPLEMENTED}.get(e.category, Reason.RAISED)
 
 
 def check_case(
@@ -80,30 +89,32 @@ def check_case(
     dtype = inputs.TORCH_DTYPES[case.dtype]
     meta = reply["meta"]
     if meta.get("type") != "Tensor":
-        return check.Verdict(False, f"returned {meta.get('type')}, expected a torch.Tensor")
+        return check.Verdict(False, f"returned {meta.get('type')}, expected a torch.Tensor", reason=Reason.WRONG_TENSOR)
     if not meta.get("plain", False):
         why = (f"a {meta.get('subclass')} (a subclass of torch.Tensor)" if meta.get("subclass")
                else "a tensor while a torch function or dispatch mode was active" if meta.get("modes")
                else "a tensor that requires grad")
         return check.Verdict(False, f"returned {why}: return a plain torch.Tensor, computed by your kernel before the "
-                             "function returns")
+                             "function returns", reason=Reason.NOT_PLAIN)
     v = check.check_meta(meta, shape=problem.out_shape(case.shape), dtype=case.dtype, device_type=torch.device(device).type)
     if not v.ok:
         return v
     if not check.same_values(reply["x_after"], base):
-        return check.Verdict(False, "the input was modified: a kernel must not write into x")
+        return check.Verdict(False, "the input was modified: a kernel must not write into x", reason=Reason.INPUT_MODIFIED)
     cols = case.shape[-1]
     x = base[..., :cols] if case.pad else base
     xd = x.to(device)
     truth = ref.truth(xd)
-    eager = ref.baselines["eager"](xd) if "eager" in ref.baselines else None
+    base = problem.tolerance_baseline
+    eager = ref.baselines[base](xd) if base in ref.baselines else None
     out1, out2 = (o.to(device) for o in reply["outs"])
     v = check.check_output(out1, truth, tol=problem.tolerances[case.dtype], dtype=dtype, eager_out=eager)
     if not v.ok:
         return v
     if not check.same_values(out1, out2):
         n = int((~((out1 == out2) | (out1.isnan() & out2.isnan()))).sum())
-        return check.Verdict(False, f"not deterministic: two runs on the same input differ in {n} elements (a race, or reading unwritten memory?)")
+        return check.Verdict(False, f"not deterministic: two runs on the same input differ in {n} elements (a race, or "
+                             "reading unwritten memory?)", reason=Reason.NOT_DETERMINISTIC)
     return v
 
 
@@ -122,13 +133,14 @@ def run_correctness(
     runnable = [c for c in cases if device != "cpu" or not c.gpu_only]
     for c in cases:
         if c not in runnable:
-            results.append(_test(impl, c, 0.0, SKIPPED, "skipped: this case runs only on a GPU (too slow for the Triton interpreter)"))
+            results.append(_test(impl, c, 0.0, SKIPPED, "skipped: this case runs only on a GPU (too slow for the Triton "
+                                 "interpreter)", Reason.NEEDS_GPU))
     deadline = time.monotonic() + problem.limits.correctness_s
     restarts = hangs = 0
     case_seconds: list[float] = []  # how long the passed cases took: a later case's time limit scales with them
-    case_violations: list[str] = []  # from the host-op profile of every correctness call
+    case_violations: list[Finding] = []  # from the profile of every correctness call
     box: Sandbox | None = None
-    load_error: str | None = None
+    load_error: tuple[str, Reason] | None = None  # why the rest of the part cannot run
 
     def start() -> Sandbox:
         b = Sandbox(device, max_reply=reply_limit(runnable))
@@ -143,17 +155,18 @@ def run_correctness(
         for i, case in enumerate(runnable):
             progress(f"{impl.name}: {case.name}")
             if load_error is not None:
-                results.append(_test(impl, case, 0.0, FAILED, load_error))
+                results.append(_test(impl, case, 0.0, FAILED, *load_error))
                 continue
             if time.monotonic() > deadline:
-                results.append(_test(impl, case, 0.0, FAILED, f"not run: the correctness stage ran past its {problem.limits.correctness_s:.0f} s limit"))
+                results.append(_test(impl, case, 0.0, FAILED, f"not run: the correctness stage ran past its "
+                                     f"{problem.limits.correctness_s:.0f} s limit", Reason.NOT_RUN))
                 continue
             try:
                 if box is None or not box.alive:
                     box = start()
             except WorkerFailure as e:
-                load_error = f"not run: {e.line}" + (f"\n{e.detail}" if e.detail else "")
-                results.append(_test(impl, case, 0.0, FAILED, load_error))
+                load_error = (f"not run: {e.line}" + (f"\n{e.detail}" if e.detail else ""), failure_reason(e))
+                results.append(_test(impl, case, 0.0, FAILED, *load_error))
                 continue
             base = inputs.make_input(case, "cpu", secret)
             if case.pad:
@@ -168,8 +181,8 @@ def run_correctness(
                 reply = box.request("run", payload, timeout_s=max(1.0, budget), what=f"case {case.name}")
             except WorkerFailure as e:
                 msg = e.line + (f"\n{e.detail}" if e.detail else "")
-                results.append(_test(impl, case, 0.0, FAILED, msg))
-                if not e.fatal and STICKY_CUDA_ERROR.search(e.line + e.detail):
+                results.append(_test(impl, case, 0.0, FAILED, msg, failure_reason(e)))
+                if not e.fatal and e.category == "cuda-fault":
                     # A kernel fault poisons the CUDA context for good: later cases in this process would all
                     # fail with the same error. Start a fresh worker for them instead.
                     box.close()
@@ -182,22 +195,27 @@ def run_correctness(
                     hung = e.reason == "timeout"
                     hangs += hung
                     if restarts > MAX_RESTARTS or hangs > MAX_HANGS:
-                        load_error = f"not run: earlier cases {'hung' if hung else 'crashed the process'} repeatedly (last: {case.name})"
+                        load_error = (f"not run: earlier cases {'hung' if hung else 'crashed the process'} repeatedly "
+                                      f"(last: {case.name})", Reason.NOT_RUN)
                 continue
             if isinstance(reply, dict) and "raised" in reply and not _malformed_raised(reply):
                 # The call raised: the case fails, and the ATen ops it ran before raising still count.
-                line, detail = reply["raised"]
-                results.append(_test(impl, case, 0.0, FAILED, line + (f"\n{detail}" if detail else "")))
+                line, detail = reply["raised"][:2]
+                category = reply["raised"][2] if len(reply["raised"]) > 2 else "call"
+                why = failure_reason(WorkerFailure(line, detail, category=category))
+                results.append(_test(impl, case, 0.0, FAILED, line + (f"\n{detail}" if detail else ""), why))
                 case_violations += _call_violations(impl.kind, case, reply, False, payload["out_numel"])
                 continue
             bad = _malformed_run_reply(reply)
             if bad:
                 # Valid data, but not what a worker answers to `run`: forged on the pipe by code in the child.
-                results.append(_test(impl, case, 0.0, FAILED, f"case {case.name}: the worker sent a malformed reply ({bad}); was the result pipe tampered with?"))
+                results.append(_test(impl, case, 0.0, FAILED, f"case {case.name}: the worker sent a malformed reply ({bad}); "
+                                     "was the result pipe tampered with?", Reason.PROTOCOL))
                 box.close()
                 box, restarts = None, restarts + 1
                 if restarts > MAX_RESTARTS:
-                    load_error = f"not run: an earlier case sent malformed replies repeatedly ({case.name})"
+                    load_error = (f"not run: an earlier case sent malformed replies repeatedly ({case.name})",
+                                  Reason.NOT_RUN)
                 continue
             verdict = check_case(problem, case, reply, base, ref, device)
             case_violations += _call_violations(impl.kind, case, reply, verdict.ok, payload["out_numel"])
@@ -205,8 +223,9 @@ def run_correctness(
             if verdict.ok:
                 case_seconds.append(time.monotonic() - t0)
             results.append(
-                _test(impl, case, case.points if verdict.ok else 0.0, state, verdict.text(),
-                      max_abs_err=verdict.max_abs_err, max_rel_err=verdict.max_rel_err, seconds=round(time.monotonic() - t0, 3))
+                _test(impl, case, case.points if verdict.ok else 0.0, state, verdict.text(), verdict.reason,
+                      max_abs_err=verdict.max_abs_err, max_rel_err=verdict.max_rel_err, seconds=round(time.monotonic() - t0, 3),
+                      later_rows_only=verdict.later_rows_only)
             )
         if load_error is None:
             passed = {r.extra.get("case") for r in results if r.state == PASSED}
@@ -231,8 +250,9 @@ def run_correctness(
 def _malformed_raised(r: dict) -> str:
     """'' when r is a well-formed "the call raised" reply (see Worker.run)."""
     raised = r.get("raised")
-    if not (isinstance(raised, list) and len(raised) == 2 and all(isinstance(x, str) for x in raised)):
-        return "'raised' is not [line, detail]"
+    if not (isinstance(raised, list) and len(raised) in (2, 3) and all(isinstance(x, str) for x in raised)
+            and (len(raised) == 2 or raised[2] in ERROR_CATEGORIES)):
+        return "'raised' is not [line, detail, category]"
     if not (isinstance(r.get("ops", []), list) and all(isinstance(o, str) for o in r.get("ops", []))):
         return "'ops' is not a list of names"
     return _malformed_profile(r)
@@ -265,27 +285,34 @@ def _malformed_profile(r: dict) -> str:
     return ""
 
 
-def _call_violations(kind: str, case: Case, reply: dict, correct: bool, out_numel: int) -> list[str]:
+def _call_violations(kind: str, case: Case, reply: dict, correct: bool, out_numel: int) -> list[Finding]:
     """What the profile of one case's calls says: PyTorch math, work moved to the host, or (for a right answer) no
     kernel of the submission's own. On a GPU every call's device activity is checked on its own ("call_kernels"), so
     that doing the work differently in calls the kernel check does not profile gains nothing."""
+    def at(f: Finding, where: str) -> Finding:
+        return Finding(f.code, f"{f.text} ({where})", VIOLATION)
+
     rep = kernelcheck.classify(kind, reply.get("ops", []), [], ["?"], reply.get("triton_launches") if out_numel else None)
-    out = [f"{v} (case {case.name})" for v in rep.violations if v.startswith("PyTorch computed")]
+    out = [at(v, f"case {case.name}") for v in rep.violations if v.code == Code.TORCH_COMPUTE]
     if correct and kind == "triton" and out_numel and reply.get("triton_launches") == 0:
-        out.append(f"case {case.name} was answered correctly without launching any @triton.jit kernel of this file")
+        out.append(Finding(Code.JIT_NOT_LAUNCHED, f"case {case.name} was answered correctly without launching any "
+                           "@triton.jit kernel of this file", VIOLATION))
     for k, kernels in enumerate(reply.get("call_kernels") or []):
         dev = kernelcheck.classify(kind, [], kernels, ["?"], runtime=list(reply.get("runtime", [])),
                                    device_profiled=bool(out_numel))
         for v in dev.violations:
-            no_kernel = v.startswith("no kernel from your library")
-            if v.startswith(("data moved between host", "the call used host memory")) or (no_kernel and correct):
-                out.append(f"{v} (case {case.name}, call {k + 1})")
+            if v.code in (Code.HOST_TRANSFER, Code.HOST_MEMORY) or (v.code == Code.NO_OWN_KERNEL and correct):
+                out.append(at(v, f"case {case.name}, call {k + 1}"))
     return out
+
+
+def _unique(fs: list[Finding]) -> list[Finding]:
+    return list(dict.fromkeys(fs))
 
 
 def _kernel_check(
     problem: Problem, target: Target, box: Sandbox | None, runnable: list[Case], secret: int, deadline: float, passed: set,
-    case_violations: list[str] = (), restart_error: str = "",
+    case_violations: list[Finding] = (), restart_error: str = "",  # type: ignore[assignment]
 ) -> TestResult:
     """Profile one call on a case the part passed, and classify what ran (grader/kernelcheck.py).
 
@@ -295,20 +322,28 @@ def _kernel_check(
     runs it again without trouble."""
     impl = target.impl
     name = f"{impl.name} / kernel check"
+    seen = _unique(list(case_violations))
+
+    def result(state: str, text: str, findings: list[Finding], **extra: object) -> TestResult:
+        violations = [f for f in findings if f.severity == VIOLATION]
+        return TestResult(name, impl.name, "checks", 0.0, 0.0, state, text,
+                          {"forfeit": bool(violations), "violations": [f.text for f in violations],
+                           "warnings": [f.text for f in findings if f.severity != VIOLATION], **extra},
+                          kind=Kind.KERNEL_CHECK, reason=Reason.VIOLATION if violations else Reason.OK, findings=findings)
+
     ok = [c for c in runnable if c.name in passed and 0 not in c.shape]
     pick = [c for c in ok if c.pad and c.dist == "normal"] or ok
     if not pick:
         text = "no case passed, so there is no call to profile (nothing to forfeit)"
-        if case_violations:
-            text = "\n".join("VIOLATION: " + v for v in dict.fromkeys(case_violations)) + "\n" + text
-        return TestResult(name, impl.name, "checks", 0.0, 0.0, FAILED if case_violations else SKIPPED, text,
-                          {"forfeit": bool(case_violations), "violations": list(dict.fromkeys(case_violations))})
+        if seen:
+            text = "\n".join("VIOLATION: " + v.text for v in seen) + "\n" + text
+        return result(FAILED if seen else SKIPPED, text, seen)
     case = max(pick, key=lambda c: _numel(c.shape))
 
     def closed(why: str) -> TestResult:
-        return TestResult(name, impl.name, "checks", 0.0, 0.0, FAILED,
-                          f"VIOLATION: {why}\nthe kernel check fails closed: a call the part had answered right must "
-                          f"run again under the profiler (profiled {case.name})", {"forfeit": True, "violations": [why]})
+        f = Finding(Code.CHECK_FAILED_CLOSED, why, VIOLATION)
+        return result(FAILED, f"VIOLATION: {why}\nthe kernel check fails closed: a call the part had answered right must "
+                              f"run again under the profiler (profiled {case.name})", [f, *seen])
 
     if box is None:
         return closed(f"the worker could not be started again for it: {restart_error}")
@@ -328,12 +363,10 @@ def _kernel_check(
     if "raised" in r:
         raised = r["raised"]
         line = raised[0] if isinstance(raised, list) and raised and isinstance(raised[0], str) else "an error"
-        rep.violations.append(f"the profiled call raised: {line}")
-    rep.violations += list(dict.fromkeys(case_violations))[:5]  # every correctness call was profiled too
-    return TestResult(
-        name, impl.name, "checks", 0.0, 0.0, PASSED if rep.ok else FAILED, rep.text() + f"\n(profiled one call on {case.name})",
-        {"forfeit": not rep.ok, "kernels": rep.kernels, "launches": len(rep.kernels), "warnings": rep.warnings, "violations": rep.violations},
-    )
+        rep.violation(Code.CHECK_FAILED_CLOSED, f"the profiled call raised: {line}")
+    rep.violations += seen[:5]  # every correctness call was profiled too
+    return result(PASSED if rep.ok else FAILED, rep.text() + f"\n(profiled one call on {case.name})",
+                  [*rep.violations, *rep.warnings], kernels=rep.kernels, launches=len(rep.kernels))
 
 
 def _gpu_compile_check(problem: Problem, target: Target, box: Sandbox | None, deadline: float) -> TestResult:
@@ -344,7 +377,8 @@ def _gpu_compile_check(problem: Problem, target: Target, box: Sandbox | None, de
             raise WorkerFailure("the correctness worker is gone, so its launch records are too")
         launches = box.request("launch_records", None, timeout_s=max(1.0, deadline - time.monotonic()), what="the launch records")
     except WorkerFailure as e:
-        return TestResult(f"{impl.name} / GPU compile check", impl.name, "checks", 0.0, 0.0, SKIPPED, f"could not check: {e.line}")
+        return TestResult(f"{impl.name} / GPU compile check", impl.name, "checks", 0.0, 0.0, SKIPPED,
+                          f"could not check: {e.line}", kind=Kind.COMPILE_CHECK)
     budget = max(30.0, min(problem.limits.case_s, deadline - time.monotonic()))
     return gpucompile.check_part(target.payload(problem), impl.name, target.display, launches, budget)
 

@@ -3,7 +3,7 @@
 Triton's interpreter (TRITON_INTERPRET=1, how kernels run without a GPU) executes a kernel as Python and numpy.
 It accepts code that the compiler rejects. One example: a plain Python global read inside @triton.jit
 (`LOG2E = 1.44`) is refused by the compiler ("Cannot access global variable"), and the interpreter just reads
-it (tests/correct/autotune_exp2_helper, docs/PERF_NOTES.md run 33). Such a kernel passes every CPU case, then
+it (tests/correct/autotune_exp2_helper, lab/PERF_NOTES.md, run 33). Such a kernel passes every CPU case, then
 fails every case on the autograder's GPU.
 
 So on a CPU grade:
@@ -60,18 +60,23 @@ def row_from_reply(part: str, display: str, reply: Any) -> tuple[str, str, dict[
 
 def check_part(load_payload: dict[str, Any], part: str, display: str, launches: Any, timeout_s: float) -> Any:
     """Run the compile worker on the recorded launches; return the '<part> / GPU compile check' TestResult."""
-    from .results import SKIPPED, TestResult
+    from .results import FAILED, SKIPPED, Kind, Reason, TestResult
     from .sandbox import Sandbox, WorkerFailure
 
     name = f"{part} / GPU compile check"
+
+    def row(state: str, output: str, extra: dict[str, Any] | None = None) -> TestResult:
+        return TestResult(name, part, "checks", 0.0, 0.0, state, output, extra or {}, kind=Kind.COMPILE_CHECK,
+                          reason=Reason.COMPILE_FAILED if state == FAILED else Reason.OK)
+
     if not (isinstance(launches, list) and all(isinstance(x, dict) and isinstance(x.get("kernel"), str) and isinstance(x.get("args"), list) for x in launches)):
-        return TestResult(name, part, "checks", 0.0, 0.0, SKIPPED, "could not check: the worker sent malformed launch records")
+        return row(SKIPPED, "could not check: the worker sent malformed launch records")
     if not launches:
-        return TestResult(name, part, "checks", 0.0, 0.0, SKIPPED, "could not check: no launch of this file's @triton.jit kernels was recorded")
+        return row(SKIPPED, "could not check: no launch of this file's @triton.jit kernels was recorded")
     try:
         with Sandbox("cpu", start_timeout_s=timeout_s, compile_only=True) as box:
             reply = box.request("gpu_compile", {**load_payload, "launches": launches}, timeout_s=timeout_s, what="the GPU compile check")
     except WorkerFailure as e:
-        return TestResult(name, part, "checks", 0.0, 0.0, SKIPPED, f"could not check: {e.line}" + (f"\n{e.detail}" if e.detail else ""))
+        return row(SKIPPED, f"could not check: {e.line}" + (f"\n{e.detail}" if e.detail else ""))
     state, output, extra = row_from_reply(part, display, reply)
-    return TestResult(name, part, "checks", 0.0, 0.0, state, output, extra)
+    return row(state, output, extra)

@@ -12,7 +12,7 @@ the handout until it is named here. In:
   solution, no tests/correct/, tests/broken/, tests/exploits/ or tests/compile_fail/ submission, no docs/ or
   scripts/, no recorded staff grade), so that `nox -s tests` runs in the handout too.
 Out: the staff solutions (spec `staff:`, and any reference/*/solution_*), tests/correct/, tests/exploits/ (the
-exploit catalogue), tests/broken/, tests/compile_fail/, tests/data/, docs/ (staff notes: PERF_NOTES, SECURITY),
+exploit catalogue), tests/broken/, tests/compile_fail/, tests/data/, docs/ (staff notes: performance, SECURITY), lab/ (the measurement diary and one-off experiments),
 scripts/, .github/, .ci/, Dockerfile, and every other test module.
 
 Every file is checked again on the way out (`staff_only`): a file on the allow-list that is also staff-only by
@@ -48,7 +48,7 @@ STUDENT_TESTS = (
 TOP_FILES = ("pyproject.toml", "requirements.txt", "constraints.txt", "noxfile.py", ".gitignore")
 README = "README.md"
 # Staff-only by path, whatever the allow-list says (checked on every file written).
-STAFF_DIRS = ("docs", "scripts", ".github", ".ci", "tests/correct", "tests/exploits", "tests/broken",
+STAFF_DIRS = ("docs", "lab", "scripts", ".github", ".ci", "tests/correct", "tests/exploits", "tests/broken",
               "tests/compile_fail", "tests/data")
 STAFF_FILES = ("Dockerfile",)
 STAFF_GLOBS = ("reference/*/solution_*",)

@@ -243,7 +243,7 @@ def probe(identity: Identity, scratch: Scratch, timeout_s: float = 120.0) -> str
     scratch; else why not (e.g. the Python install lies under a directory other users cannot enter).
 
     It finds and opens torch's and the worker's files rather than importing them: importing torch took 5.0 s of
-    a 46 s grade on the H200 (docs/performance.md), and what it can fail on here is permissions, which opening
+    a 46 s grade on the H200 (docs/performance.md#grade-cost), and what it can fail on here is permissions, which opening
     the same files from the same uid, cwd and environment finds as well."""
     code = ("import importlib.util as u, os\n"
             "for m in ('torch', 'grader.child.worker'):\n"

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from .child.kernelnames import MEMORY_OPS
+from .results import VIOLATION, WARNING, Code, Finding
 
 ATEN_KERNEL = re.compile(r"\bat::|\bat_cuda_detail|cub::|cutlass|cublas|gemm|nvjet", re.IGNORECASE)
 ATEN_MEMORY_KERNEL = re.compile(r"copy|fill|memset|memcpy|Memcpy|Memset|CatArrayBatched", re.IGNORECASE)
@@ -33,16 +34,22 @@ HOST_MEMORY_API = re.compile(
 @dataclass
 class KernelReport:
     kernels: list[str] = field(default_factory=list)  # device kernels, in launch order (GPU only)
-    violations: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    violations: list[Finding] = field(default_factory=list)
+    warnings: list[Finding] = field(default_factory=list)
     triton_launches: int | None = None  # launches of the file's own @triton.jit functions (counted in the worker)
 
     @property
     def ok(self) -> bool:
         return not self.violations
 
+    def violation(self, code: Code, text: str) -> None:
+        self.violations.append(Finding(code, text, VIOLATION))
+
+    def warning(self, code: Code, text: str) -> None:
+        self.warnings.append(Finding(code, text, WARNING))
+
     def text(self) -> str:
-        lines = ["VIOLATION: " + v for v in self.violations]
+        lines = ["VIOLATION: " + v.text for v in self.violations]
         if self.kernels:
             uniq = sorted(set(self.kernels), key=self.kernels.index)
             lines.append(f"{len(self.kernels)} kernel launch(es) per call: " + ", ".join(f"{k} x{self.kernels.count(k)}" for k in uniq))
@@ -50,7 +57,7 @@ class KernelReport:
             lines.append("no device kernels recorded (CPU run: host ops checked instead)")
         if self.triton_launches is not None:
             lines.append(f"{self.triton_launches} launch(es) of this file's @triton.jit kernels per call")
-        lines += ["warning: " + w for w in self.warnings]
+        lines += ["warning: " + w.text for w in self.warnings]
         return "\n".join(lines)
 
 
@@ -69,14 +76,15 @@ def classify(kind: str, ops: list[str], kernels: list[str], jit_names: list[str]
     kernels = [k for k in kernels if not COPY_ACTIVITY.match(k)]
     rep = KernelReport(kernels=[short(k) for k in kernels], triton_launches=triton_launches)
     if transfers:
-        rep.violations.append("data moved between host and device memory during the call (" + ", ".join(short(t, 50) for t in transfers[:3])
+        rep.violation(Code.HOST_TRANSFER, "data moved between host and device memory during the call (" + ", ".join(short(t, 50) for t in transfers[:3])
                               + "): the work must be done on the GPU by your kernel, not on the CPU")
     if host_api:
-        rep.violations.append("the call used host memory through the CUDA API (" + ", ".join(host_api[:4])
+        rep.violation(Code.HOST_MEMORY, "the call used host memory through the CUDA API (" + ", ".join(host_api[:4])
                               + "): the work must be done on the GPU by your kernel, in device memory")
     compute_ops = sorted({o for o in ops if o not in MEMORY_OPS})
     if compute_ops:
-        rep.violations.append(
+        rep.violation(
+            Code.TORCH_COMPUTE,
             "PyTorch computed part of the result: aten::" + ", aten::".join(compute_ops)
             + ". The work must be done by your own kernel (no torch math such as F.glu or torch.sigmoid)"
         )
@@ -84,25 +92,25 @@ def classify(kind: str, ops: list[str], kernels: list[str], jit_names: list[str]
     if copies and kind == "triton" and not kernels:
         pass  # on the CPU interpreter, Triton itself copies results back with aten::copy_: not the student's
     elif copies:
-        rep.warnings.append("an extra copy of a tensor (aten::" + ", aten::".join(copies) + "): a strided x must be read in place, not copied")
+        rep.warning(Code.EXTRA_COPY, "an extra copy of a tensor (aten::" + ", aten::".join(copies) + "): a strided x must be read in place, not copied")
     for k in kernels:
         if kind == "cuda" and ATEN_MEMORY_KERNEL.search(k) and ATEN_KERNEL.search(k):
             continue  # the grader's own binding fills the output with NaN before calling the library
         if ATEN_KERNEL.search(k):
             if ATEN_MEMORY_KERNEL.search(k):
-                if not any("copy" in w for w in rep.warnings):
-                    rep.warnings.append(f"a PyTorch memory kernel ran ({short(k, 60)}): an extra pass over memory")
+                if not any(w.code in (Code.EXTRA_COPY, Code.TORCH_MEMORY_KERNEL) for w in rep.warnings):
+                    rep.warning(Code.TORCH_MEMORY_KERNEL, f"a PyTorch memory kernel ran ({short(k, 60)}): an extra pass over memory")
             else:
-                rep.violations.append(f"a PyTorch compute kernel ran: {short(k)}")
+                rep.violation(Code.TORCH_COMPUTE, f"a PyTorch compute kernel ran: {short(k)}")
         elif kind == "triton" and jit_names and k not in jit_names:
-            rep.violations.append(f"kernel {short(k)} is not one of this file's @triton.jit functions ({', '.join(jit_names)})")
+            rep.violation(Code.FOREIGN_KERNEL, f"kernel {short(k)} is not one of this file's @triton.jit functions ({', '.join(jit_names)})")
     if kind == "triton" and not jit_names:
-        rep.violations.append("this file defines no @triton.jit kernel: the Triton part must compute with Triton")
+        rep.violation(Code.NO_JIT_KERNEL, "this file defines no @triton.jit kernel: the Triton part must compute with Triton")
     elif kind == "triton" and triton_launches == 0:
-        rep.violations.append("no @triton.jit kernel of this file was launched during the call: the work was done some other way")
+        rep.violation(Code.JIT_NOT_LAUNCHED, "no @triton.jit kernel of this file was launched during the call: the work was done some other way")
     elif kind == "triton" and kernels and jit_names and not any(k in jit_names for k in kernels):
-        rep.violations.append("none of the device kernels is one of this file's @triton.jit functions")
+        rep.violation(Code.FOREIGN_KERNEL, "none of the device kernels is one of this file's @triton.jit functions")
     if kind == "cuda" and (kernels or device_profiled) and all(ATEN_KERNEL.search(k) for k in kernels):
-        rep.violations.append("no kernel from your library ran on the GPU during the call (an empty or copy-only "
+        rep.violation(Code.NO_OWN_KERNEL, "no kernel from your library ran on the GPU during the call (an empty or copy-only "
                               "kernel list): the CUDA part must compute with its own __global__ kernel")
     return rep

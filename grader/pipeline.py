@@ -21,7 +21,7 @@ from . import availability, identity, static
 from .correctness import Target, run_correctness
 from .performance import run_performance, skipped_tests, start_workers
 from .reference import load_reference
-from .results import FAILED, PASSED, SKIPPED, Grade, TestResult
+from .results import FAILED, PASSED, SKIPPED, Code, Finding, Grade, Kind, Reason, TestResult
 from .sandbox import WorkerFailure
 from .spec import Implementation, Problem
 
@@ -60,13 +60,17 @@ def _source(problem: Problem, impl: Implementation, opts: Options) -> tuple[Path
     return opts.submission / impl.file, impl.file
 
 
-def _one_line(impl: Implementation, stage: str, state: str, output: str, name: str | None = None) -> TestResult:
-    return TestResult(name=name or f"{impl.name} / {stage}", part=impl.name, stage=stage, score=0.0, max_score=0.0, state=state, output=output)
+def _one_line(impl: Implementation, kind: Kind, state: str, output: str, reason: Reason = Reason.OK) -> TestResult:
+    """A row with no points of its own: the build, static warnings, the compiler report."""
+    stage = "build" if kind == Kind.BUILD else "checks"
+    return TestResult(name=f"{impl.name} / {kind}", part=impl.name, stage=stage, score=0.0, max_score=0.0, state=state,
+                      output=output, kind=kind, reason=reason)
 
 
-def _fail_all(problem: Problem, impl: Implementation, state: str, why: str) -> list[TestResult]:
+def _fail_all(problem: Problem, impl: Implementation, state: str, why: str, reason: Reason) -> list[TestResult]:
     return [
-        TestResult(f"{impl.name} / correctness / {c.name}", impl.name, "correctness", 0.0, c.points, state, why, {"case": c.name})
+        TestResult(f"{impl.name} / correctness / {c.name}", impl.name, "correctness", 0.0, c.points, state, why,
+                   {"case": c.name}, kind=Kind.CORRECTNESS, reason=reason)
         for c in problem.cases
     ]
 
@@ -154,20 +158,19 @@ def _grade(problem: Problem, opts: Options, device: str, scratch: identity.Scrat
         else:
             src = scratch.submission / impl.file  # the grade's read-only copy, which the untrusted uid can read
         if not src.is_file():
-            g.tests += _fail_all(problem, impl, FAILED, f"not run: {display} not found in the submission directory")
+            g.tests += _fail_all(problem, impl, FAILED, f"not run: {display} not found in the submission directory",
+                                 Reason.MISSING)
             g.notes.append(f"{impl.name}: {display} is missing")
             continue
         target_path = str(src)
         warns = static.scan(src, impl.kind)
-        g.tests.append(_one_line(
-            impl, "checks", PASSED,
-            "\n".join(w.text() for w in warns) if warns else "no static warnings",
-            name=f"{impl.name} / static warnings",
-        ))
+        row = _one_line(impl, Kind.STATIC, PASSED, "\n".join(w.text() for w in warns) if warns else "no static warnings")
+        row.findings = [Finding(Code.STATIC, w.text()) for w in warns]
+        g.tests.append(row)
         why = availability.triton_missing() if impl.kind == "triton" else None
         if why:
             # macOS, Windows: no Triton wheels. Nothing of this part can run here; say so, and how to grade it.
-            g.tests += _fail_all(problem, impl, SKIPPED, f"skipped: {why}")
+            g.tests += _fail_all(problem, impl, SKIPPED, f"skipped: {why}", Reason.NEEDS_TRITON)
             g.notes.append(availability.not_graded_here(impl.name, why, opts.submission, opts.out))
             no_triton.append(impl)
             continue
@@ -181,24 +184,24 @@ def _grade(problem: Problem, opts: Options, device: str, scratch: identity.Scrat
             g.phases["build"] = g.phases.get("build", 0.0) + time.monotonic() - t0
             if not res.ok:
                 errs = build.error_lines(res.log) or res.log.strip().splitlines()[-20:]
-                g.tests.append(_one_line(impl, "build", FAILED, "nvcc failed:\n" + "\n".join(errs)))
-                g.tests += _fail_all(problem, impl, FAILED, f"not run: {display} did not compile (see '{impl.name} / build')")
+                g.tests.append(_one_line(impl, Kind.BUILD, FAILED, "nvcc failed:\n" + "\n".join(errs), Reason.BUILD_FAILED))
+                g.tests += _fail_all(problem, impl, FAILED, f"not run: {display} did not compile (see '{impl.name} / build')",
+                                     Reason.BUILD_FAILED)
                 continue
             how = "cached" if res.cached else f"{res.seconds:.1f} s"
             if device == "cpu":
-                g.tests.append(_one_line(impl, "build", PASSED, f"compiled with nvcc ({how}); needs a GPU to run"))
+                g.tests.append(_one_line(impl, Kind.BUILD, PASSED, f"compiled with nvcc ({how}); needs a GPU to run"))
                 # No GPU to run or time it: the compiler's report (access widths, registers, spills) is what there is.
                 from . import cudainfo
 
                 text, info = cudainfo.report(src, timeout_s=problem.limits.build_s, scratch=scratch)
-                row = _one_line(impl, "checks", SKIPPED if text.startswith("could not") else PASSED, text,
-                                name=f"{impl.name} / compiler report")
+                row = _one_line(impl, Kind.COMPILER_REPORT, PASSED if info else SKIPPED, text)  # no info: no report
                 row.extra.update(info)
                 g.tests.append(row)
-                g.tests += _fail_all(problem, impl, SKIPPED, "skipped: compiled, needs a GPU to run")
+                g.tests += _fail_all(problem, impl, SKIPPED, "skipped: compiled, needs a GPU to run", Reason.NEEDS_GPU)
                 g.notes.append(f"{impl.name}: compiled OK; needs a GPU to run, so its points cannot be earned on this machine")
                 continue
-            g.tests.append(_one_line(impl, "build", PASSED, f"compiled with nvcc ({how})"))
+            g.tests.append(_one_line(impl, Kind.BUILD, PASSED, f"compiled with nvcc ({how})"))
             assert res.lib is not None
             target_path = str(scratch.add_file(res.lib, res.lib.name))  # the verified library, read-only to the worker
         targets.append(Target(impl, target_path, display))
@@ -222,7 +225,7 @@ def _grade(problem: Problem, opts: Options, device: str, scratch: identity.Scrat
                 for f in futures:
                     g.tests += f.result()
             for t in g.tests:
-                if t.name.endswith("GPU compile check") and t.state == FAILED:
+                if t.kind == Kind.COMPILE_CHECK and t.state == FAILED:
                     g.notes.append(f"{t.part}: passes here in Triton's interpreter but will not compile on a GPU, "
                                    f"where every {t.part} case would fail: see '{t.name}'")
         except BaseException:
@@ -235,20 +238,21 @@ def _grade(problem: Problem, opts: Options, device: str, scratch: identity.Scrat
     if not opts.perf or problem.performance is None:
         pass
     elif device != "cuda":
-        g.tests += skipped_tests(problem, perf_targets, "skipped: performance is timed only on a CUDA GPU")
+        g.tests += skipped_tests(problem, perf_targets, "skipped: performance is timed only on a CUDA GPU", Reason.NEEDS_GPU)
         g.notes.append("performance: skipped, no CUDA GPU on this machine")
     elif no_compile:
-        g.tests += skipped_tests(problem, [Target(i, "", i.file) for i in impls], f"skipped: {no_compile}")
+        g.tests += skipped_tests(problem, [Target(i, "", i.file) for i in impls], f"skipped: {no_compile}", Reason.NEEDS_TRITON)
         g.notes.append(f"performance: not timed on this machine: {no_compile}")
     else:
-        g.tests += skipped_tests(problem, [Target(i, "", i.file) for i in no_triton], f"skipped: {no_triton_why}")
+        g.tests += skipped_tests(problem, [Target(i, "", i.file) for i in no_triton], f"skipped: {no_triton_why}",
+                                 Reason.NEEDS_TRITON)
         t0 = time.monotonic()
         try:
             tests, g.perf = run_performance(problem, targets, ref, device=device, secret=opts.secret, progress=progress, started=early)
             g.tests += tests
         except (RuntimeError, WorkerFailure) as e:
             # The trusted baselines could not be timed: no thresholds, so no speed grade at all this run.
-            g.tests += skipped_tests(problem, targets, f"not timed: {e}")
+            g.tests += skipped_tests(problem, targets, f"not timed: {e}", Reason.NOT_TIMED)
             g.notes.append(f"performance: not graded this run ({e}); re-run the grader")
         g.phases["timing"] = time.monotonic() - t0
         # First calls (Triton JIT, torch.compile) are never inside a timed number. The baselines' were made while
@@ -274,20 +278,19 @@ def _grade(problem: Problem, opts: Options, device: str, scratch: identity.Scrat
 
 def _apply_forfeits(g: Grade) -> None:
     """A part whose kernel check found the work done outside its own kernels earns nothing, however right or fast."""
-    for part in {t.part for t in g.tests if t.extra.get("forfeit")}:
+    for part in {t.part for t in g.tests if t.kind == Kind.KERNEL_CHECK and t.reason == Reason.VIOLATION}:
         for t in g.tests:
             if t.part == part and t.score:
                 t.score = 0.0
                 t.state = FAILED
+                t.reason = Reason.FORFEIT
                 t.output = f"forfeit: the '{part} / kernel check' found the work done outside your own kernel\n" + t.output
         g.notes.append(f"{part}: all points forfeit, see '{part} / kernel check'")
 
 
+_KIND_RANK = {Kind.STATIC: 0, Kind.BUILD: 1, Kind.COMPILER_REPORT: 1, Kind.CORRECTNESS: 2, Kind.KERNEL_CHECK: 3,
+              Kind.COMPILE_CHECK: 3, Kind.PERFORMANCE: 4}
+
+
 def _stage_rank(t: TestResult) -> int:
-    if t.name.endswith("static warnings"):
-        return 0
-    if t.name.endswith(("kernel check", "GPU compile check")):
-        return 3
-    if t.name.endswith("compiler report"):
-        return 1
-    return {"build": 1, "correctness": 2, "performance": 4}.get(t.stage, 5)
+    return _KIND_RANK.get(t.kind, 5)

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import signing
-from .results import FAILED, PASSED, SKIPPED, Grade
+from .results import FAILED, PASSED, SKIPPED, Grade, Reason
 
 STYLE = {PASSED: "green", FAILED: "red", SKIPPED: "yellow"}
 ANSI_CSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
@@ -195,7 +195,7 @@ def print_summary(g: Grade, console: Console | None = None, verbose_failures: in
     console.print(table)
     shown = 0
     for t in g.tests:
-        if t.state == FAILED and "\n" in t.output and shown < verbose_failures and not t.output.startswith("forfeit"):
+        if t.state == FAILED and "\n" in t.output and shown < verbose_failures and t.reason != Reason.FORFEIT:
             console.print(f"[bold red]{t.name}[/]")
             console.print(t.output, markup=False, highlight=False)
             shown += 1

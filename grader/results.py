@@ -1,11 +1,94 @@
-"""The grade as data: what every stage produces and the report stage consumes. No logic lives here."""
+"""The grade as data: what every stage produces and the report stage consumes. No logic lives here.
+
+A test result says what it is (`Kind`), why it lost points (`Reason`) and what it found (`Finding`s with a
+`Code`): ordering, advice, forfeits, flags and the reports read these fields, never a test's name or output text,
+which are for people. results.json carries them in each test's extra_data ("kind", "reason", "findings")."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
+
+
+class Kind(StrEnum):
+    """What a result is. The value is also the last part of the result's name ("triton / kernel check")."""
+
+    STATIC = "static warnings"
+    BUILD = "build"
+    COMPILER_REPORT = "compiler report"
+    CORRECTNESS = "correctness"
+    KERNEL_CHECK = "kernel check"
+    COMPILE_CHECK = "GPU compile check"
+    PERFORMANCE = "performance"
+
+
+class Reason(StrEnum):
+    """Why a result lost its points (OK when it did not)."""
+
+    OK = "ok"
+    MISSING = "missing file"  # the submission has no such file
+    NOT_IMPLEMENTED = "not implemented"  # still the stub
+    LOAD_FAILED = "does not load"  # import or library load failed, or the function is missing
+    BUILD_FAILED = "build failed"
+    NEEDS_GPU = "needs a GPU"  # skipped: cannot be earned on this machine
+    NEEDS_TRITON = "needs Triton"  # skipped: no Triton on this platform
+    RAISED = "raised"  # the call raised an exception
+    CRASHED = "crashed"  # the worker process died (segfault, illegal address, exit)
+    TIMEOUT = "timed out"
+    PROTOCOL = "protocol violation"  # the worker's reply broke the wire's format or bounds
+    NOT_RUN = "not run"  # an earlier failure or the stage's time limit stopped it
+    WRONG_TENSOR = "wrong output tensor"  # type, shape, dtype, device or layout
+    NOT_PLAIN = "not a plain tensor"  # subclass, torch function / dispatch mode, autograd
+    WRONG_VALUES = "wrong values"
+    UNWRITTEN = "unwritten outputs"  # the poison (all-ones NaN) left where a finite value was expected
+    NAN_COMPUTED = "NaN computed"  # a NaN the kernel computed where a finite value was expected (an overflow?)
+    INPUT_MODIFIED = "input modified"
+    NOT_DETERMINISTIC = "not deterministic"
+    FORFEIT = "forfeit"  # the kernel check found the work done outside the part's own kernel
+    VIOLATION = "violation"  # the kernel check's own row
+    COMPILE_FAILED = "does not compile for a GPU"
+    NOT_TIMED = "not timed"
+    SLOW = "slower than full credit"  # partial or no speed credit, with nothing flagged
+    FLAGGED = "flagged"  # a performance finding lowered or voided the credit
+
+
+class Code(StrEnum):
+    """What a finding is."""
+
+    # kernel check (grader/kernelcheck.py): violations forfeit the part; warnings cost nothing
+    TORCH_COMPUTE = "torch-compute"
+    HOST_TRANSFER = "host-transfer"
+    HOST_MEMORY = "host-memory"
+    NO_OWN_KERNEL = "no-own-kernel"
+    FOREIGN_KERNEL = "foreign-kernel"
+    NO_JIT_KERNEL = "no-jit-kernel"
+    JIT_NOT_LAUNCHED = "jit-not-launched"
+    CHECK_FAILED_CLOSED = "check-failed-closed"  # the profiled call raised, hung, crashed or answered malformed
+    EXTRA_COPY = "extra-copy"
+    TORCH_MEMORY_KERNEL = "torch-memory-kernel"
+    # performance (grader/performance.py)
+    TIMED_WRONG = "timed-outputs-wrong"
+    WALL_EXCESS = "wall-clock-excess"
+    HIDDEN_WORK = "hidden-work"
+    BELOW_FLOOR = "below-floor"
+    # static checks (grader/static.py)
+    STATIC = "static"
+
+
+VIOLATION, FLAG, WARNING = "violation", "flag", "warning"
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: Code
+    text: str
+    severity: str = WARNING  # VIOLATION (forfeits the part) | FLAG (a performance finding) | WARNING
+
+    def to_json(self) -> dict[str, str]:
+        return {"code": str(self.code), "severity": self.severity, "text": self.text}
 
 
 @dataclass
@@ -18,6 +101,9 @@ class TestResult:
     state: str  # PASSED | FAILED | SKIPPED (skipped = could not be earned on this machine)
     output: str
     extra: dict[str, Any] = field(default_factory=dict)
+    kind: Kind = Kind.CORRECTNESS
+    reason: Reason = Reason.OK
+    findings: list[Finding] = field(default_factory=list)
 
     def gradescope(self) -> dict[str, Any]:
         return {
@@ -29,7 +115,8 @@ class TestResult:
             "output": self.output,
             "tags": [self.part, self.stage] + ([SKIPPED] if self.state == SKIPPED else []),
             "visibility": "visible",
-            "extra_data": {"state": self.state, **self.extra},
+            "extra_data": {"state": self.state, **self.extra, "kind": str(self.kind), "reason": str(self.reason),
+                           "findings": [f.to_json() for f in self.findings]},
         }
 
 

@@ -83,12 +83,18 @@ class WorkerFailure(Exception):
     "crash" (the process died or closed its pipe), "protocol" (its reply broke the wire format or its bounds:
     grader/wire.py), "error" (the worker answered with an error: the process is fine)."""
 
-    def __init__(self, line: str, detail: str = "", fatal: bool = False, reason: str = "error"):
+    def __init__(self, line: str, detail: str = "", fatal: bool = False, reason: str = "error", category: str = "call"):
         super().__init__(line)
         self.line = line
         self.detail = detail
         self.fatal = fatal  # True: the process is gone (or killed); a new one must be started
         self.reason = reason
+        self.category = category  # for reason "error": one of ERROR_CATEGORIES, as the worker classified it
+
+
+# What a worker's error reply may say it was (grader/child/worker.py CATEGORIES; tests/test_boundary.py checks they
+# agree). Anything else is read as "call".
+ERROR_CATEGORIES = ("load", "not-implemented", "call", "cuda-fault")
 
 
 def describe_exit(code: int | None) -> str:
@@ -116,7 +122,7 @@ class Sandbox:
         self.trusted = trusted
         # Replies are read as data only (grader/wire.py): a worker's forged pickle cannot run code here. Timing
         # workers get their requests in multiprocessing's format and reply in wire's b"R" format: the data-only
-        # format both ways moved the wall-clock check on correct kernels (docs/PERF_NOTES.md, run 27).
+        # format both ways moved the wall-clock check on correct kernels (docs/performance.md#the-wall-clock-check).
         self._wire = wire.timing_parent if timing else wire
         self.conn, child_conn = mp.Pipe()
         flags = (["--timing"] if timing else []) + (["--compile-only"] if compile_only else [])
@@ -206,7 +212,8 @@ class Sandbox:
         if reply[0] == "error":
             if not all(type(x) is str for x in reply[1:3]):
                 self._protocol_violation(what, "an error reply whose line or detail is not text")
-            raise WorkerFailure(reply[1], reply[2] if len(reply) > 2 else "", reason="error")
+            category = reply[3] if len(reply) > 3 and reply[3] in ERROR_CATEGORIES else "call"
+            raise WorkerFailure(reply[1], reply[2] if len(reply) > 2 else "", reason="error", category=category)
         return reply[1]
 
     def _protocol_violation(self, what: str, why: str) -> NoReturn:

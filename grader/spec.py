@@ -93,6 +93,9 @@ class Problem:
     cases: tuple[Case, ...]
     performance: Performance | None
     limits: Limits = field(default_factory=Limits)
+    # The baseline whose own error on each input sets the fp16/bf16 tolerance (`eager_factor` tolerances); None: the
+    # spec has no such tolerance. Named in the spec (`tolerance_baseline`), else "eager" when there is one.
+    tolerance_baseline: str | None = None
 
     def out_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         cols = shape[-1]
@@ -220,7 +223,7 @@ def load_problem(path: str | Path) -> Problem:
         raise SpecError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
     v = _V(path)
     top_req = {"name", "title", "reference", "implementations", "baselines", "tolerances", "correctness"}
-    raw = v.mapping(raw, "", top_req, {"handout", "out_cols", "performance", "limits"})
+    raw = v.mapping(raw, "", top_req, {"handout", "out_cols", "performance", "limits", "tolerance_baseline"})
     here = path.parent
 
     ref = here / v.string(raw["reference"], "reference")
@@ -310,6 +313,14 @@ def load_problem(path: str | Path) -> Problem:
         rl = v.mapping(raw["limits"], "limits", set(), {"build_s", "case_s", "correctness_s", "timing_s"})
         limits = Limits(**{k: v.number(x, f"limits.{k}", 1, 86400) for k, x in rl.items()})
 
+    tol_base: str | None = "eager" if "eager" in baselines else None
+    if "tolerance_baseline" in raw:
+        tol_base = v.string(raw["tolerance_baseline"], "tolerance_baseline")
+        if tol_base not in baselines:
+            raise v.fail("tolerance_baseline", f"one of the baselines ({', '.join(baselines)})", tol_base)
+    if tol_base is None and any(t.eager_factor is not None for t in tols.values()):
+        raise v.fail("tolerance_baseline", "the baseline that eager_factor tolerances compare with (no 'eager' baseline "
+                     "to default to)", None)
     return Problem(
         name=v.string(raw["name"], "name"),
         title=v.string(raw["title"], "title"),
@@ -323,6 +334,7 @@ def load_problem(path: str | Path) -> Problem:
         cases=cases,
         performance=perf,
         limits=limits,
+        tolerance_baseline=tol_base,
     )
 
 

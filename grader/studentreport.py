@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import hints as problem_hints
 from .report import advisory_line, write_text_atomic
-from .results import FAILED, PASSED, SKIPPED, Grade
+from .results import FAILED, FLAG, PASSED, SKIPPED, VIOLATION, WARNING, Code, Finding, Grade, Kind, Reason
 
 NO_PLOTS = "plots need matplotlib (pip install matplotlib); this report has tables only"
 REASON_LINES = 6  # lines of a test's output quoted as the reason for lost points
@@ -48,6 +49,9 @@ class Test:
     max_score: float
     output: str
     extra: dict[str, Any] = field(default_factory=dict)
+    kind: Kind | None = None  # None: a results.json from before results were typed, or a malformed one
+    reason: Reason | None = None
+    findings: list[Finding] = field(default_factory=list)
 
     @property
     def case(self) -> str:
@@ -71,8 +75,25 @@ def _num(v: Any, default: float = 0.0) -> float:
     return f if math.isfinite(f) else default
 
 
+def _enum(cls: Any, v: Any) -> Any:
+    try:
+        return cls(v)
+    except (ValueError, TypeError):
+        return None
+
+
+def _findings(raw: Any) -> list[Finding]:
+    out = []
+    for d in raw if isinstance(raw, list) else []:
+        code = _enum(Code, d.get("code")) if isinstance(d, dict) else None
+        if code is not None and d.get("severity") in (VIOLATION, FLAG, WARNING):
+            out.append(Finding(code, str(d.get("text", ""))[:2000], d["severity"]))
+    return out
+
+
 def tests_of(data: dict[str, Any]) -> list[Test]:
-    """The tests of a results.json dict, with part/stage/state recovered from tags and extra_data."""
+    """The tests of a results.json dict, with part/stage/state from tags and extra_data, and the typed fields
+    (kind, reason, findings) that every decision below reads."""
     out = []
     for t in data.get("tests") or []:
         if not isinstance(t, dict):
@@ -84,7 +105,9 @@ def tests_of(data: dict[str, Any]) -> list[Test]:
         part = tags[0] if tags else bits[0]
         stage = tags[1] if len(tags) > 1 else (bits[1] if len(bits) > 1 else "")
         state = str(extra.get("state") or (SKIPPED if SKIPPED in tags else t.get("status", FAILED)))
-        out.append(Test(name, part, stage, state, _num(t.get("score")), _num(t.get("max_score")), str(t.get("output") or ""), extra))
+        out.append(Test(name, part, stage, state, _num(t.get("score")), _num(t.get("max_score")), str(t.get("output") or ""),
+                        extra, _enum(Kind, extra.get("kind")), _enum(Reason, extra.get("reason")),
+                        _findings(extra.get("findings"))))
     return out
 
 
@@ -100,31 +123,23 @@ def as_results(source: Grade | dict | str | Path) -> dict[str, Any]:
 
 
 def flags_of(data: dict[str, Any]) -> list[str]:
-    """Why a submission deserves a human look: perf FLAG lines, kernel-check violations, forfeits."""
+    """Why a submission deserves a human look: performance flags, kernel-check violations, forfeits."""
     found: list[str] = []
 
     def add(s: str) -> None:
         if s not in found:
             found.append(s)
 
-    for t in tests_of(data):
-        where = f"{t.part} / {t.case}" if t.stage == "performance" else t.part
-        for f in t.extra.get("flags") or []:
-            add(f"FLAG {where}: {f}")
-        for ln in t.output.splitlines():
-            if ln.startswith("FLAG: "):
-                add(f"FLAG {where}: {ln[6:]}")
-            elif ln.startswith("VIOLATION: "):
-                add(f"kernel check violation ({t.part}): {ln[11:]}")
-        for v in t.extra.get("violations") or []:
-            add(f"kernel check violation ({t.part}): {v}")
-        if t.extra.get("forfeit"):
-            add(f"forfeit ({t.part}): all its points, see '{t.part} / kernel check'")
-    for n in str(data.get("output") or "").splitlines():
-        if "forfeit" in n:
-            part = n.split(":")[0]
-            if not any(f.startswith(f"forfeit ({part})") for f in found):
-                add(f"forfeit ({part}): {n}")
+    tests = tests_of(data)
+    for t in tests:
+        where = f"{t.part} / {t.case}" if t.kind == Kind.PERFORMANCE else t.part
+        for f in t.findings:
+            if f.severity == FLAG:
+                add(f"FLAG {where}: {f.text}")
+            elif f.severity == VIOLATION:
+                add(f"kernel check violation ({t.part}): {f.text}")
+    for part in dict.fromkeys(t.part for t in tests if t.kind == Kind.KERNEL_CHECK and t.reason == Reason.VIOLATION):
+        add(f"forfeit ({part}): all its points, see '{part} / kernel check'")
     return found
 
 
@@ -136,80 +151,78 @@ def _pct_at(c: dict[str, Any], ms: float, copy_bps: float) -> float:
     return 100.0 * c["bytes"] / (ms * 1e-3) / copy_bps if ms > 0 and copy_bps > 0 and c.get("bytes") else float("nan")
 
 
-def advice(t: Test, perf: dict[str, Any] | None = None) -> list[str]:
-    """Map a lost point's failure class to what to try next. Most specific first; generic last."""
-    out, low = t.output, t.output.lower()
+# Problem-independent advice, by reason (grader/results.py). A problem's own words come from its hints.yaml.
+GENERIC = {
+    Reason.MISSING: "The file is missing: submit it under exactly the name the handout gives.",
+    Reason.NOT_IMPLEMENTED: "This part is still the stub: implement it (see the handout section named above).",
+    Reason.BUILD_FAILED: "The CUDA file did not compile: read the first nvcc error in the build test's output, fix it, and "
+                         "build locally with `python -m grader grade --only cuda`.",
+    Reason.LOAD_FAILED: "The file does not load: run `python -c 'import glu_triton'` in the submission directory and fix the "
+                        "first error; keep the function name and signature from the stub.",
+    Reason.TIMEOUT: "The call never finished: look for a loop whose bound never changes, or a grid that relaunches itself.",
+    Reason.CRASHED: "The process crashed: an out-of-bounds or misaligned access. Mask every load and store (offsets < n), "
+                    "use 64-bit offsets for large shapes, and check alignment before 16-byte vector accesses.",
+    Reason.INPUT_MODIFIED: "Your kernel wrote into x. Never store into the input: allocate the output with torch.empty and "
+                           "write only there.",
+    Reason.NOT_DETERMINISTIC: "Two runs on the same input differ: a race (two threads writing the same output element, or a "
+                              "block reading what another block writes) or a read of unwritten memory. Give each output "
+                              "element exactly one writer, and mask loads so no thread reads past the end.",
+    Reason.NOT_PLAIN: "Return a plain torch.Tensor that your kernel has filled before the function returns: no subclass, "
+                      "no torch function or dispatch mode, no autograd.",
+    Reason.PROTOCOL: "The worker's reply was tampered with: the grader's own process must be left alone.",
+    Reason.NOT_TIMED: "The part could not be timed (see the reason); fix correctness first.",
+    Reason.WRONG_TENSOR: "Return a new contiguous tensor of the input's dtype and device, of the shape the handout gives.",
+    Reason.UNWRITTEN: "Some outputs were never written (the output is poisoned with NaN before each call): cover every "
+                      "output element, and check the mask and the tail.",
+    Reason.WRONG_VALUES: "Compare with the reference in the handout, element by element, and compute in fp32.",
+    Reason.NAN_COMPUTED: "Your kernel computed NaN where the answer is finite: an intermediate overflowed (exp() of a large "
+                         "argument is inf, and inf/inf or inf-inf is NaN). Rewrite the formula so that no step overflows.",
+    Reason.FORFEIT: "The kernel check found the work done outside your own kernel: every point of this part is forfeit. "
+                    "See the kernel check's output.",
+}
+FLAG_TIPS = {
+    Code.BELOW_FLOOR: "A time under the physical floor cannot be real work: no caching, skipping or reusing outputs.",
+    Code.HIDDEN_WORK: "The host clock saw much more time than the CUDA events: do all work on the current stream and "
+                      "synchronously in the call (no side streams, no deferred work).",
+    Code.WALL_EXCESS: "The grader's own clock saw more time than the reported one: do all the work inside the call, on "
+                      "the current stream.",
+    Code.TIMED_WRONG: "The outputs timed on the large perf shape were wrong: a kernel must stay correct at every size.",
+}
+
+
+def advice(t: Test, perf: dict[str, Any] | None = None, part_findings: list[Finding] | None = None,
+           hints: dict[str, Any] | None = None) -> list[str]:
+    """What to try next for a lost point: chosen by the result's reason and findings, the case's data, and the kernel
+    check's findings for its part (part_findings); worded by the problem's hints.yaml, else generically."""
+    h = hints or {}
     tips: list[str] = []
     if t.state == SKIPPED:
-        return ["Not a fault of your code: these points need a CUDA GPU. They are earned when the submission is graded on "
-                "a GPU (the autograder), or run `python -m grader grade` on a GPU machine."]
-    if out.startswith("forfeit") or "VIOLATION" in out:
-        tips.append("The kernel check saw PyTorch doing the math (e.g. F.glu, torch.sigmoid, *, exp): every point of this "
-                    "part is forfeit. Do all the arithmetic in your own kernel; the wrapper may only allocate the output "
-                    "(torch.empty) and launch it.")
-    if "not found in the submission" in low:
-        tips.append("The file is missing: submit it under exactly the name the handout gives.")
-    if "not implemented" in low:
-        tips.append("This part is still the stub: implement it (see the handout section named above).")
-    if "did not compile" in low or "nvcc failed" in low:
-        tips.append("The CUDA file did not compile: read the first nvcc error in the build test's output, fix it, and build "
-                    "locally with `python -m grader grade --only cuda`.")
-    if "does not parse" in low or ("importing" in low and "failed" in low):
-        tips.append("The file does not import: run `python -c 'import glu_triton'` in the submission directory and fix the "
-                    "first error.")
-    if "has no function" in low:
-        tips.append("Keep the function name and signature from the stub.")
-    if "timed out" in low or "hung" in low:
-        tips.append("The call never finished: look for a loop whose bound never changes, or a grid that relaunches itself.")
-    if any(k in low for k in ("segmentation", "illegal memory", "bus error", "aborted", "crashed", "signal", "out of bounds", "misaligned")):
-        tips.append("The process crashed: an out-of-bounds or misaligned access. Mask every load and store (offsets < n), use "
-                    "64-bit offsets for large shapes, and check alignment before 16-byte vector accesses.")
-    if "input was modified" in low:
-        tips.append("Your kernel wrote into x. Never store into the input: allocate the output with torch.empty and write only there.")
-    if "not deterministic" in low:
-        tips.append("Two runs on the same input differ: a race (two threads writing the same output element, or a block "
-                    "reading what another block writes) or a read of unwritten memory. Give each output element exactly "
-                    "one writer, and mask loads so no thread reads past the end.")
-    if "wrong output tensor" in low or "expected a torch.tensor" in low:
-        tips.append("Return a new contiguous tensor of the input's dtype and device, shaped like x with the last dimension halved: "
-                    "torch.empty((*x.shape[:-1], x.shape[-1] // 2), dtype=x.dtype, device=x.device).")
-    if "row 0 is right but later rows are wrong" in low or ("wrong values" in low and "strided" in t.case):
-        tips.append("Later rows are wrong: the input can be a view with padded rows. Use the row stride (x.stride(-2)), not "
-                    "the row width, when computing a row's start: a at row*row_stride + col, b at row*row_stride + h + col.")
-    if "never written" in low or "outputs are nan where a finite value was expected" in low:
-        tips.append("Some outputs were never written (the output is poisoned with NaN before each call): launch enough "
-                    "programs/blocks to cover every output element (cdiv(n, BLOCK)), and check the mask and the tail.")
-    if "wrong values" in low and not tips:
-        if "saturating" in t.case:
-            tips.append("Large |b| breaks a naive sigmoid: exp(-b) overflows. Use a stable form (1/(1+exp(-b)) computed in "
-                        "fp32 behaves; or branch on the sign of b).")
-        elif "inf_nan" in t.case:
-            tips.append("Special values: NaN must stay NaN and +-inf must give the mathematically right limit (a*sigmoid(b)); "
-                        "avoid tricks like max/min that swallow NaN.")
-        elif "float16" in t.case or "bfloat16" in t.case:
-            tips.append("Low-precision case: load, compute in fp32, and cast once on store.")
+        return ["Not a fault of your code: these points need a CUDA GPU (or Triton, which installs on Linux only). They "
+                "are earned when the submission is graded on a GPU (the autograder), or run `python -m grader grade` on "
+                "a GPU machine."]
+    if t.reason in (Reason.FORFEIT, Reason.VIOLATION):
+        codes = list(dict.fromkeys(f.code for f in part_findings or [] if f.severity == VIOLATION))
+        worded = [w for w in (problem_hints.text(h, "finding", str(c)) for c in codes) if w]
+        tips += worded or [GENERIC[Reason.FORFEIT]]
+    elif t.reason in (Reason.WRONG_VALUES, Reason.UNWRITTEN, Reason.NAN_COMPUTED, Reason.WRONG_TENSOR):
+        if t.reason == Reason.WRONG_VALUES and t.extra.get("padded") and t.extra.get("later_rows_only"):
+            tips.append(problem_hints.text(h, "later_rows") or GENERIC[Reason.WRONG_VALUES])
+        elif t.reason == Reason.WRONG_VALUES:
+            special = problem_hints.text(h, "dist", str(t.extra.get("dist", ""))) or problem_hints.text(h, "dtype", str(t.extra.get("dtype", "")))
+            tips.append(special or problem_hints.text(h, "reason", str(t.reason)) or GENERIC[t.reason])
         else:
-            tips.append("Compare with the reference: out = a * sigmoid(b), a = x[..., :h], b = x[..., h:]. Check which half is "
-                        "which, the column offset h, and compute in fp32.")
-    if t.stage == "performance":
-        tips += _perf_advice(t, perf or {})
+            tips.append(problem_hints.text(h, "reason", str(t.reason)) or GENERIC[t.reason])
+    elif t.reason is not None and t.reason in GENERIC:
+        tips.append(problem_hints.text(h, "reason", str(t.reason)) or GENERIC[t.reason])
+    if t.kind == Kind.PERFORMANCE:
+        tips += _perf_advice(t, perf or {}, h)
     if not tips:
         tips.append("Read the output above; run `python -m grader grade` locally to reproduce it.")
-    return tips
+    return list(dict.fromkeys(tips))
 
 
-def _perf_advice(t: Test, perf: dict[str, Any]) -> list[str]:
-    out, tips = t.output, []
-    if "timed outputs are wrong" in out:
-        tips.append("The outputs timed on the large perf shape were wrong: a kernel must stay correct at every size "
-                    "(64-bit offsets: row*row_stride passes 2^31 on large shapes).")
-    if "below the physical floor" in out:
-        tips.append("A time under the physical floor cannot be real work: no caching, skipping or reusing outputs.")
-    if "host clock shows" in out:
-        tips.append("The host clock saw much more time than the CUDA events: do all work on the current stream and "
-                    "synchronously in the call (no side streams, no deferred work).")
-    if out.startswith("not timed"):
-        tips.append("The part could not be timed (see the reason); fix correctness first.")
+def _perf_advice(t: Test, perf: dict[str, Any], h: dict[str, Any]) -> list[str]:
+    tips = [problem_hints.text(h, "perf", str(f.code)) or FLAG_TIPS[f.code] for f in t.findings if f.code in FLAG_TIPS]
     credit = t.extra.get("credit")
     c = (perf.get("cases") or {}).get(t.case) or {}
     d = (c.get("impls") or {}).get(t.part) or {}
@@ -220,18 +233,12 @@ def _perf_advice(t: Test, perf: dict[str, Any]) -> list[str]:
         pct, target = _num(d.get("pct_roofline"), float("nan")), _pct_at(c, full_ms, copy_bps)
         tips.append(
             f"You reach {pct:.0f}% of the copy roofline here; full credit needs <= {full_ms:.4g} ms "
-            f"(about {target:.0f}% of the roofline). GLU is memory-bound: count bytes, not flops."
+            f"(about {target:.0f}% of the roofline). " + (problem_hints.text(h, "perf", "roofline") or "")
         )
-        if "cuda" in t.part.lower():
-            tips.append("Give each thread at least 16 bytes per access: 16-byte vector loads and stores (float4, or 8 "
-                        "halves as uint4) when h and the row stride allow it (h * elem_size a multiple of 16, aligned "
-                        "pointers), with a scalar fallback and tail; a grid-stride loop over output elements.")
-        else:
-            tips.append("Give each program enough work: a flat 1-D grid over output elements with a larger BLOCK_SIZE "
-                        "(1024-4096) so each thread loads 16 bytes at a time; try num_warps 4-8; no per-row programs "
-                        "for short rows.")
-        tips.append("Make exactly one pass over memory: no x.contiguous(), no temporaries, a and b read once, the "
-                    "output written once; compute in fp32 registers and cast on store.")
+        for key in (str(t.extra.get("impl_kind", "")), "one_pass"):
+            w = problem_hints.text(h, "perf", key)
+            if w:
+                tips.append(w)
     return tips
 
 
@@ -256,22 +263,29 @@ class Loss:
 
 
 def losses(data: dict[str, Any]) -> list[Loss]:
-    """Every test that lost points, with tests that lost them for the same reason folded into one entry."""
-    perf = (data.get("extra_data") or {}).get("performance") or {}
+    """Every test that lost points, with tests that lost them for the same reason folded into one entry: correctness
+    cases, skips, forfeits and untimed cases group by (part, kind, state, reason) and the first line of their output
+    (the same words: one entry); anything else stands alone."""
+    extra = data.get("extra_data") or {}
+    perf = extra.get("performance") or {}
+    h = problem_hints.load(str(extra.get("problem") or ""))
+    tests = tests_of(data)
+    part_findings = {t.part: t.findings for t in tests if t.kind == Kind.KERNEL_CHECK}
     groups: dict[tuple, list[Test]] = {}
-    for t in tests_of(data):
+    for t in tests:
         if t.lost <= 1e-9:
             continue
         lines = t.first_lines(1)
         first = lines[0] if lines else ""
-        same_reason = t.stage == "correctness" or t.state == SKIPPED or first.startswith(("forfeit", "not run", "not timed"))
-        key = (t.part, t.stage, t.state, first) if same_reason else (t.name,)
+        grouped = t.kind == Kind.CORRECTNESS or t.state == SKIPPED or t.reason in (Reason.FORFEIT, Reason.NOT_RUN,
+                                                                                      Reason.NOT_TIMED)
+        key = (t.part, t.kind, t.state, t.reason, first) if grouped else (t.name,)
         groups.setdefault(key, []).append(t)
     out = []
     for ts in groups.values():
         t = ts[0]
         title = t.name if len(ts) == 1 else f"{t.part} / {t.stage}: {len(ts)} cases ({_case_list(ts)})"
-        out.append(Loss(title, ts, t.first_lines(), advice(t, perf)))
+        out.append(Loss(title, ts, t.first_lines(), advice(t, perf, part_findings.get(t.part), h)))
     return sorted(out, key=lambda lo: (lo.state == SKIPPED, -lo.points))
 
 
@@ -315,26 +329,25 @@ def correctness_matrix(data: dict[str, Any]) -> tuple[list[str], list[str], dict
 
 
 def warnings_of(data: dict[str, Any]) -> list[tuple[str, str]]:
-    """(where, text) for things that cost nothing (yet) but deserve attention."""
+    """(where, text) for things that cost nothing (yet) but deserve attention: static warnings, kernel-check warnings
+    and violations, performance flags."""
     out = []
     for t in tests_of(data):
-        if t.stage == "checks" and t.name.endswith("static warnings") and t.output.strip() and t.output.strip() != "no static warnings":
-            out += [(t.name, ln) for ln in t.output.splitlines() if ln.strip()]
-        for ln in t.output.splitlines():
-            if ln.startswith(("warning: ", "VIOLATION: ", "FLAG: ")) and not t.name.endswith("static warnings"):
-                out.append((t.name, ln))
+        for f in t.findings:
+            label = {VIOLATION: "VIOLATION: ", FLAG: "FLAG: "}.get(f.severity, "" if f.code == Code.STATIC else "warning: ")
+            out.append((t.name, label + f.text))
     return out
 
 
 def gpu_compile_failures(data: dict[str, Any]) -> list[Test]:
     """The failed '<part> / GPU compile check' rows of a CPU grade: 0 points, yet every GPU case of that part
     would fail (grader/gpucompile.py), so the report says so before the lost points."""
-    return [t for t in tests_of(data) if t.name.endswith("GPU compile check") and t.state == FAILED]
+    return [t for t in tests_of(data) if t.kind == Kind.COMPILE_CHECK and t.state == FAILED]
 
 
 def compiler_reports(data: dict[str, Any]) -> list[Test]:
     """'<part> / compiler report' rows of a CPU grade (grader/cudainfo.py): what nvcc says without a GPU."""
-    return [t for t in tests_of(data) if t.name.endswith("compiler report") and t.state == PASSED]
+    return [t for t in tests_of(data) if t.kind == Kind.COMPILER_REPORT and t.state == PASSED]
 
 
 COMPILER_TITLE = "What the compiler says (no GPU here)"

@@ -23,7 +23,7 @@ write anything on it. So a reply is read in three steps, each bounded, and whate
 
 Requests go the other way with `send` (correctness workers: `dumps` of grader/child/wire.py; the write is bounded
 by the request's deadline too) or `timing_parent.send` (timing workers: multiprocessing's own `conn.send`, kept
-because the timing stage's wall-clock comparison is sensitive to the request path: docs/PERF_NOTES.md runs 25-27).
+because the timing stage's wall-clock comparison is sensitive to the request path: docs/performance.md#the-wall-clock-check).
 """
 
 from __future__ import annotations
@@ -472,7 +472,7 @@ class timing_parent:
     (`tensors_by_value`: not by file descriptor); replies are read like every worker's (`recv` above).
 
     Why not `send` above here too: with the data-only format both ways, the students' requests cost up to 0.13 ms
-    per call more than the baselines', past the wall-clock check's slack (docs/PERF_NOTES.md, runs 25-27), while
+    per call more than the baselines', past the wall-clock check's slack (docs/performance.md#the-wall-clock-check), while
     multiprocessing's format did not. The timed requests (`time_round`) hold no tensor. Timing requests are small:
     the socket's buffer takes them whole.
     """

@@ -298,23 +298,31 @@ def test_a_broken_plotting_stack_costs_only_the_charts(tmp_path, monkeypatch):
 def _failing(fx: dict) -> dict:
     """The fixture with the failure classes the advice knows about."""
     d = copy.deepcopy(fx)
+    # (output, the typed fields the grader writes with it: reason, and the case's own data)
     outputs = {
-        "triton / correctness / strided_rows/float32": "wrong values: 6336 of 6600 elements outside tolerance\n  bad rows: 32 of 33 (first: 1)\n  hint: row 0 is right but later rows are wrong; check the row stride and row offsets",
-        "triton / correctness / odd_h_1001/float32": "wrong values: 3 of 3003 elements outside tolerance\n  hint: 3 outputs are NaN where a finite value was expected; the output buffer is poisoned with NaN before each call, so these were probably never written (mask, grid size or tail handling)",
-        "triton / correctness / rows_127/float32": "not deterministic: two runs on the same input differ in 17 elements (a race, or reading unwritten memory?)",
-        "triton / correctness / rows_129/float32": "the input was modified: a kernel must not write into x",
-        "triton / correctness / saturating_gates/float32": "wrong values: 40 of 5100 elements outside tolerance\n  at index (0, 1): expected 98.1, got nan",
+        "triton / correctness / strided_rows/float32": ("wrong values: 6336 of 6600 elements outside tolerance\n  bad rows: 32 of 33 (first: 1)\n  hint: row 0 is right but later rows are wrong; check the row stride and row offsets",
+                                                        {"reason": "wrong values", "padded": True, "later_rows_only": True}),
+        "triton / correctness / odd_h_1001/float32": ("wrong values: 3 of 3003 elements outside tolerance\n  hint: 3 outputs are NaN where a finite value was expected; the output buffer is poisoned with NaN before each call, so these were probably never written (mask, grid size or tail handling)",
+                                                      {"reason": "unwritten outputs"}),
+        "triton / correctness / rows_127/float32": ("not deterministic: two runs on the same input differ in 17 elements (a race, or reading unwritten memory?)",
+                                                    {"reason": "not deterministic"}),
+        "triton / correctness / rows_129/float32": ("the input was modified: a kernel must not write into x", {"reason": "input modified"}),
+        "triton / correctness / saturating_gates/float32": ("wrong values: 40 of 5100 elements outside tolerance\n  at index (0, 1): expected 98.1, got nan",
+                                                            {"reason": "wrong values", "dist": "saturating", "dtype": "float32"}),
     }
+    violation = "PyTorch computed part of the result: aten::sigmoid"
     for t in d["tests"]:
         if t["name"] in outputs:
-            t.update(score=0.0, status="failed", output=outputs[t["name"]])
-            t["extra_data"]["state"] = "failed"
+            out, typed = outputs[t["name"]]
+            t.update(score=0.0, status="failed", output=out)
+            t["extra_data"].update(state="failed", **typed)
         if t["name"].startswith("cuda / ") and t["max_score"] and t["score"]:
             t.update(score=0.0, status="failed", output="forfeit: the 'cuda / kernel check' found PyTorch doing the work\n" + t["output"])
-            t["extra_data"]["state"] = "failed"
+            t["extra_data"].update(state="failed", reason="forfeit")
         if t["name"] == "cuda / kernel check":
-            t.update(status="failed", output="VIOLATION: PyTorch computed part of the result: aten::sigmoid\n" + t["output"])
-            t["extra_data"].update(state="failed", forfeit=True, violations=["PyTorch computed part of the result: aten::sigmoid"])
+            t.update(status="failed", output=f"VIOLATION: {violation}\n" + t["output"])
+            t["extra_data"].update(state="failed", forfeit=True, violations=[violation], reason="violation",
+                                   findings=[{"code": "torch-compute", "severity": "violation", "text": violation}])
     d["output"] += "\ncuda: all points forfeit, see 'cuda / kernel check'"
     d["score"] = round(sum(t["score"] for t in d["tests"]), 4)
     return d
@@ -414,9 +422,10 @@ def _clean(d: dict, student: str | None = None, lose: int = 0) -> dict:
         t["output"] = "\n".join(ln for ln in t["output"].splitlines() if not ln.startswith("FLAG: "))
         if "flags" in t["extra_data"]:
             t["extra_data"]["flags"] = []
+        t["extra_data"]["findings"] = [f for f in t["extra_data"].get("findings", []) if f["severity"] != "flag"]
     for t in [t for t in d["tests"] if t["name"].startswith("triton / correctness /")][:lose]:
         t.update(score=0.0, status="failed", output="wrong values: 1 of 2 elements outside tolerance")
-        t["extra_data"]["state"] = "failed"
+        t["extra_data"].update(state="failed", reason="wrong values")
     if student:
         d["extra_data"]["student_id"] = student
     d["score"] = round(sum(t["score"] for t in d["tests"]), 4)

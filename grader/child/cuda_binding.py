@@ -198,10 +198,9 @@ class CudaRowKernel:
             x2 = x2.contiguous()
         row_stride = x2.stride(0) if rows > 1 else cols
         # NaN poison: any output element the kernel fails to write stays NaN and fails the check.
+        y = torch.empty((rows, out_cols), dtype=x.dtype, device=x.device)
         if self.poison:
-            y = torch.full((rows, out_cols), float("nan"), dtype=x.dtype, device=x.device)
-        else:
-            y = torch.empty((rows, out_cols), dtype=x.dtype, device=x.device)
+            y.view(torch.uint8).fill_(255)  # all bits set: a NaN no arithmetic produces (grader/check.py tells them apart)
         with torch.cuda.device(x.device):
             stream = torch.cuda.current_stream(x.device).cuda_stream
             code = self._fn(

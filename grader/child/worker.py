@@ -210,12 +210,13 @@ class Worker:
             try:
                 spec.loader.exec_module(mod)
             except SyntaxError as e:
-                raise UserError(f"{p['display']} does not parse: {e.msg} at line {e.lineno}") from None
+                raise UserError(f"{p['display']} does not parse: {e.msg} at line {e.lineno}", "load") from None
             except Exception as e:  # an import-time error in the student's module
-                raise UserError(f"importing {p['display']} failed: {type(e).__name__}: {e}") from e
+                raise UserError(f"importing {p['display']} failed: {type(e).__name__}: {e}", "load") from e
             fn = getattr(mod, p["entry"], None)
             if fn is None or not callable(fn):
-                raise UserError(f"{p['display']} has no function '{p['entry']}'; keep the name and signature from the stub")
+                raise UserError(f"{p['display']} has no function '{p['entry']}'; keep the name and signature from the stub",
+                                "load")
             self.fn = fn
             self.module = mod
             self.source = path
@@ -230,7 +231,7 @@ class Worker:
                     p["lib"], p["entry"], (lambda c: c // 2) if half else (lambda c: c), p["handout"], p["section"]
                 )
             except KernelCallError as e:
-                raise UserError(str(e)) from None
+                raise UserError(str(e), "load") from None
         self.fns = {p["impl"]: self._call}
         return "loaded"
 
@@ -273,6 +274,7 @@ class Worker:
                     copy = snapshot(out, meta)
                 except Exception as e:
                     raised = list(explain_error(e, traceback.format_exc(), self.source))
+                    raised.append(category_of(e, raised[0]))
             secs.append(_perf_counter() - t0)
             ops |= seen
             runtime |= device["runtime"]
@@ -416,7 +418,7 @@ class Worker:
         try:
             return self.fn(x)
         except NotImplementedError as e:
-            raise UserError(f"not implemented: {e}") from None
+            raise UserError(f"not implemented: {e}", "not-implemented") from None
         except Exception as e:
             from .cuda_binding import KernelCallError
 
@@ -528,7 +530,28 @@ class _LaunchCounter:
 
 
 class UserError(Exception):
-    """A problem with the submission, explained in one line for the student."""
+    """A problem with the submission, explained in one line for the student; `category` says which kind (one of
+    CATEGORIES, sent with the error so that the parent never reads the line to decide)."""
+
+    def __init__(self, line: str, category: str = "call"):
+        super().__init__(line)
+        self.category = category
+
+
+# What an error reply can say it was: "load" (the file does not import, parse, or have the function), "not-implemented"
+# (the stub's NotImplementedError), "call" (the call raised), "cuda-fault" (a CUDA error that poisons this process's
+# context: the parent starts a fresh worker for the remaining cases).
+CATEGORIES = ("load", "not-implemented", "call", "cuda-fault")
+_STICKY_CUDA_ERROR = re.compile(
+    r"illegal (memory )?(access|address|instruction)|unspecified launch failure|device-side assert|"
+    r"misaligned address|cudaErrorIllegal|cudaErrorLaunchFailure|CUDA error", re.IGNORECASE)
+
+
+def category_of(e: BaseException, line: str) -> str:
+    """The category of an exception raised while running the submission (see CATEGORIES)."""
+    if isinstance(e, UserError):
+        return e.category
+    return "cuda-fault" if _STICKY_CUDA_ERROR.search(line) else "call"
 
 
 def spin_wait(conn: Any, seconds: float) -> bool:
@@ -539,7 +562,7 @@ def spin_wait(conn: Any, seconds: float) -> bool:
     over each request is compared across workers (grader/performance.py), and the baseline worker gets three
     requests in a row where a student's worker gets one, so student workers are woken more often. On the H200,
     correct staff kernels showed +0.004 to +0.07 ms per call of wall-clock "excess" without spinning, and
-    -0.03 to +0.05 ms, centred near zero, with it (docs/PERF_NOTES.md, runs 11 and 12).
+    -0.03 to +0.05 ms, centred near zero, with it (docs/performance.md#the-wall-clock-check).
     """
     end = _monotonic() + seconds
     while _monotonic() < end:
@@ -552,13 +575,13 @@ _ERROR_LINE_MAX = 2000  # characters of an error reply's line; its detail keeps 
 _ERROR_DETAIL_MAX = 16000  # (both far below the 64 KiB per string that the parent accepts: grader/wire.py)
 
 
-def _error(line: str, detail: str) -> tuple[str, str, str]:
+def _error(line: str, detail: str, category: str = "call") -> tuple[str, str, str, str]:
     """An error reply, its texts capped: a submission's exception message or traceback can be any size."""
     if len(line) > _ERROR_LINE_MAX:
         line = line[:_ERROR_LINE_MAX] + " [...]"
     if len(detail) > _ERROR_DETAIL_MAX:
         detail = "[...]\n" + detail[-_ERROR_DETAIL_MAX:]
-    return ("error", line, detail)
+    return ("error", line, detail, category)
 
 
 def main(conn: Any, device: str, timing: bool = False, compile_only: bool = False) -> None:
@@ -607,8 +630,9 @@ def main(conn: Any, device: str, timing: bool = False, compile_only: bool = Fals
             value = getattr(w, cmd)(payload)
             wire.send(conn, ("ok", value))
         except UserError as e:
-            wire.send(conn, _error(str(e), ""))
+            wire.send(conn, _error(str(e), "", e.category))
         except Exception as e:
-            wire.send(conn, _error(*explain(e, traceback.format_exc(), w.source)))
+            line, detail = explain(e, traceback.format_exc(), w.source)
+            wire.send(conn, _error(line, detail, category_of(e, line)))
         if w.spin_s:
             spin_wait(conn, w.spin_s)
