@@ -71,8 +71,10 @@ def _env(session: nox.Session, extra: list[str] | None = None) -> Path | None:
     if _no_venv():
         return None
     if sys.version_info < MIN_PYTHON:
-        session.error(f"the grader needs Python {'.'.join(map(str, MIN_PYTHON))} or later; nox runs on "
-                      f"{sys.version.split()[0]}: install nox with a newer Python (`python3.12 -m pip install nox`)")
+        session.error(
+            f"the grader needs Python {'.'.join(map(str, MIN_PYTHON))} or later; nox runs on "
+            f"{sys.version.split()[0]}: install nox with a newer Python (`python3.12 -m pip install nox`)"
+        )
     extra = extra or []
     bindir = ENV.resolve() / ("Scripts" if sys.platform == "win32" else "bin")
     py = bindir / ("python.exe" if sys.platform == "win32" else "python")
@@ -83,17 +85,32 @@ def _env(session: nox.Session, extra: list[str] | None = None) -> Path | None:
     stamp = ENV / f"installed-{group}"
     want = _stamp(extra)
     if not stamp.is_file() or stamp.read_text().strip() != want:
-        session.log(f"installing requirements.txt at constraints.txt's versions{' and ' + ', '.join(extra) if extra else ''} "
-                    f"into {ENV}: the first time this downloads torch (hundreds of MB to a few GB, minutes); pip's "
-                    "progress follows")
-        session.run(str(py), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "on",
-                    *INSTALL_ARGS, *extra, external=True, silent=False)
+        session.log(
+            f"installing requirements.txt at constraints.txt's versions{' and ' + ', '.join(extra) if extra else ''} "
+            f"into {ENV}: the first time this downloads torch (hundreds of MB to a few GB, minutes); pip's "
+            "progress follows"
+        )
+        session.run(
+            str(py),
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--progress-bar",
+            "on",
+            *INSTALL_ARGS,
+            *extra,
+            external=True,
+            silent=False,
+        )
         stamp.write_text(want + "\n")
         (ENV / "installed-base").write_text(_stamp([]) + "\n")  # a superset of the base install
     old = [d.name for d in ENV.parent.glob("*") if d.is_dir() and d.name != ENV.name and (d / "pyvenv.cfg").exists()]
     if old:
-        session.log(f"{', '.join(old)} in .nox: per-session environments of an older noxfile, unused now; delete them "
-                    "to free their space")
+        session.log(
+            f"{', '.join(old)} in .nox: per-session environments of an older noxfile, unused now; delete them "
+            "to free their space"
+        )
     session.env["PATH"] = os.pathsep.join([str(bindir), os.environ.get("PATH", "")])
     session.env["VIRTUAL_ENV"] = str(ENV.resolve())
     return bindir
@@ -167,7 +184,17 @@ def lint(session: nox.Session) -> None:
     bindir = _env(session, LINT_DEPS)
     session.run(_exe(bindir, "hadolint"), "--failure-threshold", "warning", "Dockerfile", external=True)
     session.run(_exe(bindir, "actionlint"), ".github/workflows/autograde.yml", external=True)
-    session.run(_exe(bindir, "zizmor"), "--offline", "--persona", "pedantic", ".github/workflows/autograde.yml",
-                external=True)
-    session.run(_exe(bindir, "python"), "-m", "pytest", "-q", "tests/test_delivery.py", "tests/test_container.py", "-m", "not slow",
-                external=True)
+    session.run(
+        _exe(bindir, "zizmor"), "--offline", "--persona", "pedantic", ".github/workflows/autograde.yml", external=True
+    )
+    session.run(
+        _exe(bindir, "python"),
+        "-m",
+        "pytest",
+        "-q",
+        "tests/test_delivery.py",
+        "tests/test_container.py",
+        "-m",
+        "not slow",
+        external=True,
+    )

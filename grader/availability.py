@@ -15,7 +15,18 @@ from pathlib import Path
 
 IMAGE = "glu-grader"
 # The README's container command (its options: tests/test_install.py checks that they agree).
-DOCKER_RUN = ("docker", "run", "--rm", "--gpus", "all", "--network", "none", "--read-only", "--tmpfs", "/scratch:mode=1777,exec")  # exec: built kernels load from /scratch
+DOCKER_RUN = (
+    "docker",
+    "run",
+    "--rm",
+    "--gpus",
+    "all",
+    "--network",
+    "none",
+    "--read-only",
+    "--tmpfs",
+    "/scratch:mode=1777,exec",
+)  # exec: built kernels load from /scratch
 
 
 def triton_missing() -> str | None:
@@ -34,11 +45,16 @@ def triton_missing() -> str | None:
 
 def container_command(submission: Path, out: Path) -> str:
     """The command that grades `submission` in the grading container, from a checkout of the course repository."""
-    return (f"docker build -t {IMAGE} . && " + " ".join(DOCKER_RUN)
-            + f' -v "{submission.resolve()}:/submission:ro" -v "{out.resolve()}:/results" {IMAGE}')
+    return (
+        f"docker build -t {IMAGE} . && "
+        + " ".join(DOCKER_RUN)
+        + f' -v "{submission.resolve()}:/submission:ro" -v "{out.resolve()}:/results" {IMAGE}'
+    )
 
 
 def not_graded_here(part: str, why: str, submission: Path, out: Path) -> str:
     """The one line a grade carries for a part that needs Triton where Triton cannot run."""
-    return (f"{part}: not graded on this machine: {why}. Grade it in the container on a Linux host with an NVIDIA "
-            f"GPU, from the course repository: {container_command(submission, out)}")
+    return (
+        f"{part}: not graded on this machine: {why}. Grade it in the container on a Linux host with an NVIDIA "
+        f"GPU, from the course repository: {container_command(submission, out)}"
+    )

@@ -19,13 +19,14 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
-import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from .child.launches import ARCH
 
@@ -78,7 +79,7 @@ def default_cache_dir() -> Path:
 
 
 def gpu_arch() -> str | None:
-    """"sm_XY" for the current CUDA device, or None when torch sees no GPU."""
+    """ "sm_XY" for the current CUDA device, or None when torch sees no GPU."""
     try:
         import torch
     except ImportError:
@@ -167,8 +168,9 @@ def _read_output(path: Path) -> bytes:
         os.close(fd)
 
 
-def build_cuda(src: Path, *, cache_dir: Path, arch: str | None = None, timeout_s: float = 180.0,
-               scratch: Scratch | None = None) -> BuildResult:
+def build_cuda(
+    src: Path, *, cache_dir: Path, arch: str | None = None, timeout_s: float = 180.0, scratch: Scratch | None = None
+) -> BuildResult:
     """Compile `src` into `<cache_dir>/<key>.so`, or return the cached library. Never raises for bad sources.
 
     With `scratch` (a grade's, grader/identity.py), nvcc runs as the grade's untrusted identity in its build
@@ -256,8 +258,18 @@ def _publish(lib: Path, data: bytes) -> None:
     os.replace(tmp, lib)
 
 
-def _build_untrusted(src: Path, source: bytes, key: str, lib: Path, flags: list[str], nvcc: str, scratch: Scratch,
-                     timeout_s: float, result: Callable[..., BuildResult], shown: list[str]) -> BuildResult:
+def _build_untrusted(
+    src: Path,
+    source: bytes,
+    key: str,
+    lib: Path,
+    flags: list[str],
+    nvcc: str,
+    scratch: Scratch,
+    timeout_s: float,
+    result: Callable[..., BuildResult],
+    shown: list[str],
+) -> BuildResult:
     build_dir = scratch.home / "build"
     staged = build_dir / src.name
     staged.write_bytes(source)
@@ -267,23 +279,42 @@ def _build_untrusted(src: Path, source: bytes, key: str, lib: Path, flags: list[
     scrub = [(str(build_dir), ""), (str(scratch.root), "<scratch>/"), (str(src.parent), "")]
     kwargs: dict[str, Any] = dict(scratch.identity.popen_kwargs())
     try:
-        proc = subprocess.Popen(command, cwd=build_dir, env=scratch.env(trusted=False), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, errors="replace",
-                                start_new_session=True, **kwargs)
+        proc = subprocess.Popen(
+            command,
+            cwd=build_dir,
+            env=scratch.env(trusted=False),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+            **kwargs,
+        )
         try:
             log_raw, _ = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             log_raw, _ = proc.communicate()
             log = _scrub(log_raw, scrub).rstrip()
-            return result(False, None, (log + "\n" if log else "") + f"nvcc timed out after {timeout_s:g} s", False, shown)
+            return result(
+                False, None, (log + "\n" if log else "") + f"nvcc timed out after {timeout_s:g} s", False, shown
+            )
         log = _scrub(log_raw[:200_000], scrub).rstrip()
         if proc.returncode != 0:
-            return result(False, None, (log + "\n" if log else "") + f"nvcc failed with exit status {proc.returncode}", False, shown)
+            return result(
+                False,
+                None,
+                (log + "\n" if log else "") + f"nvcc failed with exit status {proc.returncode}",
+                False,
+                shown,
+            )
         try:
             data = _read_output(out)
         except OSError as e:
-            return result(False, None, (log + "\n" if log else "") + f"nvcc produced no usable library ({e})", False, shown)
+            return result(
+                False, None, (log + "\n" if log else "") + f"nvcc produced no usable library ({e})", False, shown
+            )
         _publish(lib, data)
         return result(True, lib, log, False, shown)
     except OSError as e:

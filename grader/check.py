@@ -42,7 +42,9 @@ def _fmt(v: float) -> str:
     return f"{v:.6g}"
 
 
-def bound_for(truth: torch.Tensor, eager_out: torch.Tensor | None, tol: Tolerance, dtype: torch.dtype) -> tuple[torch.Tensor, str]:
+def bound_for(
+    truth: torch.Tensor, eager_out: torch.Tensor | None, tol: Tolerance, dtype: torch.dtype
+) -> tuple[torch.Tensor, str]:
     """Per-element allowed |out - truth|, and a one-line description of the rule used."""
     mag = truth.abs().nan_to_num(0.0, posinf=0.0, neginf=0.0)
     if tol.eager_factor is None:
@@ -59,7 +61,10 @@ def bound_for(truth: torch.Tensor, eager_out: torch.Tensor | None, tol: Toleranc
             eager_rel = float(err.max())
     eager_rel = min(eager_rel, EAGER_REL_CAP * u)  # eager itself is never allowed to set a sloppy bar
     rel = tol.eager_factor * max(eager_rel, u)
-    rule = f"atol {tol.atol:g} + {tol.eager_factor:g} x max(eager rel err {eager_rel:.3g}, u {u:.3g}) = {rel:.3g}*|expected|"
+    rule = (
+        f"atol {tol.atol:g} + {tol.eager_factor:g} x max(eager rel err {eager_rel:.3g}, u {u:.3g}) = "
+        f"{rel:.3g}*|expected|"
+    )
     return tol.atol + rel * mag, rule
 
 
@@ -73,7 +78,9 @@ def check_output(
 ) -> Verdict:
     """Values only (shape/dtype/layout are checked by check_meta). `truth` is float64 on the same device."""
     if out.shape != truth.shape:
-        return Verdict(False, f"wrong shape {tuple(out.shape)}, expected {tuple(truth.shape)}", reason=Reason.WRONG_TENSOR)
+        return Verdict(
+            False, f"wrong shape {tuple(out.shape)}, expected {tuple(truth.shape)}", reason=Reason.WRONG_TENSOR
+        )
     if truth.numel() == 0:
         return Verdict(True, "ok (empty output)")
     got = out.to(torch.float64)
@@ -90,7 +97,12 @@ def check_output(
     rel = ferr / truth.abs().clamp_min(1e-30)
     max_rel = float(torch.where(finite_t & (truth.abs() > 0), rel, torch.zeros_like(rel)).max())
     if n_bad == 0:
-        return Verdict(True, f"ok (max abs err {_fmt(max_abs)}, max rel err {_fmt(max_rel)})", max_abs_err=max_abs, max_rel_err=max_rel)
+        return Verdict(
+            True,
+            f"ok (max abs err {_fmt(max_abs)}, max rel err {_fmt(max_rel)})",
+            max_abs_err=max_abs,
+            max_rel_err=max_rel,
+        )
 
     n = truth.numel()
     details = [f"{n_bad} of {n} elements wrong ({100.0 * n_bad / n:.3g}%); allowed |err| <= {rule}"]
@@ -99,7 +111,10 @@ def check_output(
         t = tuple(i)
         details.append(f"at index {t}: expected {_fmt(float(truth[t]))}, got {_fmt(float(got[t]))}")
     details.append(f"max abs err {_fmt(max_abs)}, max rel err {_fmt(max_rel)} (over finite expected values)")
-    details.append(f"NaN: expected {int(t_nan.sum())}, got {int(g_nan.sum())}; inf: expected {int(t_inf.sum())}, got {int(g_inf.sum())}")
+    details.append(
+        f"NaN: expected {int(t_nan.sum())}, got {int(g_nan.sum())}; inf: expected {int(t_inf.sum())}, got "
+        f"{int(g_inf.sum())}"
+    )
     poison = _poison_bits(out)
     unwritten = int((finite_t & poison).sum())
     computed_nan = int((finite_t & g_nan & ~poison).sum())
@@ -127,8 +142,15 @@ def check_output(
     else:
         later_rows_only = False
     reason = Reason.UNWRITTEN if unwritten else Reason.NAN_COMPUTED if computed_nan else Reason.WRONG_VALUES
-    return Verdict(False, f"wrong values: {n_bad} of {n} elements outside tolerance", details, max_abs, max_rel, reason,
-                   later_rows_only)
+    return Verdict(
+        False,
+        f"wrong values: {n_bad} of {n} elements outside tolerance",
+        details,
+        max_abs,
+        max_rel,
+        reason,
+        later_rows_only,
+    )
 
 
 _BITS = {4: torch.int32, 2: torch.int16, 8: torch.int64}

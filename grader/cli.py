@@ -32,46 +32,99 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     g = sub.add_parser("grade", help="grade a submission (default: assignment/)")
     g.add_argument("--problem", default="glu", help="problem name under reference/, or a spec.yaml path (default: glu)")
-    g.add_argument("--submission", type=Path, default=DEFAULT_SUBMISSION, help="directory with the student's files (default: assignment/)")
+    g.add_argument(
+        "--submission",
+        type=Path,
+        default=DEFAULT_SUBMISSION,
+        help="directory with the student's files (default: assignment/)",
+    )
     g.add_argument("--staff", action="store_true", help="grade the staff solutions from reference/ instead")
-    g.add_argument("--out", type=Path, default=Path("grade-results"), help="where results.json goes (default: grade-results/)")
-    g.add_argument("--only", choices=None, action="append", default=[], help="grade only this implementation (triton or cuda); repeatable")
+    g.add_argument(
+        "--out", type=Path, default=Path("grade-results"), help="where results.json goes (default: grade-results/)"
+    )
+    g.add_argument(
+        "--only",
+        choices=None,
+        action="append",
+        default=[],
+        help="grade only this implementation (triton or cuda); repeatable",
+    )
     g.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     g.add_argument("--no-perf", action="store_true", help="skip performance timing (correctness only)")
-    g.add_argument("--secret-file", type=Path, default=None, metavar="KEY",
-                   help="staff-only key file (made by `python -m grader keygen --out KEY`, mode 0600): mixed into every "
-                   "input and used to sign an official results.json; without it the grade is local and advisory")
+    g.add_argument(
+        "--secret-file",
+        type=Path,
+        default=None,
+        metavar="KEY",
+        help="staff-only key file (made by `python -m grader keygen --out KEY`, mode 0600): mixed into every "
+        "input and used to sign an official results.json; without it the grade is local and advisory",
+    )
     a = sub.add_parser("autograde", help="autograder entry (Gradescope paths; grading key from a staff-only file)")
     a.add_argument("--problem", default="glu")
     a.add_argument("--submission", type=Path, default=Path("/autograder/submission"))
     a.add_argument("--out", type=Path, default=Path("/autograder/results"))
-    a.add_argument("--secret-file", type=Path, default=AUTOGRADE_KEY, metavar="KEY",
-                   help=f"staff-only key file made by `python -m grader keygen --out KEY` (default: {AUTOGRADE_KEY}); "
-                   "when there is no file there, the grade is advisory and unsigned")
+    a.add_argument(
+        "--secret-file",
+        type=Path,
+        default=AUTOGRADE_KEY,
+        metavar="KEY",
+        help=f"staff-only key file made by `python -m grader keygen --out KEY` (default: {AUTOGRADE_KEY}); "
+        "when there is no file there, the grade is advisory and unsigned",
+    )
     a.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     b = sub.add_parser("bench", help="lecture-style timing table: baselines vs Triton vs CUDA (needs a GPU)")
     for a in ("--problem", "--submission", "--out", "--only", "--device"):
         b._add_action(next(x for x in g._actions if a in x.option_strings))
     b.add_argument("--staff", action="store_true", help="time the staff solutions (default: the submission)")
     r = sub.add_parser("report", help="TA reports: grades.csv and class_summary.html from every results.json under DIR")
-    r.add_argument("dir", type=Path, metavar="DIR", help="folder searched recursively for results.json files (one folder per student)")
+    r.add_argument(
+        "dir",
+        type=Path,
+        metavar="DIR",
+        help="folder searched recursively for results.json files (one folder per student)",
+    )
     r.add_argument("--out", type=Path, default=None, help="where grades.csv and class_summary.html go (default: DIR)")
-    r.add_argument("--secret-file", type=Path, default=None, metavar="KEY",
-                   help="the key file the grades were made with: check every file's signature")
-    r.add_argument("--roster", type=Path, default=None, metavar="CSV",
-                   help="the class roster (Canvas's gradebook export, or a CSV with an id column): also write "
-                   "grades_canvas.csv, one row per roster student, for Canvas's grade import")
-    r.add_argument("--canvas-column", default=None, metavar="NAME",
-                   help="the assignment column's header in grades_canvas.csv (default: '<PROBLEM> kernels', or that "
-                   "assignment's own column in a Canvas export; 'Name (12345)' names Canvas assignment 12345)")
-    h = sub.add_parser("handout", help="staff: write the repository students get (stubs, handout, grader, public spec and "
-                       "reference, student-facing tests; no staff solutions, staff tests or staff notes)")
+    r.add_argument(
+        "--secret-file",
+        type=Path,
+        default=None,
+        metavar="KEY",
+        help="the key file the grades were made with: check every file's signature",
+    )
+    r.add_argument(
+        "--roster",
+        type=Path,
+        default=None,
+        metavar="CSV",
+        help="the class roster (Canvas's gradebook export, or a CSV with an id column): also write "
+        "grades_canvas.csv, one row per roster student, for Canvas's grade import",
+    )
+    r.add_argument(
+        "--canvas-column",
+        default=None,
+        metavar="NAME",
+        help="the assignment column's header in grades_canvas.csv (default: '<PROBLEM> kernels', or that "
+        "assignment's own column in a Canvas export; 'Name (12345)' names Canvas assignment 12345)",
+    )
+    h = sub.add_parser(
+        "handout",
+        help="staff: write the repository students get (stubs, handout, grader, public spec and "
+        "reference, student-facing tests; no staff solutions, staff tests or staff notes)",
+    )
     h.add_argument("--out", type=Path, required=True, metavar="DIR", help="a new or empty directory for the handout")
-    gs = sub.add_parser("gradescope", help="staff: build Gradescope's autograder zip (setup.sh, run_autograder, the grader; "
-                        "no staff solutions); Gradescope has no GPU, so it grades the CPU checks")
+    gs = sub.add_parser(
+        "gradescope",
+        help="staff: build Gradescope's autograder zip (setup.sh, run_autograder, the grader; "
+        "no staff solutions); Gradescope has no GPU, so it grades the CPU checks",
+    )
     gs.add_argument("--out", type=Path, required=True, metavar="ZIP", help="the zip to write (never overwritten)")
-    gs.add_argument("--key", type=Path, default=None, metavar="KEY",
-                    help="also put this grading key in the zip (as grader_key): anyone with the zip has the key")
+    gs.add_argument(
+        "--key",
+        type=Path,
+        default=None,
+        metavar="KEY",
+        help="also put this grading key in the zip (as grader_key): anyone with the zip has the key",
+    )
     k = sub.add_parser("keygen", help="write a new 256-bit grading key (64 hex characters) to a new file of mode 0600")
     k.add_argument("--out", type=Path, required=True, metavar="FILE", help="where the key goes (never overwritten)")
     return p
@@ -106,7 +159,9 @@ def main(argv: list[str] | None = None) -> int:
         problem = load_problem(find_problem(args.problem, ROOT))
         for o in getattr(args, "only", []) or ():
             if o not in problem.implementations:
-                raise GraderError(f"--only {o}: no such implementation (choose from {', '.join(problem.implementations)})")
+                raise GraderError(
+                    f"--only {o}: no such implementation (choose from {', '.join(problem.implementations)})"
+                )
         key_path = getattr(args, "secret_file", None)
         key = _key(key_path, missing_ok=args.command == "autograde")
         opts = Options(
@@ -150,9 +205,11 @@ def main(argv: list[str] | None = None) -> int:
         report.print_summary(g)
     Console().print(f"results written to {path}", highlight=False)
     if key is not None and not g.official:
-        print(f"warning: this grade is not official, so student code may have run as this user and read the key file "
-              f"{key.path}: if so, treat that key as leaked and make a new one (`python -m grader keygen --out FILE`)",
-              file=sys.stderr)
+        print(
+            f"warning: this grade is not official, so student code may have run as this user and read the key file "
+            f"{key.path}: if so, treat that key as leaked and make a new one (`python -m grader keygen --out FILE`)",
+            file=sys.stderr,
+        )
     _student_report(g, args.out)
     return 0
 
@@ -173,14 +230,22 @@ def _student_report(g, out: Path) -> None:
     Console().print(f"report written to {page} (and {md.name})", highlight=False)
 
 
-def _ta_report(root: Path, out: Path | None, secret_file: Path | None = None, roster_path: Path | None = None,
-               canvas_column: str | None = None) -> int:
+def _ta_report(
+    root: Path,
+    out: Path | None,
+    secret_file: Path | None = None,
+    roster_path: Path | None = None,
+    canvas_column: str | None = None,
+) -> int:
     """grades.csv + class_summary.html over every results.json under root (+ grades_canvas.csv with a roster).
     Bad results files are listed, never fatal; a roster that cannot be used is (exit 2, before anything is written)."""
     from . import tareport
 
     if canvas_column is not None and roster_path is None:
-        print("grader error: --canvas-column needs --roster (grades_canvas.csv has one row per roster student)", file=sys.stderr)
+        print(
+            "grader error: --canvas-column needs --roster (grades_canvas.csv has one row per roster student)",
+            file=sys.stderr,
+        )
         return 2
     if canvas_column is not None and not canvas_column.strip():
         print("grader error: --canvas-column: empty (give the assignment's name)", file=sys.stderr)
@@ -193,7 +258,10 @@ def _ta_report(root: Path, out: Path | None, secret_file: Path | None = None, ro
             print(f"grader error: {e}", file=sys.stderr)
             return 2
     if secret_file is not None and not secret_file.is_file():
-        print(f"grader error: --secret-file {secret_file}: no such file (pass the key file the grades were made with)", file=sys.stderr)
+        print(
+            f"grader error: --secret-file {secret_file}: no such file (pass the key file the grades were made with)",
+            file=sys.stderr,
+        )
         return 2
     try:
         key = _key(secret_file)
@@ -201,7 +269,10 @@ def _ta_report(root: Path, out: Path | None, secret_file: Path | None = None, ro
         print(f"grader error: {e}", file=sys.stderr)
         return 2
     if not root.is_dir():
-        print(f"grader error: {root} is not a directory (pass the folder that holds the students' results)", file=sys.stderr)
+        print(
+            f"grader error: {root} is not a directory (pass the folder that holds the students' results)",
+            file=sys.stderr,
+        )
         return 2
     try:
         _check_writable(out or root)
@@ -211,32 +282,57 @@ def _ta_report(root: Path, out: Path | None, secret_file: Path | None = None, ro
     try:
         tareport.validator()
     except ImportError:
-        print("grader error: the TA report needs the jsonschema package (pip install -c constraints.txt -r requirements.txt)", file=sys.stderr)
+        print(
+            "grader error: the TA report needs the jsonschema package (pip install -c constraints.txt -r "
+            "requirements.txt)",
+            file=sys.stderr,
+        )
         return 2
     with report.progress("report", min_interval_s=1.0) as update:
-        csv_path, html_path, subs, bad = tareport.write_ta_report(root, out, progress=update, key=key.signing if key is not None else None,
-                                                                  roster=roster, canvas_column_name=canvas_column)
+        csv_path, html_path, subs, bad = tareport.write_ta_report(
+            root,
+            out,
+            progress=update,
+            key=key.signing if key is not None else None,
+            roster=roster,
+            canvas_column_name=canvas_column,
+        )
     flagged = sum(1 for x in subs if x.flags)
-    print(f"{len(subs)} submission(s) read, {flagged} flagged, {len(bad)} file(s) or folder(s) unusable (listed in the summary)")
+    print(
+        f"{len(subs)} submission(s) read, {flagged} flagged, {len(bad)} file(s) or folder(s) unusable "
+        "(listed in the summary)"
+    )
     cpu = sum(1 for x in subs if x.without_gpu)
     if cpu:
-        print(f"warning: {cpu} grade(s) made without a GPU (device CPU in grades.csv): no performance points in them; regrade on a GPU")
+        print(
+            f"warning: {cpu} grade(s) made without a GPU (device CPU in grades.csv): no performance points "
+            "in them; regrade on a GPU"
+        )
     if roster is not None:
         j = tareport.join_roster(subs, roster, canvas_column, signatures=key is not None)
         empty = len(roster.rows) - len(j.matched)
-        print(f"{tareport.CANVAS_CSV}: {len(j.matched)} of {len(roster.rows)} roster student(s) with a score in column "
-              f"'{j.column}' (points possible {tareport.points_text(j.points_possible)}); {empty} without one, "
-              f"{len(j.unmatched) + len(j.ambiguous)} result(s) matched to no one (listed in the summary)")
+        print(
+            f"{tareport.CANVAS_CSV}: {len(j.matched)} of {len(roster.rows)} roster student(s) with a score in column "
+            f"'{j.column}' (points possible {tareport.points_text(j.points_possible)}); {empty} without one, "
+            f"{len(j.unmatched) + len(j.ambiguous)} result(s) matched to no one (listed in the summary)"
+        )
         m = tareport.CANVAS_ID_RE.match(j.column)
         if m and j.points_possible and float(m.group(2)) == j.points_possible:
-            print(f"note: Canvas reads '({m.group(2)})' in '{j.column}' as the id of a Canvas assignment, not its points")
+            print(
+                f"note: Canvas reads '({m.group(2)})' in '{j.column}' as the id of a Canvas assignment, not its points"
+            )
     if key is not None:
         forged = [x.student for x in subs if x.signature != signing.VALID]
         names = (": " + ", ".join(forged[:10]) + (" ..." if len(forged) > 10 else "")) if forged else ""
-        print(f"signatures: {len(subs) - len(forged)} valid, {len(forged)} not written by the grader with this key{names}")
+        print(
+            f"signatures: {len(subs) - len(forged)} valid, {len(forged)} not written by the grader with this key{names}"
+        )
     else:
         print("signatures: not checked (pass --secret-file KEY, the key file the grades were made with, to check them)")
-    print(f"written: {csv_path}{f', {csv_path.parent / tareport.CANVAS_CSV}' if roster is not None else ''} and {html_path}")
+    print(
+        f"written: {csv_path}{f', {csv_path.parent / tareport.CANVAS_CSV}' if roster is not None else ''} "
+        f"and {html_path}"
+    )
     return 0
 
 
@@ -270,11 +366,16 @@ def _gradescope(out: Path, key: Path | None) -> int:
     except gradescope.GradescopeError as e:
         print(f"grader error: {e}", file=sys.stderr)
         return 2
-    print(f"wrote Gradescope's autograder zip to {out}: {len(names)} files (setup.sh, run_autograder, the grader; "
-          "no staff solutions); upload it as the assignment's autograder (Ubuntu 24.04 base image)")
+    print(
+        f"wrote Gradescope's autograder zip to {out}: {len(names)} files (setup.sh, run_autograder, the grader; "
+        "no staff solutions); upload it as the assignment's autograder (Ubuntu 24.04 base image)"
+    )
     if key is not None:
-        print(f"warning: the zip holds the grading key {key} (as grader_key): anyone with the zip has the key; "
-              "keep it to the course staff", file=sys.stderr)
+        print(
+            f"warning: the zip holds the grading key {key} (as grader_key): anyone with the zip has the key; "
+            "keep it to the course staff",
+            file=sys.stderr,
+        )
     return 0
 
 

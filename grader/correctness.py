@@ -8,8 +8,8 @@ A crash or hang in one case costs that case; the worker is restarted for the res
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -55,8 +55,9 @@ class Target:
         }
 
 
-def _test(impl: Implementation, case: Case, score: float, state: str, output: str, reason: Reason = Reason.OK,
-          **extra) -> TestResult:
+def _test(
+    impl: Implementation, case: Case, score: float, state: str, output: str, reason: Reason = Reason.OK, **extra
+) -> TestResult:
     return TestResult(
         name=f"{impl.name} / correctness / {case.name}",
         part=impl.name,
@@ -91,16 +92,27 @@ def check_case(
     if meta.get("type") != "Tensor":
         return check.Verdict(False, f"returned {meta.get('type')}, expected a torch.Tensor", reason=Reason.WRONG_TENSOR)
     if not meta.get("plain", False):
-        why = (f"a {meta.get('subclass')} (a subclass of torch.Tensor)" if meta.get("subclass")
-               else "a tensor while a torch function or dispatch mode was active" if meta.get("modes")
-               else "a tensor that requires grad")
-        return check.Verdict(False, f"returned {why}: return a plain torch.Tensor, computed by your kernel before the "
-                             "function returns", reason=Reason.NOT_PLAIN)
-    v = check.check_meta(meta, shape=problem.out_shape(case.shape), dtype=case.dtype, device_type=torch.device(device).type)
+        why = (
+            f"a {meta.get('subclass')} (a subclass of torch.Tensor)"
+            if meta.get("subclass")
+            else "a tensor while a torch function or dispatch mode was active"
+            if meta.get("modes")
+            else "a tensor that requires grad"
+        )
+        return check.Verdict(
+            False,
+            f"returned {why}: return a plain torch.Tensor, computed by your kernel before the function returns",
+            reason=Reason.NOT_PLAIN,
+        )
+    v = check.check_meta(
+        meta, shape=problem.out_shape(case.shape), dtype=case.dtype, device_type=torch.device(device).type
+    )
     if not v.ok:
         return v
     if not check.same_values(reply["x_after"], base):
-        return check.Verdict(False, "the input was modified: a kernel must not write into x", reason=Reason.INPUT_MODIFIED)
+        return check.Verdict(
+            False, "the input was modified: a kernel must not write into x", reason=Reason.INPUT_MODIFIED
+        )
     cols = case.shape[-1]
     x = base[..., :cols] if case.pad else base
     xd = x.to(device)
@@ -113,8 +125,12 @@ def check_case(
         return v
     if not check.same_values(out1, out2):
         n = int((~((out1 == out2) | (out1.isnan() & out2.isnan()))).sum())
-        return check.Verdict(False, f"not deterministic: two runs on the same input differ in {n} elements (a race, or "
-                             "reading unwritten memory?)", reason=Reason.NOT_DETERMINISTIC)
+        return check.Verdict(
+            False,
+            f"not deterministic: two runs on the same input differ in {n} elements (a race, or "
+            "reading unwritten memory?)",
+            reason=Reason.NOT_DETERMINISTIC,
+        )
     return v
 
 
@@ -133,8 +149,16 @@ def run_correctness(
     runnable = [c for c in cases if device != "cpu" or not c.gpu_only]
     for c in cases:
         if c not in runnable:
-            results.append(_test(impl, c, 0.0, SKIPPED, "skipped: this case runs only on a GPU (too slow for the Triton "
-                                 "interpreter)", Reason.NEEDS_GPU))
+            results.append(
+                _test(
+                    impl,
+                    c,
+                    0.0,
+                    SKIPPED,
+                    "skipped: this case runs only on a GPU (too slow for the Triton interpreter)",
+                    Reason.NEEDS_GPU,
+                )
+            )
     deadline = time.monotonic() + problem.limits.correctness_s
     restarts = hangs = 0
     case_seconds: list[float] = []  # how long the passed cases took: a later case's time limit scales with them
@@ -145,21 +169,34 @@ def run_correctness(
     def start() -> Sandbox:
         b = Sandbox(device, max_reply=reply_limit(runnable))
         try:
-            b.request("load", target.payload(problem), timeout_s=max(1.0, deadline - time.monotonic()), what="loading the submission")
+            b.request(
+                "load",
+                target.payload(problem),
+                timeout_s=max(1.0, deadline - time.monotonic()),
+                what="loading the submission",
+            )
         except WorkerFailure:
             b.close()  # a worker that could not load is ours to end, not a stray of the submission's
             raise
         return b
 
     try:
-        for i, case in enumerate(runnable):
+        for case in runnable:
             progress(f"{impl.name}: {case.name}")
             if load_error is not None:
                 results.append(_test(impl, case, 0.0, FAILED, *load_error))
                 continue
             if time.monotonic() > deadline:
-                results.append(_test(impl, case, 0.0, FAILED, f"not run: the correctness stage ran past its "
-                                     f"{problem.limits.correctness_s:.0f} s limit", Reason.NOT_RUN))
+                results.append(
+                    _test(
+                        impl,
+                        case,
+                        0.0,
+                        FAILED,
+                        f"not run: the correctness stage ran past its {problem.limits.correctness_s:.0f} s limit",
+                        Reason.NOT_RUN,
+                    )
+                )
                 continue
             try:
                 if box is None or not box.alive:
@@ -195,8 +232,11 @@ def run_correctness(
                     hung = e.reason == "timeout"
                     hangs += hung
                     if restarts > MAX_RESTARTS or hangs > MAX_HANGS:
-                        load_error = (f"not run: earlier cases {'hung' if hung else 'crashed the process'} repeatedly "
-                                      f"(last: {case.name})", Reason.NOT_RUN)
+                        load_error = (
+                            f"not run: earlier cases {'hung' if hung else 'crashed the process'} repeatedly "
+                            f"(last: {case.name})",
+                            Reason.NOT_RUN,
+                        )
                 continue
             if isinstance(reply, dict) and "raised" in reply and not _malformed_raised(reply):
                 # The call raised: the case fails, and the ATen ops it ran before raising still count.
@@ -209,13 +249,24 @@ def run_correctness(
             bad = _malformed_run_reply(reply)
             if bad:
                 # Valid data, but not what a worker answers to `run`: forged on the pipe by code in the child.
-                results.append(_test(impl, case, 0.0, FAILED, f"case {case.name}: the worker sent a malformed reply ({bad}); "
-                                     "was the result pipe tampered with?", Reason.PROTOCOL))
+                results.append(
+                    _test(
+                        impl,
+                        case,
+                        0.0,
+                        FAILED,
+                        f"case {case.name}: the worker sent a malformed reply ({bad}); "
+                        "was the result pipe tampered with?",
+                        Reason.PROTOCOL,
+                    )
+                )
                 box.close()
                 box, restarts = None, restarts + 1
                 if restarts > MAX_RESTARTS:
-                    load_error = (f"not run: an earlier case sent malformed replies repeatedly ({case.name})",
-                                  Reason.NOT_RUN)
+                    load_error = (
+                        f"not run: an earlier case sent malformed replies repeatedly ({case.name})",
+                        Reason.NOT_RUN,
+                    )
                 continue
             verdict = check_case(problem, case, reply, base, ref, device)
             case_violations += _call_violations(impl.kind, case, reply, verdict.ok, payload["out_numel"])
@@ -223,9 +274,18 @@ def run_correctness(
             if verdict.ok:
                 case_seconds.append(time.monotonic() - t0)
             results.append(
-                _test(impl, case, case.points if verdict.ok else 0.0, state, verdict.text(), verdict.reason,
-                      max_abs_err=verdict.max_abs_err, max_rel_err=verdict.max_rel_err, seconds=round(time.monotonic() - t0, 3),
-                      later_rows_only=verdict.later_rows_only)
+                _test(
+                    impl,
+                    case,
+                    case.points if verdict.ok else 0.0,
+                    state,
+                    verdict.text(),
+                    verdict.reason,
+                    max_abs_err=verdict.max_abs_err,
+                    max_rel_err=verdict.max_rel_err,
+                    seconds=round(time.monotonic() - t0, 3),
+                    later_rows_only=verdict.later_rows_only,
+                )
             )
         if load_error is None:
             passed = {r.extra.get("case") for r in results if r.state == PASSED}
@@ -235,8 +295,9 @@ def run_correctness(
                     box = start()
                 except WorkerFailure as e:
                     box, restart_error = None, e.line
-            results.append(_kernel_check(problem, target, box, runnable, secret, deadline, passed, case_violations,
-                                         restart_error))
+            results.append(
+                _kernel_check(problem, target, box, runnable, secret, deadline, passed, case_violations, restart_error)
+            )
             if device == "cpu" and impl.kind == "triton":
                 results.append(_gpu_compile_check(problem, target, box, deadline))
     finally:
@@ -250,8 +311,12 @@ def run_correctness(
 def _malformed_raised(r: dict) -> str:
     """'' when r is a well-formed "the call raised" reply (see Worker.run)."""
     raised = r.get("raised")
-    if not (isinstance(raised, list) and len(raised) in (2, 3) and all(isinstance(x, str) for x in raised)
-            and (len(raised) == 2 or raised[2] in ERROR_CATEGORIES)):
+    if not (
+        isinstance(raised, list)
+        and len(raised) in (2, 3)
+        and all(isinstance(x, str) for x in raised)
+        and (len(raised) == 2 or raised[2] in ERROR_CATEGORIES)
+    ):
         return "'raised' is not [line, detail, category]"
     if not (isinstance(r.get("ops", []), list) and all(isinstance(o, str) for o in r.get("ops", []))):
         return "'ops' is not a list of names"
@@ -277,8 +342,14 @@ def _malformed_run_reply(r: object) -> str:
 def _malformed_profile(r: dict) -> str:
     """'' when the per-call device profile of a `run` reply (absent on a CPU) has its shape."""
     calls = r.get("call_kernels")
-    if not (calls is None or (isinstance(calls, list) and len(calls) <= 2
-                              and all(isinstance(c, list) and all(isinstance(k, str) for k in c) for c in calls))):
+    if not (
+        calls is None
+        or (
+            isinstance(calls, list)
+            and len(calls) <= 2
+            and all(isinstance(c, list) and all(isinstance(k, str) for k in c) for c in calls)
+        )
+    ):
         return "'call_kernels' is not a list of kernel names per call"
     if not (isinstance(r.get("runtime", []), list) and all(isinstance(v, str) for v in r.get("runtime", []))):
         return "'runtime' is not a list of names"
@@ -289,17 +360,26 @@ def _call_violations(kind: str, case: Case, reply: dict, correct: bool, out_nume
     """What the profile of one case's calls says: PyTorch math, work moved to the host, or (for a right answer) no
     kernel of the submission's own. On a GPU every call's device activity is checked on its own ("call_kernels"), so
     that doing the work differently in calls the kernel check does not profile gains nothing."""
+
     def at(f: Finding, where: str) -> Finding:
         return Finding(f.code, f"{f.text} ({where})", VIOLATION)
 
-    rep = kernelcheck.classify(kind, reply.get("ops", []), [], ["?"], reply.get("triton_launches") if out_numel else None)
+    rep = kernelcheck.classify(
+        kind, reply.get("ops", []), [], ["?"], reply.get("triton_launches") if out_numel else None
+    )
     out = [at(v, f"case {case.name}") for v in rep.violations if v.code == Code.TORCH_COMPUTE]
     if correct and kind == "triton" and out_numel and reply.get("triton_launches") == 0:
-        out.append(Finding(Code.JIT_NOT_LAUNCHED, f"case {case.name} was answered correctly without launching any "
-                           "@triton.jit kernel of this file", VIOLATION))
+        out.append(
+            Finding(
+                Code.JIT_NOT_LAUNCHED,
+                f"case {case.name} was answered correctly without launching any @triton.jit kernel of this file",
+                VIOLATION,
+            )
+        )
     for k, kernels in enumerate(reply.get("call_kernels") or []):
-        dev = kernelcheck.classify(kind, [], kernels, ["?"], runtime=list(reply.get("runtime", [])),
-                                   device_profiled=bool(out_numel))
+        dev = kernelcheck.classify(
+            kind, [], kernels, ["?"], runtime=list(reply.get("runtime", [])), device_profiled=bool(out_numel)
+        )
         for v in dev.violations:
             if v.code in (Code.HOST_TRANSFER, Code.HOST_MEMORY) or (v.code == Code.NO_OWN_KERNEL and correct):
                 out.append(at(v, f"case {case.name}, call {k + 1}"))
@@ -311,8 +391,15 @@ def _unique(fs: list[Finding]) -> list[Finding]:
 
 
 def _kernel_check(
-    problem: Problem, target: Target, box: Sandbox | None, runnable: list[Case], secret: int, deadline: float, passed: set,
-    case_violations: list[Finding] = (), restart_error: str = "",  # type: ignore[assignment]
+    problem: Problem,
+    target: Target,
+    box: Sandbox | None,
+    runnable: list[Case],
+    secret: int,
+    deadline: float,
+    passed: set,
+    case_violations: list[Finding] = (),
+    restart_error: str = "",  # type: ignore[assignment]
 ) -> TestResult:
     """Profile one call on a case the part passed, and classify what ran (grader/kernelcheck.py).
 
@@ -326,10 +413,24 @@ def _kernel_check(
 
     def result(state: str, text: str, findings: list[Finding], **extra: object) -> TestResult:
         violations = [f for f in findings if f.severity == VIOLATION]
-        return TestResult(name, impl.name, "checks", 0.0, 0.0, state, text,
-                          {"forfeit": bool(violations), "violations": [f.text for f in violations],
-                           "warnings": [f.text for f in findings if f.severity != VIOLATION], **extra},
-                          kind=Kind.KERNEL_CHECK, reason=Reason.VIOLATION if violations else Reason.OK, findings=findings)
+        return TestResult(
+            name,
+            impl.name,
+            "checks",
+            0.0,
+            0.0,
+            state,
+            text,
+            {
+                "forfeit": bool(violations),
+                "violations": [f.text for f in violations],
+                "warnings": [f.text for f in findings if f.severity != VIOLATION],
+                **extra,
+            },
+            kind=Kind.KERNEL_CHECK,
+            reason=Reason.VIOLATION if violations else Reason.OK,
+            findings=findings,
+        )
 
     ok = [c for c in runnable if c.name in passed and 0 not in c.shape]
     pick = [c for c in ok if c.pad and c.dist == "normal"] or ok
@@ -342,31 +443,55 @@ def _kernel_check(
 
     def closed(why: str) -> TestResult:
         f = Finding(Code.CHECK_FAILED_CLOSED, why, VIOLATION)
-        return result(FAILED, f"VIOLATION: {why}\nthe kernel check fails closed: a call the part had answered right must "
-                              f"run again under the profiler (profiled {case.name})", [f, *seen])
+        return result(
+            FAILED,
+            f"VIOLATION: {why}\nthe kernel check fails closed: a call the part had answered right must "
+            f"run again under the profiler (profiled {case.name})",
+            [f, *seen],
+        )
 
     if box is None:
         return closed(f"the worker could not be started again for it: {restart_error}")
     try:
         x = inputs.make_input(case, "cpu", secret)
         base = x._base if x._base is not None else x
-        r = box.request("kernels", {"base": base.contiguous(), "cols": case.shape[-1]}, timeout_s=max(1.0, deadline - time.monotonic()), what="the kernel check")
+        r = box.request(
+            "kernels",
+            {"base": base.contiguous(), "cols": case.shape[-1]},
+            timeout_s=max(1.0, deadline - time.monotonic()),
+            what="the kernel check",
+        )
     except WorkerFailure as e:
         return closed(f"the profiled call failed: {e.line}")
     names = ("ops", "kernels", "jit_names")
-    if not (isinstance(r, dict) and all(isinstance(r.get(k), list) and all(isinstance(v, str) for v in r[k]) for k in names)
-            and (r.get("triton_launches") is None or type(r.get("triton_launches")) is int)
-            and all(isinstance(v, str) for v in r.get("runtime", []))):
+    if not (
+        isinstance(r, dict)
+        and all(isinstance(r.get(k), list) and all(isinstance(v, str) for v in r[k]) for k in names)
+        and (r.get("triton_launches") is None or type(r.get("triton_launches")) is int)
+        and all(isinstance(v, str) for v in r.get("runtime", []))
+    ):
         return closed("the worker sent a malformed reply (was the result pipe tampered with?)")
-    rep = kernelcheck.classify(impl.kind, r["ops"], r["kernels"], r["jit_names"], r.get("triton_launches"),
-                               runtime=list(r.get("runtime", [])), device_profiled=box.device == "cuda")
+    rep = kernelcheck.classify(
+        impl.kind,
+        r["ops"],
+        r["kernels"],
+        r["jit_names"],
+        r.get("triton_launches"),
+        runtime=list(r.get("runtime", [])),
+        device_profiled=box.device == "cuda",
+    )
     if "raised" in r:
         raised = r["raised"]
         line = raised[0] if isinstance(raised, list) and raised and isinstance(raised[0], str) else "an error"
         rep.violation(Code.CHECK_FAILED_CLOSED, f"the profiled call raised: {line}")
     rep.violations += seen[:5]  # every correctness call was profiled too
-    return result(PASSED if rep.ok else FAILED, rep.text() + f"\n(profiled one call on {case.name})",
-                  [*rep.violations, *rep.warnings], kernels=rep.kernels, launches=len(rep.kernels))
+    return result(
+        PASSED if rep.ok else FAILED,
+        rep.text() + f"\n(profiled one call on {case.name})",
+        [*rep.violations, *rep.warnings],
+        kernels=rep.kernels,
+        launches=len(rep.kernels),
+    )
 
 
 def _gpu_compile_check(problem: Problem, target: Target, box: Sandbox | None, deadline: float) -> TestResult:
@@ -375,10 +500,20 @@ def _gpu_compile_check(problem: Problem, target: Target, box: Sandbox | None, de
     try:
         if box is None or not box.alive:
             raise WorkerFailure("the correctness worker is gone, so its launch records are too")
-        launches = box.request("launch_records", None, timeout_s=max(1.0, deadline - time.monotonic()), what="the launch records")
+        launches = box.request(
+            "launch_records", None, timeout_s=max(1.0, deadline - time.monotonic()), what="the launch records"
+        )
     except WorkerFailure as e:
-        return TestResult(f"{impl.name} / GPU compile check", impl.name, "checks", 0.0, 0.0, SKIPPED,
-                          f"could not check: {e.line}", kind=Kind.COMPILE_CHECK)
+        return TestResult(
+            f"{impl.name} / GPU compile check",
+            impl.name,
+            "checks",
+            0.0,
+            0.0,
+            SKIPPED,
+            f"could not check: {e.line}",
+            kind=Kind.COMPILE_CHECK,
+        )
     budget = max(30.0, min(problem.limits.case_s, deadline - time.monotonic()))
     return gpucompile.check_part(target.payload(problem), impl.name, target.display, launches, budget)
 
@@ -387,7 +522,9 @@ def reply_limit(cases: list[Case]) -> int:
     """The most bytes a correctness worker's reply may have (grader/wire.py refuses a longer one unread): a `run`
     reply carries two outputs and the input back, so 4x the largest input buffer (padding included), plus 1 MiB
     for the rest (the other replies, tracebacks included, are far smaller)."""
-    largest = max((_numel((*c.shape[:-1], c.shape[-1] + c.pad)) * inputs.TORCH_DTYPES[c.dtype].itemsize for c in cases), default=0)
+    largest = max(
+        (_numel((*c.shape[:-1], c.shape[-1] + c.pad)) * inputs.TORCH_DTYPES[c.dtype].itemsize for c in cases), default=0
+    )
     return 4 * largest + (1 << 20)
 
 

@@ -25,7 +25,9 @@ from typing import Any
 from .build import BASE_FLAGS, DEFAULT_ARCH, find_nvcc
 
 # ld.global[.nc][.L1::...][.v2|.v4].<type><bits> and st.global[...]: vector width x element bits = bytes moved.
-_ACCESS = re.compile(r"^\s*(?:@!?%p\d+\s+)?(ld|st)\.global((?:\.[a-zA-Z0-9_:]+)*?)\.([bsuf])(8|16|32|64)\b", re.MULTILINE)
+_ACCESS = re.compile(
+    r"^\s*(?:@!?%p\d+\s+)?(ld|st)\.global((?:\.[a-zA-Z0-9_:]+)*?)\.([bsuf])(8|16|32|64)\b", re.MULTILINE
+)
 _ENTRY = re.compile(r"^\s*(?:\.(?:visible|weak)\s+)?\.entry\s+(\S+?)\s*\(", re.MULTILINE)
 _PTXAS_FN = re.compile(r"ptxas info\s*: (?:Compiling entry function|Function properties for) '?([\w$]+)'?")
 _PTXAS_REGS = re.compile(r"Used (\d+) registers")
@@ -69,10 +71,16 @@ def _demangle(names: list[str]) -> dict[str, str]:
     if not tool or not names:
         return {n: n for n in names}
     try:
-        out = subprocess.run([tool], input="\n".join(names), capture_output=True, text=True, timeout=10).stdout.splitlines()
+        out = subprocess.run(
+            [tool], input="\n".join(names), capture_output=True, text=True, timeout=10
+        ).stdout.splitlines()
     except (OSError, subprocess.SubprocessError):
         return {n: n for n in names}
-    return {n: (_short(d.strip()) or n) for n, d in zip(names, out)} if len(out) == len(names) else {n: n for n in names}
+    return (
+        {n: (_short(d.strip()) or n) for n, d in zip(names, out, strict=True)}
+        if len(out) == len(names)
+        else {n: n for n in names}
+    )
 
 
 def parse_ptx(ptx: str) -> dict[str, KernelInfo]:
@@ -120,16 +128,26 @@ def report(src: Path, arch: str | None = None, timeout_s: float = 120.0, scratch
             os.chown(tmp, scratch.identity.uid, scratch.identity.gid)
         ptx_path = Path(tmp) / "k.ptx"
         try:
-            r = subprocess.run([nvcc, *flags, f"-arch={arch}", "-ptx", "-o", str(ptx_path), str(src)],
-                               capture_output=True, text=True, timeout=timeout_s, **run_as)
+            r = subprocess.run(
+                [nvcc, *flags, f"-arch={arch}", "-ptx", "-o", str(ptx_path), str(src)],
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                **run_as,
+            )
             if r.returncode != 0 or not ptx_path.is_file():
                 return "could not produce a compiler report: nvcc -ptx failed", {}
             ptx = ptx_path.read_text(errors="replace")
             kernels = parse_ptx(ptx)
             ptxas = Path(nvcc).with_name("ptxas")
             if ptxas.is_file():
-                v = subprocess.run([str(ptxas), "-v", f"-arch={arch}", "-O3", "-o", str(Path(tmp) / "k.cubin"), str(ptx_path)],
-                                   capture_output=True, text=True, timeout=timeout_s, **run_as)
+                v = subprocess.run(
+                    [str(ptxas), "-v", f"-arch={arch}", "-O3", "-o", str(Path(tmp) / "k.cubin"), str(ptx_path)],
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout_s,
+                    **run_as,
+                )
                 parse_ptxas(v.stdout + v.stderr, kernels)
         except (OSError, subprocess.SubprocessError) as e:
             return f"could not produce a compiler report: {type(e).__name__}", {}
@@ -142,15 +160,32 @@ def report(src: Path, arch: str | None = None, timeout_s: float = 120.0, scratch
     n_wide = sum(16 in k.loads for k in kernels.values())
     regs = [k.registers for k in kernels.values() if k.registers is not None]
     spills = sum(k.spill_bytes > 0 for k in kernels.values())
-    summary = (f"{len(kernels)} kernel(s); 16-byte global loads in {n_wide}; "
-               f"{f'up to {max(regs)} registers' if regs else 'registers unknown'}; "
-               f"{f'{spills} spill to local memory' if spills else 'no spills'}")
+    summary = (
+        f"{len(kernels)} kernel(s); 16-byte global loads in {n_wide}; "
+        f"{f'up to {max(regs)} registers' if regs else 'registers unknown'}; "
+        f"{f'{spills} spill to local memory' if spills else 'no spills'}"
+    )
     lines = [summary, f"nvcc -ptx and ptxas -v for {arch}, per kernel:"] + [f"  {k.line()}" for k in kernels.values()]
     if not wide:
-        lines.append("hint: no 16-byte (v4) global loads. A memory-bound kernel near the copy roofline moves 16 bytes per "
-                     "access where h and the row stride allow it: see the handout's 'Hints for speed'.")
+        lines.append(
+            "hint: no 16-byte (v4) global loads. A memory-bound kernel near the copy roofline moves 16 bytes per "
+            "access where h and the row stride allow it: see the handout's 'Hints for speed'."
+        )
     if any(k.spill_bytes for k in kernels.values()):
-        lines.append("hint: registers spill to local memory (slow): simplify the kernel or drop __launch_bounds__ limits.")
-    extra = {"wide_loads": wide, "kernels": [{"name": k.name, "registers": k.registers, "spill_bytes": k.spill_bytes,
-                                              "loads": dict(k.loads), "stores": dict(k.stores)} for k in kernels.values()]}
+        lines.append(
+            "hint: registers spill to local memory (slow): simplify the kernel or drop __launch_bounds__ limits."
+        )
+    extra = {
+        "wide_loads": wide,
+        "kernels": [
+            {
+                "name": k.name,
+                "registers": k.registers,
+                "spill_bytes": k.spill_bytes,
+                "loads": dict(k.loads),
+                "stores": dict(k.stores),
+            }
+            for k in kernels.values()
+        ],
+    }
     return "\n".join(lines), extra

@@ -26,7 +26,6 @@ from typing import Any
 
 from .child.launches import ARCH, MAX_LAUNCHES  # noqa: F401  (MAX_LAUNCHES: re-exported for the tests)
 
-
 # ------------------------------------------------------------------------------------------------------------
 # parent side: one row per Triton part on a CPU grade
 
@@ -45,12 +44,21 @@ def row_from_reply(part: str, display: str, reply: Any) -> tuple[str, str, dict[
     if errors:
         e = errors[0]
         at = f", line {e['line']}" if isinstance(e.get("line"), int) else ""
-        head = (f"{display}{at}: kernel {e['kernel']} runs in Triton's interpreter but does not compile for a GPU "
-                f"({target}); on a GPU every {part} case would fail. Triton's compiler says:")
+        head = (
+            f"{display}{at}: kernel {e['kernel']} runs in Triton's interpreter but does not compile for a GPU "
+            f"({target}); on a GPU every {part} case would fail. Triton's compiler says:"
+        )
         more = f"\n({len(errors) - 1} more launch signature(s) failed too)" if len(errors) > 1 else ""
-        return FAILED, f"{head}\n{e['message']}\nwhen compiled as {e['kernel']}{e['signature']}, {e['options']}{more}", extra
+        return (
+            FAILED,
+            f"{head}\n{e['message']}\nwhen compiled as {e['kernel']}{e['signature']}, {e['options']}{more}",
+            extra,
+        )
     if not compiled:
-        why = "; ".join(f"{s['kernel']}: {s['why']}" for s in skipped[:3]) or "no launch of this file's @triton.jit kernels was recorded"
+        why = (
+            "; ".join(f"{s['kernel']}: {s['why']}" for s in skipped[:3])
+            or "no launch of this file's @triton.jit kernels was recorded"
+        )
         return SKIPPED, f"could not check: {why}", extra
     lines = [f"compiled for {target} on this CPU with Triton's own compiler ({reply.get('seconds')} s):"]
     lines += [f"  {c['kernel']}{c['signature']} {c['options']}" for c in compiled]
@@ -66,16 +74,34 @@ def check_part(load_payload: dict[str, Any], part: str, display: str, launches: 
     name = f"{part} / GPU compile check"
 
     def row(state: str, output: str, extra: dict[str, Any] | None = None) -> TestResult:
-        return TestResult(name, part, "checks", 0.0, 0.0, state, output, extra or {}, kind=Kind.COMPILE_CHECK,
-                          reason=Reason.COMPILE_FAILED if state == FAILED else Reason.OK)
+        return TestResult(
+            name,
+            part,
+            "checks",
+            0.0,
+            0.0,
+            state,
+            output,
+            extra or {},
+            kind=Kind.COMPILE_CHECK,
+            reason=Reason.COMPILE_FAILED if state == FAILED else Reason.OK,
+        )
 
-    if not (isinstance(launches, list) and all(isinstance(x, dict) and isinstance(x.get("kernel"), str) and isinstance(x.get("args"), list) for x in launches)):
+    if not (
+        isinstance(launches, list)
+        and all(
+            isinstance(x, dict) and isinstance(x.get("kernel"), str) and isinstance(x.get("args"), list)
+            for x in launches
+        )
+    ):
         return row(SKIPPED, "could not check: the worker sent malformed launch records")
     if not launches:
         return row(SKIPPED, "could not check: no launch of this file's @triton.jit kernels was recorded")
     try:
         with Sandbox("cpu", start_timeout_s=timeout_s, compile_only=True) as box:
-            reply = box.request("gpu_compile", {**load_payload, "launches": launches}, timeout_s=timeout_s, what="the GPU compile check")
+            reply = box.request(
+                "gpu_compile", {**load_payload, "launches": launches}, timeout_s=timeout_s, what="the GPU compile check"
+            )
     except WorkerFailure as e:
         return row(SKIPPED, f"could not check: {e.line}" + (f"\n{e.detail}" if e.detail else ""))
     state, output, extra = row_from_reply(part, display, reply)

@@ -52,7 +52,7 @@ TORCH_PIN="$(grep -E '^torch==' constraints.txt)"
 # Readable and runnable by every user (the grade runs student code as an unprivileged uid), writable by root only.
 chmod -R a+rX,go-w /opt/glu-grader
 chmod +x run_autograder
-"""
+"""  # noqa: E501 (a shell script: its python3 -c line stays whole)
 
 RUN_AUTOGRADER = f"""#!/usr/bin/env bash
 # Gradescope runs this, as root, for every submission: the student's files are in /autograder/submission, the
@@ -112,8 +112,10 @@ def build(out: Path, key: Path | None = None, root: Path = ROOT) -> list[str]:
     except handout.HandoutError as e:
         raise GradescopeError(str(e)) from None
     present = {it.rel for it in items}
-    files: list[tuple[str, bytes, int]] = [("setup.sh", SETUP_SH.encode(), 0o755),
-                                           ("run_autograder", RUN_AUTOGRADER.encode(), 0o755)]
+    files: list[tuple[str, bytes, int]] = [
+        ("setup.sh", SETUP_SH.encode(), 0o755),
+        ("run_autograder", RUN_AUTOGRADER.encode(), 0o755),
+    ]
     for it in items:
         data = it.src.read_bytes()
         if it.rel == handout.README:
@@ -133,7 +135,9 @@ def build(out: Path, key: Path | None = None, root: Path = ROOT) -> list[str]:
                 z.writestr(_info(name, mode), data)
         os.link(tmp, out)  # fails if out appeared meanwhile: never overwritten
     except FileExistsError:
-        raise GradescopeError(f"--out {out}: already exists (not overwritten; remove it or pick another name)") from None
+        raise GradescopeError(
+            f"--out {out}: already exists (not overwritten; remove it or pick another name)"
+        ) from None
     except OSError as e:
         raise GradescopeError(f"cannot write {out}: {e.strerror or e}") from None
     finally:

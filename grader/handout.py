@@ -12,7 +12,8 @@ the handout until it is named here. In:
   solution, no tests/correct/, tests/broken/, tests/exploits/ or tests/compile_fail/ submission, no docs/ or
   scripts/, no recorded staff grade), so that `nox -s tests` runs in the handout too.
 Out: the staff solutions (spec `staff:`, and any reference/*/solution_*), tests/correct/, tests/exploits/ (the
-exploit catalogue), tests/broken/, tests/compile_fail/, tests/data/, docs/ (staff notes: performance, SECURITY), lab/ (the measurement diary and one-off experiments),
+exploit catalogue), tests/broken/, tests/compile_fail/, tests/data/, docs/ (staff notes: performance, SECURITY),
+lab/ (the measurement diary and one-off experiments),
 scripts/, .github/, .ci/, Dockerfile, and every other test module.
 
 Every file is checked again on the way out (`staff_only`): a file on the allow-list that is also staff-only by
@@ -48,8 +49,18 @@ STUDENT_TESTS = (
 TOP_FILES = ("pyproject.toml", "requirements.txt", "constraints.txt", "noxfile.py", ".gitignore")
 README = "README.md"
 # Staff-only by path, whatever the allow-list says (checked on every file written).
-STAFF_DIRS = ("docs", "lab", "scripts", ".github", ".ci", "tests/correct", "tests/exploits", "tests/broken",
-              "tests/compile_fail", "tests/data")
+STAFF_DIRS = (
+    "docs",
+    "lab",
+    "scripts",
+    ".github",
+    ".ci",
+    "tests/correct",
+    "tests/exploits",
+    "tests/broken",
+    "tests/compile_fail",
+    "tests/data",
+)
 STAFF_FILES = ("Dockerfile",)
 STAFF_GLOBS = ("reference/*/solution_*",)
 MIN_STAFF_LINE = 30  # a staff-solution line this long (stripped) that no public file has is staff-only text
@@ -99,8 +110,14 @@ def staff_only(rel: str, root: Path = ROOT) -> bool:
 
 
 def _tree(d: Path, suffixes: tuple[str, ...]) -> list[Path]:
-    return sorted(p for p in d.rglob("*") if p.is_file() and p.suffix in suffixes
-                  and not any(part in SKIP_PARTS for part in p.parts) and p.suffix not in SKIP_SUFFIXES)
+    return sorted(
+        p
+        for p in d.rglob("*")
+        if p.is_file()
+        and p.suffix in suffixes
+        and not any(part in SKIP_PARTS for part in p.parts)
+        and p.suffix not in SKIP_SUFFIXES
+    )
 
 
 def plan(root: Path = ROOT) -> list[Item]:
@@ -175,8 +192,10 @@ def _readme(text: str, present: set[str]) -> str:
             continue
         line = re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", lambda m: m.group(1) if missing(m.group(2)) else m.group(0), line)
         out.append(line)
-    note = ("> This is the student handout of the course repository: the staff solutions, staff notes (`docs/`), "
-            "scripts and the staff's test submissions are not part of it.")
+    note = (
+        "> This is the student handout of the course repository: the staff solutions, staff notes (`docs/`), "
+        "scripts and the staff's test submissions are not part of it."
+    )
     head, _, rest = "\n".join(out).partition("\n")
     return f"{head}\n\n{note}\n{rest}\n" if head.startswith("# ") else f"{note}\n\n" + "\n".join(out) + "\n"
 

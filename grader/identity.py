@@ -39,9 +39,21 @@ UID_RANGE = (1_900_000, 1_999_999)  # far from any human or system account; no p
 MAX_SUBMISSION_FILES = 64
 MAX_SUBMISSION_BYTES = 16 * 1024 * 1024
 # Environment variables a worker may inherit (everything else, the secret included, stays in the parent).
-_PASS_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
-             "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH",
-             "OMP_NUM_THREADS", "SYSTEMROOT")
+_PASS_ENV = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "LD_LIBRARY_PATH",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES",
+    "TRITON_PTXAS_PATH",
+    "TRITON_LIBCUDA_PATH",
+    "OMP_NUM_THREADS",
+    "SYSTEMROOT",
+)
 
 
 @dataclass
@@ -113,12 +125,27 @@ def worker_env(home: Path | None, pythonpath: Path, extra: dict[str, str] | None
     # USER/LOGNAME: getpass.getuser() (Inductor, Triton) reads them before it asks the passwd database, which has
     # no entry for a uid picked per grade (KeyError: 'getpwuid(): uid not found', H200).
     env.update({"USER": "grader-worker", "LOGNAME": "grader-worker"})
-    env.update({"PYTHONPATH": str(pythonpath), "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
-                "PYTHONSAFEPATH": "1", "PYTHONUNBUFFERED": "1"})
+    env.update(
+        {
+            "PYTHONPATH": str(pythonpath),
+            "PYTHONNOUSERSITE": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONSAFEPATH": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     if home is not None:
-        env.update({"HOME": str(home), "TMPDIR": str(home / "tmp"), "XDG_CACHE_HOME": str(home / "cache"),
-                    "TRITON_CACHE_DIR": str(home / "triton"), "TORCHINDUCTOR_CACHE_DIR": str(home / "inductor"),
-                    "TORCH_EXTENSIONS_DIR": str(home / "torch_extensions"), "CUDA_CACHE_PATH": str(home / "nv")})
+        env.update(
+            {
+                "HOME": str(home),
+                "TMPDIR": str(home / "tmp"),
+                "XDG_CACHE_HOME": str(home / "cache"),
+                "TRITON_CACHE_DIR": str(home / "triton"),
+                "TORCHINDUCTOR_CACHE_DIR": str(home / "inductor"),
+                "TORCH_EXTENSIONS_DIR": str(home / "torch_extensions"),
+                "CUDA_CACHE_PATH": str(home / "nv"),
+            }
+        )
     env.update(extra or {})
     return env
 
@@ -165,9 +192,14 @@ class Scratch:
     def env(self, trusted: bool, extra: dict[str, str] | None = None) -> dict[str, str]:
         if trusted:
             env = worker_env(None, self.lib, extra)
-            env.update({"HOME": str(self.trusted_cache), "TMPDIR": str(self.trusted_cache),
-                        "TRITON_CACHE_DIR": str(self.trusted_cache / "triton"),
-                        "TORCHINDUCTOR_CACHE_DIR": str(self.trusted_cache / "inductor")})
+            env.update(
+                {
+                    "HOME": str(self.trusted_cache),
+                    "TMPDIR": str(self.trusted_cache),
+                    "TRITON_CACHE_DIR": str(self.trusted_cache / "triton"),
+                    "TORCHINDUCTOR_CACHE_DIR": str(self.trusted_cache / "inductor"),
+                }
+            )
             return env
         return worker_env(self.home, self.lib, extra)
 
@@ -208,7 +240,7 @@ class Scratch:
 
 
 def _readable_tree(root: Path) -> None:
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, _dirnames, filenames in os.walk(root):
         os.chmod(dirpath, 0o755)
         for f in filenames:
             os.chmod(os.path.join(dirpath, f), 0o644)
@@ -243,18 +275,26 @@ def probe(identity: Identity, scratch: Scratch, timeout_s: float = 120.0) -> str
     scratch; else why not (e.g. the Python install lies under a directory other users cannot enter).
 
     It finds and opens torch's and the worker's files rather than importing them: importing torch took 5.0 s of
-    a 46 s grade on the H200 (docs/performance.md#grade-cost), and what it can fail on here is permissions, which opening
-    the same files from the same uid, cwd and environment finds as well."""
-    code = ("import importlib.util as u, os\n"
-            "for m in ('torch', 'grader.child.worker'):\n"
-            "    s = u.find_spec(m)\n"
-            "    assert s is not None and s.origin, f'{m} is not importable'\n"
-            "    open(s.origin, 'rb').close()\n"
-            "    os.listdir(os.path.dirname(s.origin))\n")
+    a 46 s grade on the H200 (docs/performance.md#grade-cost), and what it can fail on here is permissions, which
+    opening the same files from the same uid, cwd and environment finds as well."""
+    code = (
+        "import importlib.util as u, os\n"
+        "for m in ('torch', 'grader.child.worker'):\n"
+        "    s = u.find_spec(m)\n"
+        "    assert s is not None and s.origin, f'{m} is not importable'\n"
+        "    open(s.origin, 'rb').close()\n"
+        "    os.listdir(os.path.dirname(s.origin))\n"
+    )
     try:
-        r = subprocess.run([sys.executable, "-s", "-c", code], cwd=scratch.home if identity.separated else scratch.root,
-                           env=scratch.env(trusted=False), capture_output=True, text=True, timeout=timeout_s,
-                           **identity.popen_kwargs())  # type: ignore[call-overload]
+        r = subprocess.run(
+            [sys.executable, "-s", "-c", code],
+            cwd=scratch.home if identity.separated else scratch.root,
+            env=scratch.env(trusted=False),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            **identity.popen_kwargs(),
+        )  # type: ignore[call-overload]
     except (OSError, subprocess.SubprocessError) as e:
         return f"{type(e).__name__}: {e}"
     if r.returncode != 0:
@@ -285,7 +325,11 @@ def readable_by(path: Path, identity: Identity) -> bool:
             st = os.stat(d)
         except OSError:
             return False
-        need = (stat.S_IXUSR, stat.S_IXGRP, stat.S_IXOTH) if i < len(chain) - 1 else (stat.S_IRUSR, stat.S_IRGRP, stat.S_IROTH)
+        need = (
+            (stat.S_IXUSR, stat.S_IXGRP, stat.S_IXOTH)
+            if i < len(chain) - 1
+            else (stat.S_IRUSR, stat.S_IRGRP, stat.S_IROTH)
+        )
         if st.st_uid == identity.uid:
             ok = st.st_mode & need[0]
         elif st.st_gid == identity.gid:

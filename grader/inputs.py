@@ -15,7 +15,6 @@ from .child.inputs import SPECIALS, TORCH_DTYPES, digest_weights, make_input_see
 from .spec import Case
 
 
-
 def mix_seed(case_seed: int, secret: int = 0, salt: str = "") -> int:
     """Public case seed + secret -> a 63-bit seed. Without the secret the inputs cannot be regenerated."""
     h = hashlib.sha256(f"{case_seed}:{secret}:{salt}".encode()).digest()

@@ -28,7 +28,8 @@ HOST_TRANSFER = re.compile(r"^Memcpy (HtoD|DtoH|HtoH)\b|Pageable|Pinned|Managed"
 HOST_MEMORY_API = re.compile(
     r"^(cudaHostAlloc|cudaMallocHost|cudaHostRegister|cudaMallocManaged|cudaHostGetDevicePointer|cudaMemPrefetchAsync|"
     r"cuMemHostAlloc|cuMemAllocHost|cuMemHostRegister|cuMemAllocManaged|cuMemHostGetDevicePointer|cuMemPrefetchAsync|"
-    r"cuMemcpyDtoH\w*|cuMemcpyHtoD\w*)$")
+    r"cuMemcpyDtoH\w*|cuMemcpyHtoD\w*)$"
+)
 
 
 @dataclass
@@ -52,7 +53,10 @@ class KernelReport:
         lines = ["VIOLATION: " + v.text for v in self.violations]
         if self.kernels:
             uniq = sorted(set(self.kernels), key=self.kernels.index)
-            lines.append(f"{len(self.kernels)} kernel launch(es) per call: " + ", ".join(f"{k} x{self.kernels.count(k)}" for k in uniq))
+            lines.append(
+                f"{len(self.kernels)} kernel launch(es) per call: "
+                + ", ".join(f"{k} x{self.kernels.count(k)}" for k in uniq)
+            )
         else:
             lines.append("no device kernels recorded (CPU run: host ops checked instead)")
         if self.triton_launches is not None:
@@ -65,8 +69,15 @@ def short(name: str, width: int = 90) -> str:
     return name if len(name) <= width else name[: width - 3] + "..."
 
 
-def classify(kind: str, ops: list[str], kernels: list[str], jit_names: list[str], triton_launches: int | None = None,
-             runtime: list[str] | None = None, device_profiled: bool = False) -> KernelReport:
+def classify(
+    kind: str,
+    ops: list[str],
+    kernels: list[str],
+    jit_names: list[str],
+    triton_launches: int | None = None,
+    runtime: list[str] | None = None,
+    device_profiled: bool = False,
+) -> KernelReport:
     """kind: "triton" | "cuda". ops: host ATen op names (without "aten::"). kernels: device activity (kernels and
     copies). jit_names: the student's @triton.jit function names (Triton kernels launch under those names).
     runtime: CUDA runtime/driver calls seen on the host. device_profiled: the call ran on a GPU under the device
@@ -76,41 +87,69 @@ def classify(kind: str, ops: list[str], kernels: list[str], jit_names: list[str]
     kernels = [k for k in kernels if not COPY_ACTIVITY.match(k)]
     rep = KernelReport(kernels=[short(k) for k in kernels], triton_launches=triton_launches)
     if transfers:
-        rep.violation(Code.HOST_TRANSFER, "data moved between host and device memory during the call (" + ", ".join(short(t, 50) for t in transfers[:3])
-                              + "): the work must be done on the GPU by your kernel, not on the CPU")
+        rep.violation(
+            Code.HOST_TRANSFER,
+            "data moved between host and device memory during the call ("
+            + ", ".join(short(t, 50) for t in transfers[:3])
+            + "): the work must be done on the GPU by your kernel, not on the CPU",
+        )
     if host_api:
-        rep.violation(Code.HOST_MEMORY, "the call used host memory through the CUDA API (" + ", ".join(host_api[:4])
-                              + "): the work must be done on the GPU by your kernel, in device memory")
+        rep.violation(
+            Code.HOST_MEMORY,
+            "the call used host memory through the CUDA API ("
+            + ", ".join(host_api[:4])
+            + "): the work must be done on the GPU by your kernel, in device memory",
+        )
     compute_ops = sorted({o for o in ops if o not in MEMORY_OPS})
     if compute_ops:
         rep.violation(
             Code.TORCH_COMPUTE,
-            "PyTorch computed part of the result: aten::" + ", aten::".join(compute_ops)
-            + ". The work must be done by your own kernel (no torch math such as F.glu or torch.sigmoid)"
+            "PyTorch computed part of the result: aten::"
+            + ", aten::".join(compute_ops)
+            + ". The work must be done by your own kernel (no torch math such as F.glu or torch.sigmoid)",
         )
     copies = sorted({o for o in ops if o in ("copy_", "clone", "contiguous", "_to_copy")})
     if copies and kind == "triton" and not kernels:
         pass  # on the CPU interpreter, Triton itself copies results back with aten::copy_: not the student's
     elif copies:
-        rep.warning(Code.EXTRA_COPY, "an extra copy of a tensor (aten::" + ", aten::".join(copies) + "): a strided x must be read in place, not copied")
+        rep.warning(
+            Code.EXTRA_COPY,
+            "an extra copy of a tensor (aten::"
+            + ", aten::".join(copies)
+            + "): a strided x must be read in place, not copied",
+        )
     for k in kernels:
         if kind == "cuda" and ATEN_MEMORY_KERNEL.search(k) and ATEN_KERNEL.search(k):
             continue  # the grader's own binding fills the output with NaN before calling the library
         if ATEN_KERNEL.search(k):
             if ATEN_MEMORY_KERNEL.search(k):
                 if not any(w.code in (Code.EXTRA_COPY, Code.TORCH_MEMORY_KERNEL) for w in rep.warnings):
-                    rep.warning(Code.TORCH_MEMORY_KERNEL, f"a PyTorch memory kernel ran ({short(k, 60)}): an extra pass over memory")
+                    rep.warning(
+                        Code.TORCH_MEMORY_KERNEL,
+                        f"a PyTorch memory kernel ran ({short(k, 60)}): an extra pass over memory",
+                    )
             else:
                 rep.violation(Code.TORCH_COMPUTE, f"a PyTorch compute kernel ran: {short(k)}")
         elif kind == "triton" and jit_names and k not in jit_names:
-            rep.violation(Code.FOREIGN_KERNEL, f"kernel {short(k)} is not one of this file's @triton.jit functions ({', '.join(jit_names)})")
+            rep.violation(
+                Code.FOREIGN_KERNEL,
+                f"kernel {short(k)} is not one of this file's @triton.jit functions ({', '.join(jit_names)})",
+            )
     if kind == "triton" and not jit_names:
-        rep.violation(Code.NO_JIT_KERNEL, "this file defines no @triton.jit kernel: the Triton part must compute with Triton")
+        rep.violation(
+            Code.NO_JIT_KERNEL, "this file defines no @triton.jit kernel: the Triton part must compute with Triton"
+        )
     elif kind == "triton" and triton_launches == 0:
-        rep.violation(Code.JIT_NOT_LAUNCHED, "no @triton.jit kernel of this file was launched during the call: the work was done some other way")
+        rep.violation(
+            Code.JIT_NOT_LAUNCHED,
+            "no @triton.jit kernel of this file was launched during the call: the work was done some other way",
+        )
     elif kind == "triton" and kernels and jit_names and not any(k in jit_names for k in kernels):
         rep.violation(Code.FOREIGN_KERNEL, "none of the device kernels is one of this file's @triton.jit functions")
     if kind == "cuda" and (kernels or device_profiled) and all(ATEN_KERNEL.search(k) for k in kernels):
-        rep.violation(Code.NO_OWN_KERNEL, "no kernel from your library ran on the GPU during the call (an empty or copy-only "
-                              "kernel list): the CUDA part must compute with its own __global__ kernel")
+        rep.violation(
+            Code.NO_OWN_KERNEL,
+            "no kernel from your library ran on the GPU during the call (an empty or copy-only "
+            "kernel list): the CUDA part must compute with its own __global__ kernel",
+        )
     return rep

@@ -20,8 +20,9 @@ import math
 import os
 import random
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -34,7 +35,8 @@ from .spec import Case, Problem
 
 # Input sets rotated per worker: consecutive calls never see the same buffers. More sets where they are small:
 # a short kernel's time depends a little on where its buffers landed (a per-setup state: a 4096x8192 fp16
-# case's medians moved ~1% between grades with 3 sets: docs/performance.md#input-sets-and-setups), and more placements average that out. At most
+# case's medians moved ~1% between grades with 3 sets: docs/performance.md#input-sets-and-setups), and more
+# placements average that out. At most
 # SET_BYTES of input per worker (twice that with each set's pristine copy), so the large cases keep 3.
 MIN_SETS, MAX_SETS = 3, 8
 SET_BYTES = 512 * 2**20
@@ -53,7 +55,8 @@ HOST_FLAG_SLACK_MS = 0.02
 WALL_SLACK_MS = 0.05
 WALL_SLACK_RATIO = 0.25
 # How many times an implementation over the slack is re-timed before the excess counts. A correct kernel's first
-# pass exceeded the slack in 3 of 30 (implementation, case) pairs of five H200 grades, and once its first re-timing did too (docs/performance.md#the-wall-clock-check); a
+# pass exceeded the slack in 3 of 30 (implementation, case) pairs of five H200 grades, and once its first
+# re-timing did too (docs/performance.md#the-wall-clock-check); a
 # forged timer exceeds it every time, so each re-timing costs it nothing but the grader a few seconds.
 MAX_RETIMES = 2
 # While a case is timed, idle workers busy-wait for their next request (grader/child/worker.py: spin_wait) instead of
@@ -89,17 +92,47 @@ def _cpus() -> int:
         return os.cpu_count() or 1
 
 
-def _perf_test(impl: str, case: Case, pts: float, state: str, out: str, reason: Reason, findings: list[Finding] | None = None,
-               **extra: Any) -> TestResult:
-    return TestResult(f"{impl} / performance / {case.name}", impl, "performance", pts, case.points, state, out,
-                      {"case": case.name, **extra}, kind=Kind.PERFORMANCE, reason=reason, findings=findings or [])
+def _perf_test(
+    impl: str,
+    case: Case,
+    pts: float,
+    state: str,
+    out: str,
+    reason: Reason,
+    findings: list[Finding] | None = None,
+    **extra: Any,
+) -> TestResult:
+    return TestResult(
+        f"{impl} / performance / {case.name}",
+        impl,
+        "performance",
+        pts,
+        case.points,
+        state,
+        out,
+        {"case": case.name, **extra},
+        kind=Kind.PERFORMANCE,
+        reason=reason,
+        findings=findings or [],
+    )
 
 
 def skipped_tests(problem: Problem, targets: list[Target], why: str, reason: Reason) -> list[TestResult]:
     if problem.performance is None:
         return []
-    return [_perf_test(t.impl.name, c, 0.0, SKIPPED if reason in (Reason.NEEDS_GPU, Reason.NEEDS_TRITON) else FAILED, why,
-                       reason, impl_kind=t.impl.kind) for t in targets for c in problem.performance.cases]
+    return [
+        _perf_test(
+            t.impl.name,
+            c,
+            0.0,
+            SKIPPED if reason in (Reason.NEEDS_GPU, Reason.NEEDS_TRITON) else FAILED,
+            why,
+            reason,
+            impl_kind=t.impl.kind,
+        )
+        for t in targets
+        for c in problem.performance.cases
+    ]
 
 
 class _Sample:
@@ -114,7 +147,9 @@ def n_sets(input_bytes: int) -> int:
     return max(MIN_SETS, min(MAX_SETS, SET_BYTES // max(1, input_bytes)))
 
 
-def _plan(rng: random.Random, n_out: int, first: bool, prev_k: int | None = None, sets: int = MIN_SETS) -> tuple[list, list[tuple[int, int, float, torch.Tensor]]]:
+def _plan(
+    rng: random.Random, n_out: int, first: bool, prev_k: int | None = None, sets: int = MIN_SETS
+) -> tuple[list, list[tuple[int, int, float, torch.Tensor]]]:
     """One round's calls [(set, scale)], and the parent's private choice of which call to verify:
     [(call index, set, scale, flat output indices)]. prev_k: the set the previous round ended on, so rounds
     don't repeat it either. Only the plan goes to the worker; the choice is sent after the round."""
@@ -150,8 +185,10 @@ def start_workers(problem: Problem, targets: list[Target], device: str) -> dict[
     """
     # The baselines are trusted (the staff's reference.py): the grader's uid and its own compile caches, which no
     # submission can write (grader/identity.py). Every implementation's worker is the submission's.
-    boxes = {name: Sandbox(device, wait=False, timing=True, trusted=name == "baselines")
-             for name in ["baselines"] + [t.impl.name for t in targets]}
+    boxes = {
+        name: Sandbox(device, wait=False, timing=True, trusted=name == "baselines")
+        for name in ["baselines"] + [t.impl.name for t in targets]
+    }
     if problem.performance is not None:
         prep = {**_baseline_payload(problem), "cases": [asdict(c) for c in problem.performance.cases]}
         try:
@@ -212,8 +249,9 @@ def run_performance(
                 # grade that would cost the student the speed points (docs/SECURITY.md, grader faults).
                 for b in started.values():
                     b.close()
-                raise GraderFault(f"the trusted baselines' timing worker failed before the submission was timed: {e.line}",
-                                  e.detail) from None
+                raise GraderFault(
+                    f"the trusted baselines' timing worker failed before the submission was timed: {e.line}", e.detail
+                ) from None
     info["load_wall_s"] = {"total": round(time.monotonic() - t_load, 2), **load_s}
     try:
         if "baselines" in dead:
@@ -229,8 +267,22 @@ def run_performance(
 
         for case in perf.cases:
             progress(f"performance: {case.name}")
-            res = _time_case(problem, case, targets, boxes, dead, ref, device=device, secret=secret, rule=rule, rng=rng, copy_bps=copy["bytes_per_s"], ceiling_bps=ceiling, progress=progress,
-                             first_calls=info.get("baseline_first_calls_s", {}).get(case.name, {}))
+            res = _time_case(
+                problem,
+                case,
+                targets,
+                boxes,
+                dead,
+                ref,
+                device=device,
+                secret=secret,
+                rule=rule,
+                rng=rng,
+                copy_bps=copy["bytes_per_s"],
+                ceiling_bps=ceiling,
+                progress=progress,
+                first_calls=info.get("baseline_first_calls_s", {}).get(case.name, {}),
+            )
             info["cases"][case.name] = res["info"]
             tests += res["tests"]
     finally:
@@ -239,7 +291,23 @@ def run_performance(
     return tests, info
 
 
-def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule, rng, copy_bps, ceiling_bps, progress, first_calls=None) -> dict[str, Any]:
+def _time_case(
+    problem,
+    case,
+    targets,
+    boxes,
+    dead,
+    ref,
+    *,
+    device,
+    secret,
+    rule,
+    rng,
+    copy_bps,
+    ceiling_bps,
+    progress,
+    first_calls=None,
+) -> dict[str, Any]:
     first_calls = first_calls or {}
     perf = problem.performance
     limit = problem.limits.timing_s
@@ -251,8 +319,14 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
     seeds = [inputs.mix_seed(case.seed, secret, f"perf{k}") for k in range(n_sets(in_bytes))]
     live_boxes = [w for w, b in boxes.items() if b is not None and w not in dead]
     digest_seed = inputs.mix_seed(case.seed, secret, "digest")
-    setup_p = {"case": asdict(case), "seeds": seeds, "warmup_ms": 200, "spin_s": spin_budget(len(live_boxes), _cpus()),
-               "n_out": n_out, "digest_seed": digest_seed}
+    setup_p = {
+        "case": asdict(case),
+        "seeds": seeds,
+        "warmup_ms": 200,
+        "spin_s": spin_budget(len(live_boxes), _cpus()),
+        "n_out": n_out,
+        "digest_seed": digest_seed,
+    }
     names = {"baselines": list(problem.baselines)} | {t.impl.name: [t.impl.name] for t in targets}
     setup_info: dict[str, Any] = {}
     t_case = time.monotonic()
@@ -269,7 +343,10 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
             try:
                 got = box.request("time_setup", setup_p, timeout_s=limit, what=f"warm-up on {case.name}")
                 cs = got.get("compile_s") if isinstance(got, dict) else None
-                _expect(isinstance(cs, dict) and all(isinstance(v, (int, float)) for v in cs.values()), f"warm-up on {case.name}")
+                _expect(
+                    isinstance(cs, dict) and all(isinstance(v, (int, float)) for v in cs.values()),
+                    f"warm-up on {case.name}",
+                )
                 setup_info.setdefault(w, got)
             except WorkerFailure as e:
                 dead[w] = e.line
@@ -318,7 +395,10 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
     for attempt in range(MAX_RETIMES):
         if not pending or "baselines" in dead:
             break
-        progress(f"performance: {case.name}: re-timing {', '.join(pending)} (the grader's clock disagreed with its reported times)")
+        progress(
+            f"performance: {case.name}: re-timing {', '.join(pending)} (the grader's clock disagreed with "
+            "its reported times)"
+        )
         again = timed_rounds([u for u in units if u[0] == "baselines" or u[1] in pending])
         retime_rounds += again.rounds
         base_ohs = [o for n in problem.baselines for o in again.overhead_ms[n]]
@@ -354,19 +434,31 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
         raise RuntimeError(f"the baseline worker failed on {case.name}: {dead.get('baselines', 'no time measured')}")
     th = score.thresholds(perf.curve, perf.margin, base_ms)
     floor = score.physical_floor_ms(bytes_moved(problem, case), ceiling_bps, slack=FLOOR_SLACK)
-    gap_ref = _median([h - e for h, e in zip(host.get("eager", []), event.get("eager", []))]) if event.get("eager") else 0.0
+    gap_ref = (
+        _median([h - e for h, e in zip(host.get("eager", []), event.get("eager", []), strict=False)])
+        if event.get("eager")
+        else 0.0
+    )
 
     def rates(eff: float) -> dict[str, float]:
         """What the scored time means: the effective time, its bandwidth and share of the copy, vs eager."""
         bps = bytes_moved(problem, case) / (eff * 1e-3)
-        return {"effective_ms": eff, "gbps": bps / 1e9, "pct_roofline": 100 * bps / copy_bps, "speedup_vs_eager": base_ms.get("eager", eff) / eff}
+        return {
+            "effective_ms": eff,
+            "gbps": bps / 1e9,
+            "pct_roofline": 100 * bps / copy_bps,
+            "speedup_vs_eager": base_ms.get("eager", eff) / eff,
+        }
 
     def describe(n: str) -> dict[str, Any]:
         se, sh = stats.summarize(event[n]), stats.summarize(host[n])
         host_derived = sh.median - gap_ref
         hidden = host_derived > HOST_FLAG_RATIO * se.median + HOST_FLAG_SLACK_MS
         return {
-            "event": se.as_dict(), "host": sh.as_dict(), "host_derived_ms": host_derived, "hidden_work": hidden,
+            "event": se.as_dict(),
+            "host": sh.as_dict(),
+            "host_derived_ms": host_derived,
+            "hidden_work": hidden,
             **rates(host_derived if hidden else se.median),
             # A baseline's first call was made in `prepare` (during the correctness stage) when that ran.
             "compile_s": first_calls.get(n, setup_info.get(_owner(names, n), {}).get("compile_s", {}).get(n)),
@@ -374,10 +466,22 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
         }
 
     case_info: dict[str, Any] = {
-        "shape": list(case.shape), "dtype": case.dtype, "bytes": bytes_moved(problem, case), "floor_ms": floor,
-        "thresholds": th.as_dict(), "stop": why, "rounds": rnd, "baselines": {}, "impls": {}, "worker_spin_s": setup_p["spin_s"],
+        "shape": list(case.shape),
+        "dtype": case.dtype,
+        "bytes": bytes_moved(problem, case),
+        "floor_ms": floor,
+        "thresholds": th.as_dict(),
+        "stop": why,
+        "rounds": rnd,
+        "baselines": {},
+        "impls": {},
+        "worker_spin_s": setup_p["spin_s"],
         "setups": case.setups,
-        "wall_s": {"setup": round(setup_s, 2), "rounds": round(t_verify - t_case - setup_s, 2), "verify": round(time.monotonic() - t_verify, 2)},
+        "wall_s": {
+            "setup": round(setup_s, 2),
+            "rounds": round(t_verify - t_case - setup_s, 2),
+            "verify": round(time.monotonic() - t_verify, 2),
+        },
     }
     for n in problem.baselines:
         if event[n]:
@@ -388,7 +492,9 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
     for t in targets:
         n = t.impl.name
         if n in dead and not event.get(n):
-            tests.append(_perf_test(n, case, 0.0, FAILED, f"not timed: {dead[n]}", Reason.NOT_TIMED, impl_kind=t.impl.kind))
+            tests.append(
+                _perf_test(n, case, 0.0, FAILED, f"not timed: {dead[n]}", Reason.NOT_TIMED, impl_kind=t.impl.kind)
+            )
             continue
         d = describe(n)
         case_info["impls"][n] = d
@@ -396,7 +502,7 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
         found: list[Finding] = []
 
         def flag(code: Code, text: str) -> None:
-            found.append(Finding(code, text, FLAG))
+            found.append(Finding(code, text, FLAG))  # noqa: B023 (called only in this iteration)
 
         if not ok:
             flag(Code.TIMED_WRONG, f"timed outputs are wrong: {vmsg}")
@@ -408,38 +514,69 @@ def _time_case(problem, case, targets, boxes, dead, ref, *, device, secret, rule
             d["first_pass"] = {**first_pass[n], "retimed": n in retimed, "retime_rounds": retime_rounds}
         if excess > wall_slack_ms(d["event"]["median"]):
             k = first_pass.get(n, {}).get("retimes", 0)
-            again = f"; {first_pass[n]['wall_excess_ms']:.3g} ms in the first pass, and it recurred when re-timed ({k} time{'s' if k > 1 else ''})" if n in retimed else ""
+            again = (
+                f"; {first_pass[n]['wall_excess_ms']:.3g} ms in the first pass, and it recurred when "
+                f"re-timed ({k} time{'s' if k > 1 else ''})"
+                if n in retimed
+                else ""
+            )
             flag(
                 Code.WALL_EXCESS,
                 f"the grader's own clock saw {excess:.3g} ms per call more than in the baselines' requests "
                 f"(the same calls, flush and sleep{again}): the reported times are not the real ones, or the call does "
-                f"work the CUDA events do not see (scored on at least {wall_ms:.4g} ms, the event median plus that excess)"
+                f"work the CUDA events do not see (scored on at least {wall_ms:.4g} ms, the event median "
+                "plus that excess)",
             )
             if wall_ms > d["effective_ms"]:
                 d.update(rates(wall_ms))
         if d["hidden_work"]:
-            flag(Code.HIDDEN_WORK, f"the host clock (less the eager baseline's overhead) shows {d['host_derived_ms']:.4g} ms against {d['event']['median']:.4g} ms of CUDA events: work outside the timed stream? (scored on the host-derived time)")
+            flag(
+                Code.HIDDEN_WORK,
+                f"the host clock (less the eager baseline's overhead) shows {d['host_derived_ms']:.4g} ms "
+                f"against {d['event']['median']:.4g} ms of CUDA events: work outside the timed stream? "
+                "(scored on the host-derived time)",
+            )
         if score.below_floor(d["effective_ms"], floor):
-            flag(Code.BELOW_FLOOR, f"{d['effective_ms']:.4g} ms is below the physical floor {floor:.4g} ms (bytes / copy bandwidth): impossible, so not real work")
+            flag(
+                Code.BELOW_FLOOR,
+                f"{d['effective_ms']:.4g} ms is below the physical floor {floor:.4g} ms (bytes / copy "
+                "bandwidth): impossible, so not real work",
+            )
         impossible = (not ok) or score.below_floor(d["effective_ms"], floor)
         c = 0.0 if impossible else score.credit(d["effective_ms"], th)
         flags = [f.text for f in found]
         d["credit"], d["flags"] = c, flags
         lines = [
-            f"{d['effective_ms']:.4g} ms (median of {d['event']['n']}, IQR {d['event']['iqr']:.3g}, min {d['event']['min']:.4g}); "
-            f"{d['gbps']:.0f} GB/s = {d['pct_roofline']:.0f}% of the measured copy bandwidth; {d['speedup_vs_eager']:.2f}x eager",
+            f"{d['effective_ms']:.4g} ms (median of {d['event']['n']}, IQR {d['event']['iqr']:.3g}, min "
+            f"{d['event']['min']:.4g}); "
+            f"{d['gbps']:.0f} GB/s = {d['pct_roofline']:.0f}% of the measured copy bandwidth; "
+            f"{d['speedup_vs_eager']:.2f}x eager",
             "thresholds: " + th.describe(),
             f"credit {100 * c:.0f}%" + ("" if ok else " (timed outputs failed verification)"),
             *("FLAG: " + f for f in flags),
         ]
         if n in retimed and not any(f.code == Code.WALL_EXCESS for f in found):
             lines.append(
-                f"note: re-timed; the first pass showed {first_pass[n]['wall_excess_ms']:.3g} ms per call of wall-clock excess "
+                f"note: re-timed; the first pass showed {first_pass[n]['wall_excess_ms']:.3g} ms per call "
+                "of wall-clock excess "
                 "over the baselines, the re-timing did not, and only the re-timing is scored"
             )
         reason = Reason.FLAGGED if found else (Reason.OK if c >= 1.0 else Reason.SLOW)
-        tests.append(_perf_test(n, case, c * case.points, PASSED if c > 0 else FAILED, "\n".join(lines), reason, found,
-                                credit=c, flags=flags, effective_ms=d["effective_ms"], impl_kind=t.impl.kind))
+        tests.append(
+            _perf_test(
+                n,
+                case,
+                c * case.points,
+                PASSED if c > 0 else FAILED,
+                "\n".join(lines),
+                reason,
+                found,
+                credit=c,
+                flags=flags,
+                effective_ms=d["effective_ms"],
+                impl_kind=t.impl.kind,
+            )
+        )
     return {"tests": tests, "info": case_info}
 
 
@@ -460,20 +597,45 @@ class _Rounds:
 
     def pooled(self, other: _Rounds) -> _Rounds:
         """Both passes' samples together (another setup's rounds of the same functions)."""
+
         def cat(a: dict[str, list], b: dict[str, list]) -> dict[str, list]:
             return {n: a.get(n, []) + b.get(n, []) for n in {**a, **b}}
 
-        return _Rounds(cat(self.event, other.event), cat(self.host, other.host), cat(self.overhead_ms, other.overhead_ms),
-                       cat(self.checks, other.checks), self.rounds + other.rounds, f"{self.why}; then {other.why}",
-                       cat(self.digests, other.digests))
+        return _Rounds(
+            cat(self.event, other.event),
+            cat(self.host, other.host),
+            cat(self.overhead_ms, other.overhead_ms),
+            cat(self.checks, other.checks),
+            self.rounds + other.rounds,
+            f"{self.why}; then {other.why}",
+            cat(self.digests, other.digests),
+        )
 
 
-def _timed_rounds(units: list[tuple[str, str]], boxes: dict[str, Any], dead: dict[str, str], names: dict[str, list[str]],
-                  rule: stats.StopRule, rng: random.Random, n_out: int, last_k: dict[str, int], limit: float, case_name: str, sets: int = MIN_SETS) -> _Rounds:
+def _timed_rounds(
+    units: list[tuple[str, str]],
+    boxes: dict[str, Any],
+    dead: dict[str, str],
+    names: dict[str, list[str]],
+    rule: stats.StopRule,
+    rng: random.Random,
+    n_out: int,
+    last_k: dict[str, int],
+    limit: float,
+    case_name: str,
+    sets: int = MIN_SETS,
+) -> _Rounds:
     """Round-robin over (worker, function) units, rotated each round, until the stop rule holds."""
     fns = [n for _, n in units]
-    out = _Rounds({n: [] for n in fns}, {n: [] for n in fns}, {n: [] for n in fns}, {n: [] for n in fns}, 0, "",
-                  {n: [] for n in fns})
+    out = _Rounds(
+        {n: [] for n in fns},
+        {n: [] for n in fns},
+        {n: [] for n in fns},
+        {n: [] for n in fns},
+        0,
+        "",
+        {n: [] for n in fns},
+    )
     t_start = time.monotonic()
     rnd = 0
     while True:
@@ -481,27 +643,39 @@ def _timed_rounds(units: list[tuple[str, str]], boxes: dict[str, Any], dead: dic
         if not live:
             out.rounds = rnd
             return out
-        for w, n in live[rnd % len(live):] + live[: rnd % len(live)]:
+        for w, n in live[rnd % len(live) :] + live[: rnd % len(live)]:
             if w in dead:  # died earlier in this round
                 continue
             plan, want = _plan(rng, n_out, first=n not in last_k, prev_k=last_k.get(n), sets=sets)
             last_k[n] = plan[-1][0]
             try:
                 t_req = time.monotonic()
-                r = boxes[w].request("time_round", {"names": [n], "plan": plan}, timeout_s=limit, what=f"timing {case_name}")
+                r = boxes[w].request(
+                    "time_round", {"names": [n], "plan": plan}, timeout_s=limit, what=f"timing {case_name}"
+                )
                 wall = (time.monotonic() - t_req) * 1e3
                 _expect(_is_round_reply(r, n, len(plan)), f"timing {case_name}")
                 out.overhead_ms[n].append((wall - sum(r[n]["event_ms"])) / len(plan))
-                got = boxes[w].request("time_samples", {n: [(j, idx) for j, _, _, idx in want]}, timeout_s=limit, what=f"checking {case_name}")
-                _expect(isinstance(got, dict) and isinstance(got.get(n), list) and len(got[n]) == len(want)
-                        and all(isinstance(v, (torch.Tensor, str)) for v in got[n]), f"checking {case_name}")
+                got = boxes[w].request(
+                    "time_samples",
+                    {n: [(j, idx) for j, _, _, idx in want]},
+                    timeout_s=limit,
+                    what=f"checking {case_name}",
+                )
+                _expect(
+                    isinstance(got, dict)
+                    and isinstance(got.get(n), list)
+                    and len(got[n]) == len(want)
+                    and all(isinstance(v, (torch.Tensor, str)) for v in got[n]),
+                    f"checking {case_name}",
+                )
             except WorkerFailure as e:
                 dead[w] = e.line
                 continue
             out.event[n] += r[n]["event_ms"]
             out.host[n] += r[n]["host_ms"]
-            out.digests[n] += [(k, s, _checksum(d)) for (k, s), d in zip(plan, r[n]["digest"])]
-            for (j, k, s, idx), sample in zip(want, got[n]):
+            out.digests[n] += [(k, s, _checksum(d)) for (k, s), d in zip(plan, r[n]["digest"], strict=False)]
+            for (_j, k, s, idx), sample in zip(want, got[n], strict=False):
                 out.checks[n].append((k, s, idx, sample))
         rnd += 1
         timed = [stats.summarize(out.event[n]) for n in fns if out.event[n] and _owner(names, n) not in dead]
@@ -516,10 +690,17 @@ def _is_round_reply(r: Any, name: str, calls: int) -> bool:
     d = r.get(name) if isinstance(r, dict) else None
     if not isinstance(d, dict):
         return False
-    return all(
-        isinstance(d.get(k), list) and len(d[k]) == calls and all(type(v) in (int, float) and v == v and abs(v) != float("inf") for v in d[k])
-        for k in ("event_ms", "host_ms")
-    ) and isinstance(d.get("digest"), list) and len(d["digest"]) == calls and all(wire.tagged_float(v) is not None for v in d["digest"])
+    return (
+        all(
+            isinstance(d.get(k), list)
+            and len(d[k]) == calls
+            and all(type(v) in (int, float) and v == v and abs(v) != float("inf") for v in d[k])
+            for k in ("event_ms", "host_ms")
+        )
+        and isinstance(d.get("digest"), list)
+        and len(d["digest"]) == calls
+        and all(wire.tagged_float(v) is not None for v in d["digest"])
+    )
 
 
 def _checksum(v: Any) -> float:
@@ -554,8 +735,16 @@ def _median(xs: list[float]) -> float:
 DIGEST_TOL = {"float32": 1e-4, "float16": 5e-3, "bfloat16": 2e-2}
 
 
-def _verify_digests(case: Case, sums: list[tuple[int, float, float]], weights: torch.Tensor, ref: Reference, device: str,
-                    secret: int, ok_text: str, expect: dict[tuple[int, float], tuple[float, float]]) -> tuple[bool, str]:
+def _verify_digests(
+    case: Case,
+    sums: list[tuple[int, float, float]],
+    weights: torch.Tensor,
+    ref: Reference,
+    device: str,
+    secret: int,
+    ok_text: str,
+    expect: dict[tuple[int, float], tuple[float, float]],
+) -> tuple[bool, str]:
     """Every timed call's checksum, taken by the worker right after the call, against the parent's truth for
     that call's exact input. A kernel that only spins, with the answers produced later (when the samples are
     asked for), fails here: what its output held when the call ended was not the answer."""
@@ -572,10 +761,15 @@ def _verify_digests(case: Case, sums: list[tuple[int, float, float]], weights: t
         off = abs(got - want) / norm if got == got else float("inf")
         worst = max(worst, off)
         if off > tol:
-            return False, (f"a timed call's output, checked right after the call, was not the answer (its weighted "
-                           f"checksum is off by {off:.3g} of its scale, allowed {tol:g}): the values were not there "
-                           f"when the call returned")
-    return True, f"{ok_text}; {len(sums)} timed outputs checksummed right after their call (worst {worst:.2g} of {tol:g})"
+            return False, (
+                f"a timed call's output, checked right after the call, was not the answer (its weighted "
+                f"checksum is off by {off:.3g} of its scale, allowed {tol:g}): the values were not there "
+                f"when the call returned"
+            )
+    return (
+        True,
+        f"{ok_text}; {len(sums)} timed outputs checksummed right after their call (worst {worst:.2g} of {tol:g})",
+    )
 
 
 def _verify(problem: Problem, case: Case, checks: list, ref: Reference, device: str, secret: int) -> tuple[bool, str]:

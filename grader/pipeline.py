@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -63,14 +63,33 @@ def _source(problem: Problem, impl: Implementation, opts: Options) -> tuple[Path
 def _one_line(impl: Implementation, kind: Kind, state: str, output: str, reason: Reason = Reason.OK) -> TestResult:
     """A row with no points of its own: the build, static warnings, the compiler report."""
     stage = "build" if kind == Kind.BUILD else "checks"
-    return TestResult(name=f"{impl.name} / {kind}", part=impl.name, stage=stage, score=0.0, max_score=0.0, state=state,
-                      output=output, kind=kind, reason=reason)
+    return TestResult(
+        name=f"{impl.name} / {kind}",
+        part=impl.name,
+        stage=stage,
+        score=0.0,
+        max_score=0.0,
+        state=state,
+        output=output,
+        kind=kind,
+        reason=reason,
+    )
 
 
 def _fail_all(problem: Problem, impl: Implementation, state: str, why: str, reason: Reason) -> list[TestResult]:
     return [
-        TestResult(f"{impl.name} / correctness / {c.name}", impl.name, "correctness", 0.0, c.points, state, why,
-                   {"case": c.name}, kind=Kind.CORRECTNESS, reason=reason)
+        TestResult(
+            f"{impl.name} / correctness / {c.name}",
+            impl.name,
+            "correctness",
+            0.0,
+            c.points,
+            state,
+            why,
+            {"case": c.name},
+            kind=Kind.CORRECTNESS,
+            reason=reason,
+        )
         for c in problem.cases
     ]
 
@@ -82,7 +101,10 @@ def grade(problem: Problem, opts: Options, progress: Callable[[str], None] = lam
         if not opts.submission.is_dir():
             raise GraderError(f"submission directory {opts.submission} does not exist (pass --submission DIR)")
         if not any(opts.submission.iterdir()):
-            raise GraderError(f"submission directory {opts.submission} is empty: it should hold " + ", ".join(i.file for i in problem.implementations.values()))
+            raise GraderError(
+                f"submission directory {opts.submission} is empty: it should hold "
+                + ", ".join(i.file for i in problem.implementations.values())
+            )
     from . import build
 
     ident = identity.pick_identity()
@@ -93,9 +115,15 @@ def grade(problem: Problem, opts: Options, progress: Callable[[str], None] = lam
         # The untrusted uid cannot start the grader's Python here (e.g. it is installed under /root): run as
         # ourselves rather than not at all, and say that this grade is not official.
         scratch.close()
-        ident = identity.Identity(os.getuid(), os.getgid(), False, [
-            f"the unprivileged uid could not start this Python ({why}); install the grader where other "
-            "users can read it (the container does)"])
+        ident = identity.Identity(
+            os.getuid(),
+            os.getgid(),
+            False,
+            [
+                f"the unprivileged uid could not start this Python ({why}); install the grader where other "
+                "users can read it (the container does)"
+            ],
+        )
         scratch = _scratch(ident, trusted_cache, opts.scratch)
     with scratch, identity.activate(scratch):
         return _grade(problem, opts, device, scratch, progress)
@@ -105,8 +133,9 @@ def _scratch(ident: identity.Identity, trusted_cache: Path, base: Path | None) -
     try:
         return identity.Scratch(ident, trusted_cache, base=base)
     except OSError as e:
-        raise GraderError(f"cannot make a private scratch directory ({e.strerror or e}): set TMPDIR to a writable "
-                          "folder") from None
+        raise GraderError(
+            f"cannot make a private scratch directory ({e.strerror or e}): set TMPDIR to a writable folder"
+        ) from None
 
 
 def official_reasons(problem: Problem, scratch: identity.Scratch) -> list[str]:
@@ -118,16 +147,19 @@ def official_reasons(problem: Problem, scratch: identity.Scratch) -> list[str]:
         return why
     for impl in problem.implementations.values():
         if impl.staff.exists() and identity.readable_by(impl.staff, ident):
-            why.append(f"the staff solution {impl.staff.name} is readable by the student uid "
-                       "(grade from the container, which has none, or chmod 600 it)")
+            why.append(
+                f"the staff solution {impl.staff.name} is readable by the student uid "
+                "(grade from the container, which has none, or chmod 600 it)"
+            )
     for d in {Path(__file__).resolve().parent, *(Path(p) for p in sys.path if p and Path(p).is_dir())}:
         if identity.writable_by(d, ident):
             why.append(f"{d.name or d} (the grader's code or Python) is writable by the student uid")
     return why
 
 
-def _grade(problem: Problem, opts: Options, device: str, scratch: identity.Scratch,
-           progress: Callable[[str], None]) -> Grade:
+def _grade(
+    problem: Problem, opts: Options, device: str, scratch: identity.Scratch, progress: Callable[[str], None]
+) -> Grade:
     ref = load_reference(problem)
     g = Grade(problem=problem.name, submission="staff solutions" if opts.staff else str(opts.submission), device=device)
     g.official_why = official_reasons(problem, scratch)
@@ -142,15 +174,19 @@ def _grade(problem: Problem, opts: Options, device: str, scratch: identity.Scrat
             g.notes.append("not graded (links, folders, or over the size limit): " + ", ".join(skipped[:10]))
     impls = [i for n, i in problem.implementations.items() if not opts.only or n in opts.only]
     if opts.only and not impls:
-        raise GraderError(f"--only {','.join(opts.only)} matches no implementation (choose from {', '.join(problem.implementations)})")
+        raise GraderError(
+            f"--only {','.join(opts.only)} matches no implementation (choose from {', '.join(problem.implementations)})"
+        )
 
     targets: list[Target] = []
     no_triton: list[Implementation] = []  # Triton parts this machine cannot run (grader/availability.py)
     if opts.staff:
         missing = [i.staff.name for i in impls if not i.staff.is_file()]
         if missing:
-            raise GraderError(f"--staff: {', '.join(missing)} not in this install (the grading image has no staff "
-                              "solutions); grade them from a checkout of the repository")
+            raise GraderError(
+                f"--staff: {', '.join(missing)} not in this install (the grading image has no staff "
+                "solutions); grade them from a checkout of the repository"
+            )
     for impl in impls:
         src, display = _source(problem, impl, opts)
         if opts.staff and src.is_file():
@@ -158,13 +194,16 @@ def _grade(problem: Problem, opts: Options, device: str, scratch: identity.Scrat
         else:
             src = scratch.submission / impl.file  # the grade's read-only copy, which the untrusted uid can read
         if not src.is_file():
-            g.tests += _fail_all(problem, impl, FAILED, f"not run: {display} not found in the submission directory",
-                                 Reason.MISSING)
+            g.tests += _fail_all(
+                problem, impl, FAILED, f"not run: {display} not found in the submission directory", Reason.MISSING
+            )
             g.notes.append(f"{impl.name}: {display} is missing")
             continue
         target_path = str(src)
         warns = static.scan(src, impl.kind)
-        row = _one_line(impl, Kind.STATIC, PASSED, "\n".join(w.text() for w in warns) if warns else "no static warnings")
+        row = _one_line(
+            impl, Kind.STATIC, PASSED, "\n".join(w.text() for w in warns) if warns else "no static warnings"
+        )
         row.findings = [Finding(Code.STATIC, w.text()) for w in warns]
         g.tests.append(row)
         why = availability.triton_missing() if impl.kind == "triton" else None
@@ -179,14 +218,26 @@ def _grade(problem: Problem, opts: Options, device: str, scratch: identity.Scrat
 
             t0 = time.monotonic()
             progress(f"{impl.name}: building {display} with nvcc")
-            res = build.build_cuda(src, cache_dir=build.default_cache_dir(), arch=build.gpu_arch(),
-                                   timeout_s=problem.limits.build_s, scratch=scratch)
+            res = build.build_cuda(
+                src,
+                cache_dir=build.default_cache_dir(),
+                arch=build.gpu_arch(),
+                timeout_s=problem.limits.build_s,
+                scratch=scratch,
+            )
             g.phases["build"] = g.phases.get("build", 0.0) + time.monotonic() - t0
             if not res.ok:
                 errs = build.error_lines(res.log) or res.log.strip().splitlines()[-20:]
-                g.tests.append(_one_line(impl, Kind.BUILD, FAILED, "nvcc failed:\n" + "\n".join(errs), Reason.BUILD_FAILED))
-                g.tests += _fail_all(problem, impl, FAILED, f"not run: {display} did not compile (see '{impl.name} / build')",
-                                     Reason.BUILD_FAILED)
+                g.tests.append(
+                    _one_line(impl, Kind.BUILD, FAILED, "nvcc failed:\n" + "\n".join(errs), Reason.BUILD_FAILED)
+                )
+                g.tests += _fail_all(
+                    problem,
+                    impl,
+                    FAILED,
+                    f"not run: {display} did not compile (see '{impl.name} / build')",
+                    Reason.BUILD_FAILED,
+                )
                 continue
             how = "cached" if res.cached else f"{res.seconds:.1f} s"
             if device == "cpu":
@@ -199,7 +250,9 @@ def _grade(problem: Problem, opts: Options, device: str, scratch: identity.Scrat
                 row.extra.update(info)
                 g.tests.append(row)
                 g.tests += _fail_all(problem, impl, SKIPPED, "skipped: compiled, needs a GPU to run", Reason.NEEDS_GPU)
-                g.notes.append(f"{impl.name}: compiled OK; needs a GPU to run, so its points cannot be earned on this machine")
+                g.notes.append(
+                    f"{impl.name}: compiled OK; needs a GPU to run, so its points cannot be earned on this machine"
+                )
                 continue
             g.tests.append(_one_line(impl, Kind.BUILD, PASSED, f"compiled with nvcc ({how})"))
             assert res.lib is not None
@@ -210,8 +263,11 @@ def _grade(problem: Problem, opts: Options, device: str, scratch: identity.Scrat
     # correctness stage. They measure the GPU only when the timing stage loads them.
     # torch.compile's GPU code is Triton: where Triton cannot run there is no compiled baseline, so no thresholds.
     no_triton_why = availability.triton_missing()
-    no_compile = (f"the torch.compile baseline needs Triton: {no_triton_why}"
-                  if no_triton_why and device == "cuda" and any("compile" in b for b in problem.baselines.values()) else "")
+    no_compile = (
+        f"the torch.compile baseline needs Triton: {no_triton_why}"
+        if no_triton_why and device == "cuda" and any("compile" in b for b in problem.baselines.values())
+        else ""
+    )
     early = None
     if opts.perf and problem.performance is not None and device == "cuda" and targets and not no_compile:
         progress("performance: starting workers (in the background)")
@@ -221,13 +277,18 @@ def _grade(problem: Problem, opts: Options, device: str, scratch: identity.Scrat
         t0 = time.monotonic()
         try:
             with ThreadPoolExecutor(max_workers=len(targets)) as pool:
-                futures = [pool.submit(run_correctness, problem, t, ref, device=device, secret=opts.secret, progress=progress) for t in targets]
+                futures = [
+                    pool.submit(run_correctness, problem, t, ref, device=device, secret=opts.secret, progress=progress)
+                    for t in targets
+                ]
                 for f in futures:
                     g.tests += f.result()
             for t in g.tests:
                 if t.kind == Kind.COMPILE_CHECK and t.state == FAILED:
-                    g.notes.append(f"{t.part}: passes here in Triton's interpreter but will not compile on a GPU, "
-                                   f"where every {t.part} case would fail: see '{t.name}'")
+                    g.notes.append(
+                        f"{t.part}: passes here in Triton's interpreter but will not compile on a GPU, "
+                        f"where every {t.part} case would fail: see '{t.name}'"
+                    )
         except BaseException:
             for b in (early or {}).values():
                 b.close()
@@ -238,17 +299,24 @@ def _grade(problem: Problem, opts: Options, device: str, scratch: identity.Scrat
     if not opts.perf or problem.performance is None:
         pass
     elif device != "cuda":
-        g.tests += skipped_tests(problem, perf_targets, "skipped: performance is timed only on a CUDA GPU", Reason.NEEDS_GPU)
+        g.tests += skipped_tests(
+            problem, perf_targets, "skipped: performance is timed only on a CUDA GPU", Reason.NEEDS_GPU
+        )
         g.notes.append("performance: skipped, no CUDA GPU on this machine")
     elif no_compile:
-        g.tests += skipped_tests(problem, [Target(i, "", i.file) for i in impls], f"skipped: {no_compile}", Reason.NEEDS_TRITON)
+        g.tests += skipped_tests(
+            problem, [Target(i, "", i.file) for i in impls], f"skipped: {no_compile}", Reason.NEEDS_TRITON
+        )
         g.notes.append(f"performance: not timed on this machine: {no_compile}")
     else:
-        g.tests += skipped_tests(problem, [Target(i, "", i.file) for i in no_triton], f"skipped: {no_triton_why}",
-                                 Reason.NEEDS_TRITON)
+        g.tests += skipped_tests(
+            problem, [Target(i, "", i.file) for i in no_triton], f"skipped: {no_triton_why}", Reason.NEEDS_TRITON
+        )
         t0 = time.monotonic()
         try:
-            tests, g.perf = run_performance(problem, targets, ref, device=device, secret=opts.secret, progress=progress, started=early)
+            tests, g.perf = run_performance(
+                problem, targets, ref, device=device, secret=opts.secret, progress=progress, started=early
+            )
             g.tests += tests
         except (RuntimeError, WorkerFailure) as e:
             # The trusted baselines could not be timed: no thresholds, so no speed grade at all this run.
@@ -272,7 +340,10 @@ def _grade(problem: Problem, opts: Options, device: str, scratch: identity.Scrat
     g.tests.sort(key=lambda t: (part_rank.get(t.part, len(part_rank)), _stage_rank(t)))
     skipped = g.unearnable
     if skipped:
-        g.notes.append(f"{skipped:g} of {g.max_score:g} points could not be earned on this machine ({device}); grade on a GPU for those")
+        g.notes.append(
+            f"{skipped:g} of {g.max_score:g} points could not be earned on this machine ({device}); grade "
+            "on a GPU for those"
+        )
     return g
 
 
@@ -284,12 +355,21 @@ def _apply_forfeits(g: Grade) -> None:
                 t.score = 0.0
                 t.state = FAILED
                 t.reason = Reason.FORFEIT
-                t.output = f"forfeit: the '{part} / kernel check' found the work done outside your own kernel\n" + t.output
+                t.output = (
+                    f"forfeit: the '{part} / kernel check' found the work done outside your own kernel\n" + t.output
+                )
         g.notes.append(f"{part}: all points forfeit, see '{part} / kernel check'")
 
 
-_KIND_RANK = {Kind.STATIC: 0, Kind.BUILD: 1, Kind.COMPILER_REPORT: 1, Kind.CORRECTNESS: 2, Kind.KERNEL_CHECK: 3,
-              Kind.COMPILE_CHECK: 3, Kind.PERFORMANCE: 4}
+_KIND_RANK = {
+    Kind.STATIC: 0,
+    Kind.BUILD: 1,
+    Kind.COMPILER_REPORT: 1,
+    Kind.CORRECTNESS: 2,
+    Kind.KERNEL_CHECK: 3,
+    Kind.COMPILE_CHECK: 3,
+    Kind.PERFORMANCE: 4,
+}
 
 
 def _stage_rank(t: TestResult) -> int:

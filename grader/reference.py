@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -36,7 +36,9 @@ def load_reference(problem: Problem) -> Reference:
         target = b.get("fn") or b.get("compile")
         fn = getattr(mod, str(target), None)
         if not callable(fn):
-            raise SpecError(f"{problem.path}: key 'baselines.{bname}': {problem.reference.name} has no function '{target}'")
+            raise SpecError(
+                f"{problem.path}: key 'baselines.{bname}': {problem.reference.name} has no function '{target}'"
+            )
         # The parent only checks against baselines (eager's error sets the fp16/bf16 bound); it never times
         # them. Compiled baselines are compiled in the trusted timing worker, so here the plain function is
         # kept: building a torch.compile wrapper cost the parent ~3 s of start-up for nothing.

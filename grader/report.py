@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import re
+import shutil
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, TextIO
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.table import Table
@@ -93,7 +94,9 @@ def leaderboard(g: Grade) -> list[dict[str, Any]]:
             board.append({"name": f"{impl} {case} (ms)", "value": round(float(d["effective_ms"]), 5), "order": "asc"})
             pct = d.get("pct_roofline")
             if isinstance(pct, (int, float)) and math.isfinite(pct):
-                board.append({"name": f"{impl} {case} (% of copy roofline)", "value": round(float(pct), 2), "order": "desc"})
+                board.append(
+                    {"name": f"{impl} {case} (% of copy roofline)", "value": round(float(pct), 2), "order": "desc"}
+                )
     return board
 
 
@@ -101,8 +104,10 @@ def results_json(g: Grade) -> dict[str, Any]:
     """Gradescope's results.json: the Grade's own JSON, plus leaderboard entries when there is perf data."""
     data = g.to_json()
     if os.environ.get("GRADER_GRADESCOPE") == "1" and g.unearnable:  # set by the Gradescope zip's run_autograder
-        data["output"] = (f"{g.unearnable:g} of {g.max_score:g} points need a GPU and are graded later by the course "
-                          "staff; this score is the CPU checks only.\n" + data["output"]).rstrip("\n")
+        data["output"] = (
+            f"{g.unearnable:g} of {g.max_score:g} points need a GPU and are graded later by the course "
+            "staff; this score is the CPU checks only.\n" + data["output"]
+        ).rstrip("\n")
     board = leaderboard(g)
     if board:
         data["leaderboard"] = board
@@ -131,7 +136,9 @@ def advisory_line(official: Any, why: Any) -> str | None:
 
 
 @contextmanager
-def progress(label: str, stream: TextIO | None = None, *, min_interval_s: float = 0.0) -> Iterator[Callable[[str], None]]:
+def progress(
+    label: str, stream: TextIO | None = None, *, min_interval_s: float = 0.0
+) -> Iterator[Callable[[str], None]]:
     """Yields update(message). On a TTY: a rich spinner line with the elapsed time, updated in place and gone
     at the end. Elsewhere (CI logs, pipes): plain one-line messages, no ANSI codes, no spinner, at most one per
     min_interval_s (repeats of the same message are dropped)."""
@@ -142,8 +149,11 @@ def progress(label: str, stream: TextIO | None = None, *, min_interval_s: float 
         from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
         with Progress(
-            SpinnerColumn(), TextColumn("{task.description}", markup=False), TimeElapsedColumn(),
-            console=Console(file=stream), transient=True,
+            SpinnerColumn(),
+            TextColumn("{task.description}", markup=False),
+            TimeElapsedColumn(),
+            console=Console(file=stream),
+            transient=True,
         ) as bar:
             task = bar.add_task(f"{label}...", total=None)
             yield lambda msg: bar.update(task, description=f"{label}: {msg}")
@@ -173,7 +183,12 @@ def print_summary(g: Grade, console: Console | None = None, verbose_failures: in
     """Tests that say the same thing (all passed, all skipped or forfeit for one reason) share one row."""
     console = console or make_console()
     table = Table(title=f"{g.problem}: {g.submission} on {g.device}")
-    for col, kw in (("test", {"no_wrap": True}), ("result", {}), ("points", {"justify": "right"}), ("detail", {"overflow": "fold"})):
+    for col, kw in (
+        ("test", {"no_wrap": True}),
+        ("result", {}),
+        ("points", {"justify": "right"}),
+        ("detail", {"overflow": "fold"}),
+    ):
         table.add_column(col, **kw)
     # Fold runs of tests that say the same thing (all passed, or all skipped for one reason) into one row.
     groups: dict[tuple, list] = {}
@@ -183,7 +198,7 @@ def print_summary(g: Grade, console: Console | None = None, verbose_failures: in
         foldable = ok_case or t.stage == "correctness" or t.state == SKIPPED
         key = (t.part, t.stage, t.state, "ok" if ok_case else first) if foldable else (t.name,)
         groups.setdefault(key, []).append(t)
-    for key, ts in groups.items():
+    for ts in groups.values():
         t = ts[0]
         pts = f"{sum(x.score for x in ts):.3g}/{sum(x.max_score for x in ts):g}" if t.max_score else "-"
         first = t.output.splitlines()[0] if t.output else ""
@@ -223,20 +238,38 @@ def print_bench(g: Grade, console: Console | None = None) -> None:
         return
     dev = perf.get("device", {})
     bw = perf.get("copy_bytes_per_s", 0.0)
-    console.print(f"{dev.get('name', '?')}: measured copy bandwidth {bw / 1e12:.2f} TB/s (read + write), torch {dev.get('torch')}", highlight=False)
+    console.print(
+        f"{dev.get('name', '?')}: measured copy bandwidth {bw / 1e12:.2f} TB/s (read + write), torch "
+        f"{dev.get('torch')}",
+        highlight=False,
+    )
     for name, c in perf["cases"].items():
-        t = Table(title=f"{name}: {tuple(c['shape'])} {c['dtype']}, {c['bytes'] / 1e9:.2f} GB moved, floor {c['floor_ms']:.4g} ms")
+        t = Table(
+            title=(
+                f"{name}: {tuple(c['shape'])} {c['dtype']}, {c['bytes'] / 1e9:.2f} GB moved, floor "
+                f"{c['floor_ms']:.4g} ms"
+            )
+        )
         for col in ("implementation", "ms (median)", "IQR", "n", "GB/s", "% roofline", "x eager", "credit"):
             t.add_column(col, justify="left" if col == "implementation" else "right")
-        rows = [(k, v, None) for k, v in c["baselines"].items()] + [(k, v, v.get("credit")) for k, v in c["impls"].items()]
+        rows = [(k, v, None) for k, v in c["baselines"].items()] + [
+            (k, v, v.get("credit")) for k, v in c["impls"].items()
+        ]
         for k, v, cr in rows:
             t.add_row(
-                k, f"{v['effective_ms']:.4f}", f"{v['event']['iqr']:.4f}", str(v["event"]["n"]), f"{v['gbps']:.0f}",
-                f"{v['pct_roofline']:.1f}%", f"{v['speedup_vs_eager']:.2f}", "-" if cr is None else f"{100 * cr:.0f}%",
+                k,
+                f"{v['effective_ms']:.4f}",
+                f"{v['event']['iqr']:.4f}",
+                str(v["event"]["n"]),
+                f"{v['gbps']:.0f}",
+                f"{v['pct_roofline']:.1f}%",
+                f"{v['speedup_vs_eager']:.2f}",
+                "-" if cr is None else f"{100 * cr:.0f}%",
             )
         console.print(t)
         th = c["thresholds"]
         console.print(
-            f"  thresholds: zero at {th['zero_ms']:.4g} ms, {th['partial_credit']:g} at {th['partial_ms']:.4g} ms, full at {th['full_ms']:.4g} ms; stop: {c['stop']}",
+            f"  thresholds: zero at {th['zero_ms']:.4g} ms, {th['partial_credit']:g} at "
+            f"{th['partial_ms']:.4g} ms, full at {th['full_ms']:.4g} ms; stop: {c['stop']}",
             highlight=False,
         )

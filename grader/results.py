@@ -115,8 +115,13 @@ class TestResult:
             "output": self.output,
             "tags": [self.part, self.stage] + ([SKIPPED] if self.state == SKIPPED else []),
             "visibility": "visible",
-            "extra_data": {"state": self.state, **self.extra, "kind": str(self.kind), "reason": str(self.reason),
-                           "findings": [f.to_json() for f in self.findings]},
+            "extra_data": {
+                "state": self.state,
+                **self.extra,
+                "kind": str(self.kind),
+                "reason": str(self.reason),
+                "findings": [f.to_json() for f in self.findings],
+            },
         }
 
 

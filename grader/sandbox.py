@@ -35,14 +35,23 @@ def _start_child(fd: int, device: str, flags: list[str], trusted: bool) -> subpr
     cmd = [sys.executable, "-s", "-m", "grader.child", str(fd), device, *flags]
     if scratch is None:
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH", "")]
+        ).rstrip(os.pathsep)
         env.pop("GRADER_SECRET_SEED", None)
         return subprocess.Popen(cmd, pass_fds=(fd,), env=env, start_new_session=True, stdin=subprocess.DEVNULL)
     env = scratch.env(trusted=trusted)
     who = {} if trusted else scratch.identity.popen_kwargs()
     cwd = scratch.trusted_cache if trusted else scratch.home
-    return subprocess.Popen(cmd, pass_fds=(fd,), env=env, cwd=cwd, start_new_session=True,  # type: ignore[call-overload]
-                            stdin=subprocess.DEVNULL, **who)
+    return subprocess.Popen(
+        cmd,
+        pass_fds=(fd,),
+        env=env,
+        cwd=cwd,
+        start_new_session=True,  # type: ignore[call-overload]
+        stdin=subprocess.DEVNULL,
+        **who,
+    )
 
 
 class _Proc:
@@ -109,8 +118,16 @@ def describe_exit(code: int | None) -> str:
 class Sandbox:
     """One spawned worker. Use as a context manager; `request` sends a command and waits for its reply."""
 
-    def __init__(self, device: str, start_timeout_s: float = 180.0, wait: bool = True, timing: bool = False,
-                 compile_only: bool = False, trusted: bool = False, max_reply: int = wire.DEFAULT_MAX_REPLY):
+    def __init__(
+        self,
+        device: str,
+        start_timeout_s: float = 180.0,
+        wait: bool = True,
+        timing: bool = False,
+        compile_only: bool = False,
+        trusted: bool = False,
+        max_reply: int = wire.DEFAULT_MAX_REPLY,
+    ):
         """timing=True: the worker builds a Timer (only timing workers need one; it costs a GPU calibration).
         compile_only=True: a CPU worker without Triton's interpreter, for grader/gpucompile.py.
         trusted=True: the staff's baselines (the grader's own uid and caches); else the submission's identity and
@@ -140,8 +157,11 @@ class Sandbox:
                 self.request(None, None, timeout_s=timeout_s, what="start")
             except WorkerFailure as e:
                 # No submission code has run in this process yet: this is the grader's fault, not the student's.
-                raise GraderFault(f"a {'trusted' if self.trusted else 'submission'} worker failed to start, before "
-                                  f"any submission code ran: {e.line}", e.detail) from None
+                raise GraderFault(
+                    f"a {'trusted' if self.trusted else 'submission'} worker failed to start, before "
+                    f"any submission code ran: {e.line}",
+                    e.detail,
+                ) from None
             self.ready = True
 
     def __enter__(self) -> Sandbox:
@@ -160,7 +180,9 @@ class Sandbox:
         try:
             self._wire.send(self.conn, (cmd, payload))
         except OSError as e:
-            raise WorkerFailure(f"{what}: could not reach the worker ({type(e).__name__})", fatal=True, reason="crash") from None
+            raise WorkerFailure(
+                f"{what}: could not reach the worker ({type(e).__name__})", fatal=True, reason="crash"
+            ) from None
         self.pending.append(what)
 
     def drain(self, timeout_s: float) -> list[Any]:
@@ -196,7 +218,9 @@ class Sandbox:
             reply = self._wire.recv(self.conn, deadline=deadline, limit=self.max_reply)
         except wire.WireTimeout:
             self.kill()
-            raise WorkerFailure(f"{what} timed out after {timeout_s:.0f} s (killed)", fatal=True, reason="timeout") from None
+            raise WorkerFailure(
+                f"{what} timed out after {timeout_s:.0f} s (killed)", fatal=True, reason="timeout"
+            ) from None
         except wire.MalformedMessage as e:
             # Not a reply the worker wrote: something in the child forged bytes on the pipe (the parent decodes
             # data only, within bounds, so nothing in them ran here). The child can no longer be trusted to stay
@@ -218,8 +242,12 @@ class Sandbox:
 
     def _protocol_violation(self, what: str, why: str) -> NoReturn:
         self.kill()
-        raise WorkerFailure(f"{what}: protocol violation: {why}; the worker sent a malformed reply (was the result pipe "
-                            "tampered with?)", fatal=True, reason="protocol") from None
+        raise WorkerFailure(
+            f"{what}: protocol violation: {why}; the worker sent a malformed reply (was the result pipe "
+            "tampered with?)",
+            fatal=True,
+            reason="protocol",
+        ) from None
 
     def kill(self) -> None:
         """Kill the child's whole process group (and the child itself, if it never got its own group)."""

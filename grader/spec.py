@@ -152,7 +152,11 @@ class _V:
         return obj
 
     def shape(self, obj: Any, key: str, out_cols: str) -> tuple[int, ...]:
-        if not isinstance(obj, list) or not obj or any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in obj):
+        if (
+            not isinstance(obj, list)
+            or not obj
+            or any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in obj)
+        ):
             raise self.fail(key, "a non-empty list of non-negative integers", obj)
         if obj[-1] < 1 or (out_cols == "half" and obj[-1] % 2):
             raise self.fail(key, "a last dimension that is positive" + (" and even" if out_cols == "half" else ""), obj)
@@ -300,7 +304,11 @@ def load_problem(path: str | Path) -> Problem:
             partial_credit=v.number(rpart["credit"], "performance.curve.partial_at.credit", 0, 1),
             full_at=tuple(v.string(b, f"performance.curve.full_at[{i}]", tuple(baselines)) for i, b in enumerate(full)),
         )
-        pdefaults = {"seed": defaults["seed"] + 7, "points": v.number(rp.get("points_per_case", 1), "performance.points_per_case"), "gpu_only": True}
+        pdefaults = {
+            "seed": defaults["seed"] + 7,
+            "points": v.number(rp.get("points_per_case", 1), "performance.points_per_case"),
+            "gpu_only": True,
+        }
         perf = Performance(
             points_per_case=pdefaults["points"],
             margin=v.number(rp.get("margin", 0.0), "performance.margin", 0, 0.5),
@@ -319,8 +327,11 @@ def load_problem(path: str | Path) -> Problem:
         if tol_base not in baselines:
             raise v.fail("tolerance_baseline", f"one of the baselines ({', '.join(baselines)})", tol_base)
     if tol_base is None and any(t.eager_factor is not None for t in tols.values()):
-        raise v.fail("tolerance_baseline", "the baseline that eager_factor tolerances compare with (no 'eager' baseline "
-                     "to default to)", None)
+        raise v.fail(
+            "tolerance_baseline",
+            "the baseline that eager_factor tolerances compare with (no 'eager' baseline to default to)",
+            None,
+        )
     return Problem(
         name=v.string(raw["name"], "name"),
         title=v.string(raw["title"], "title"),

@@ -36,24 +36,52 @@ WHY = {
     "caching": "caching outputs across calls is caught: every timed call gets fresh input contents",
     "grader internals": "the grader's own modules share this process; a kernel has no reason to look them up, and "
     "rewriting them is caught by checks that run outside it (the parent's clock, its own truth)",
-    "computed name": "an attribute looked up by a computed name hides from this scan (and from a reader) what is called",
+    "computed name": "an attribute looked up by a computed name hides from this scan (and from a reader) what is "
+    "called",
 }
 
 _PY_CALLS = {
-    "torch.cuda.Stream": "stream", "torch.cuda.stream": "stream", "torch.cuda.ExternalStream": "stream",
-    "threading.Thread": "thread", "concurrent.futures": "thread", "multiprocessing": "subprocess",
-    "os.environ": "env", "os.getenv": "env", "os.putenv": "env",
-    "gc.get_objects": "gc", "gc.get_referrers": "gc", "inspect.currentframe": "inspect", "inspect.stack": "inspect",
-    "sys._getframe": "inspect", "subprocess": "subprocess", "os.system": "subprocess", "os.fork": "subprocess",
-    "os.popen": "subprocess", "os.setsid": "subprocess",
-    "F.glu": "torch math", "torch.nn.functional.glu": "torch math", "torch.sigmoid": "torch math",
-    "F.sigmoid": "torch math", "torch.nn.functional.sigmoid": "torch math", "torch.exp": "torch math",
-    "torch.compile": "torch math", "functools.lru_cache": "caching", "functools.cache": "caching",
-    "sys.modules": "grader internals", "importlib": "grader internals", "__import__": "grader internals",
+    "torch.cuda.Stream": "stream",
+    "torch.cuda.stream": "stream",
+    "torch.cuda.ExternalStream": "stream",
+    "threading.Thread": "thread",
+    "concurrent.futures": "thread",
+    "multiprocessing": "subprocess",
+    "os.environ": "env",
+    "os.getenv": "env",
+    "os.putenv": "env",
+    "gc.get_objects": "gc",
+    "gc.get_referrers": "gc",
+    "inspect.currentframe": "inspect",
+    "inspect.stack": "inspect",
+    "sys._getframe": "inspect",
+    "subprocess": "subprocess",
+    "os.system": "subprocess",
+    "os.fork": "subprocess",
+    "os.popen": "subprocess",
+    "os.setsid": "subprocess",
+    "F.glu": "torch math",
+    "torch.nn.functional.glu": "torch math",
+    "torch.sigmoid": "torch math",
+    "F.sigmoid": "torch math",
+    "torch.nn.functional.sigmoid": "torch math",
+    "torch.exp": "torch math",
+    "torch.compile": "torch math",
+    "functools.lru_cache": "caching",
+    "functools.cache": "caching",
+    "sys.modules": "grader internals",
+    "importlib": "grader internals",
+    "__import__": "grader internals",
 }
 _PY_MODULES = {
-    "ctypes": "ctypes", "gc": "gc", "inspect": "inspect", "threading": "thread", "subprocess": "subprocess",
-    "multiprocessing": "subprocess", "importlib": "grader internals", "grader": "grader internals",
+    "ctypes": "ctypes",
+    "gc": "gc",
+    "inspect": "inspect",
+    "threading": "thread",
+    "subprocess": "subprocess",
+    "multiprocessing": "subprocess",
+    "importlib": "grader internals",
+    "grader": "grader internals",
 }
 _PATCH_TARGETS = re.compile(r"^(torch|time|triton|sys|builtins|os)\b")
 _GRADER_NAME = re.compile(r"^grader(\.\w+)*$|^(Worker|Timer|Sandbox)$")  # the grader's modules and classes
@@ -99,7 +127,9 @@ def scan_python(src: str) -> list[Warning_]:
                 if name == pat or name.startswith(pat + "."):
                     out.append(Warning_(line, f"uses {name}", WHY[key]))
         elif isinstance(node, ast.Call) and _dotted(node.func) == "open":
-            mode = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "mode"), None)
+            mode = (
+                node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "mode"), None)
+            )
             if isinstance(mode, ast.Constant) and isinstance(mode.value, str) and set(mode.value) & set("wax+"):
                 out.append(Warning_(line, "opens a file for writing", WHY["file write"]))
         elif isinstance(node, (ast.Assign, ast.AugAssign)):
@@ -110,7 +140,11 @@ def scan_python(src: str) -> list[Warning_]:
         elif isinstance(node, ast.Call) and _dotted(node.func) in ("setattr",) and node.args:
             if _PATCH_TARGETS.match(_dotted(node.args[0])):
                 out.append(Warning_(line, f"setattr on {_dotted(node.args[0])}", WHY["monkeypatch"]))
-        if isinstance(node, ast.Call) and _dotted(node.func) in ("getattr", "setattr", "delattr", "hasattr") and len(node.args) > 1:
+        if (
+            isinstance(node, ast.Call)
+            and _dotted(node.func) in ("getattr", "setattr", "delattr", "hasattr")
+            and len(node.args) > 1
+        ):
             if not (isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
                 out.append(Warning_(line, f"{_dotted(node.func)} with a computed name", WHY["computed name"]))
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and _GRADER_NAME.match(node.value):
@@ -118,8 +152,14 @@ def scan_python(src: str) -> list[Warning_]:
     uniq = {(w.line, w.what): w for w in out}
     # `sys.modules.get(...)` is one use of sys.modules, not two: drop "uses a.b.c" when "uses a.b" is on the line.
     uses = {(w.line, w.what[5:]) for w in uniq.values() if w.what.startswith("uses ")}
-    keep = [w for w in uniq.values() if not (w.what.startswith("uses ") and any(
-        (w.line, w.what[5:].rsplit(".", k)[0]) in uses for k in range(1, w.what.count(".") + 1)))]
+    keep = [
+        w
+        for w in uniq.values()
+        if not (
+            w.what.startswith("uses ")
+            and any((w.line, w.what[5:].rsplit(".", k)[0]) in uses for k in range(1, w.what.count(".") + 1))
+        )
+    ]
     return sorted(keep, key=lambda w: (w.line, w.what))
 
 

@@ -105,9 +105,21 @@ def tests_of(data: dict[str, Any]) -> list[Test]:
         part = tags[0] if tags else bits[0]
         stage = tags[1] if len(tags) > 1 else (bits[1] if len(bits) > 1 else "")
         state = str(extra.get("state") or (SKIPPED if SKIPPED in tags else t.get("status", FAILED)))
-        out.append(Test(name, part, stage, state, _num(t.get("score")), _num(t.get("max_score")), str(t.get("output") or ""),
-                        extra, _enum(Kind, extra.get("kind")), _enum(Reason, extra.get("reason")),
-                        _findings(extra.get("findings"))))
+        out.append(
+            Test(
+                name,
+                part,
+                stage,
+                state,
+                _num(t.get("score")),
+                _num(t.get("max_score")),
+                str(t.get("output") or ""),
+                extra,
+                _enum(Kind, extra.get("kind")),
+                _enum(Reason, extra.get("reason")),
+                _findings(extra.get("findings")),
+            )
+        )
     return out
 
 
@@ -155,51 +167,59 @@ def _pct_at(c: dict[str, Any], ms: float, copy_bps: float) -> float:
 GENERIC = {
     Reason.MISSING: "The file is missing: submit it under exactly the name the handout gives.",
     Reason.NOT_IMPLEMENTED: "This part is still the stub: implement it (see the handout section named above).",
-    Reason.BUILD_FAILED: "The CUDA file did not compile: read the first nvcc error in the build test's output, fix it, and "
-                         "build locally with `python -m grader grade --only cuda`.",
-    Reason.LOAD_FAILED: "The file does not load: run `python -c 'import glu_triton'` in the submission directory and fix the "
-                        "first error; keep the function name and signature from the stub.",
-    Reason.TIMEOUT: "The call never finished: look for a loop whose bound never changes, or a grid that relaunches itself.",
-    Reason.CRASHED: "The process crashed: an out-of-bounds or misaligned access. Mask every load and store (offsets < n), "
-                    "use 64-bit offsets for large shapes, and check alignment before 16-byte vector accesses.",
-    Reason.INPUT_MODIFIED: "Your kernel wrote into x. Never store into the input: allocate the output with torch.empty and "
-                           "write only there.",
-    Reason.NOT_DETERMINISTIC: "Two runs on the same input differ: a race (two threads writing the same output element, or a "
-                              "block reading what another block writes) or a read of unwritten memory. Give each output "
-                              "element exactly one writer, and mask loads so no thread reads past the end.",
-    Reason.NOT_PLAIN: "Return a plain torch.Tensor that your kernel has filled before the function returns: no subclass, "
-                      "no torch function or dispatch mode, no autograd.",
+    Reason.BUILD_FAILED: "The CUDA file did not compile: read the first nvcc error in the build test's output, fix it, "
+    "and build locally with `python -m grader grade --only cuda`.",
+    Reason.LOAD_FAILED: "The file does not load: run `python -c 'import glu_triton'` in the submission directory and "
+    "fix the first error; keep the function name and signature from the stub.",
+    Reason.TIMEOUT: "The call never finished: look for a loop whose bound never changes, or a grid that relaunches "
+    "itself.",
+    Reason.CRASHED: "The process crashed: an out-of-bounds or misaligned access. Mask every load and store (offsets < "
+    "n), use 64-bit offsets for large shapes, and check alignment before 16-byte vector accesses.",
+    Reason.INPUT_MODIFIED: "Your kernel wrote into x. Never store into the input: allocate the output with torch.empty "
+    "and write only there.",
+    Reason.NOT_DETERMINISTIC: "Two runs on the same input differ: a race (two threads writing the same output element, "
+    "or a block reading what another block writes) or a read of unwritten memory. Give each output "
+    "element exactly one writer, and mask loads so no thread reads past the end.",
+    Reason.NOT_PLAIN: "Return a plain torch.Tensor that your kernel has filled before the function returns: no "
+    "subclass, no torch function or dispatch mode, no autograd.",
     Reason.PROTOCOL: "The worker's reply was tampered with: the grader's own process must be left alone.",
     Reason.NOT_TIMED: "The part could not be timed (see the reason); fix correctness first.",
-    Reason.WRONG_TENSOR: "Return a new contiguous tensor of the input's dtype and device, of the shape the handout gives.",
+    Reason.WRONG_TENSOR: "Return a new contiguous tensor of the input's dtype and device, of the shape the handout "
+    "gives.",
     Reason.UNWRITTEN: "Some outputs were never written (the output is poisoned with NaN before each call): cover every "
-                      "output element, and check the mask and the tail.",
+    "output element, and check the mask and the tail.",
     Reason.WRONG_VALUES: "Compare with the reference in the handout, element by element, and compute in fp32.",
-    Reason.NAN_COMPUTED: "Your kernel computed NaN where the answer is finite: an intermediate overflowed (exp() of a large "
-                         "argument is inf, and inf/inf or inf-inf is NaN). Rewrite the formula so that no step overflows.",
-    Reason.FORFEIT: "The kernel check found the work done outside your own kernel: every point of this part is forfeit. "
-                    "See the kernel check's output.",
+    Reason.NAN_COMPUTED: "Your kernel computed NaN where the answer is finite: an intermediate overflowed (exp() of a "
+    "large argument is inf, and inf/inf or inf-inf is NaN). Rewrite the formula so that no step overflows.",
+    Reason.FORFEIT: "The kernel check found the work done outside your own kernel: every point of this part is "
+    "forfeit. See the kernel check's output.",
 }
 FLAG_TIPS = {
     Code.BELOW_FLOOR: "A time under the physical floor cannot be real work: no caching, skipping or reusing outputs.",
     Code.HIDDEN_WORK: "The host clock saw much more time than the CUDA events: do all work on the current stream and "
-                      "synchronously in the call (no side streams, no deferred work).",
+    "synchronously in the call (no side streams, no deferred work).",
     Code.WALL_EXCESS: "The grader's own clock saw more time than the reported one: do all the work inside the call, on "
-                      "the current stream.",
+    "the current stream.",
     Code.TIMED_WRONG: "The outputs timed on the large perf shape were wrong: a kernel must stay correct at every size.",
 }
 
 
-def advice(t: Test, perf: dict[str, Any] | None = None, part_findings: list[Finding] | None = None,
-           hints: dict[str, Any] | None = None) -> list[str]:
+def advice(
+    t: Test,
+    perf: dict[str, Any] | None = None,
+    part_findings: list[Finding] | None = None,
+    hints: dict[str, Any] | None = None,
+) -> list[str]:
     """What to try next for a lost point: chosen by the result's reason and findings, the case's data, and the kernel
     check's findings for its part (part_findings); worded by the problem's hints.yaml, else generically."""
     h = hints or {}
     tips: list[str] = []
     if t.state == SKIPPED:
-        return ["Not a fault of your code: these points need a CUDA GPU (or Triton, which installs on Linux only). They "
-                "are earned when the submission is graded on a GPU (the autograder), or run `python -m grader grade` on "
-                "a GPU machine."]
+        return [
+            "Not a fault of your code: these points need a CUDA GPU (or Triton, which installs on Linux only). They "
+            "are earned when the submission is graded on a GPU (the autograder), or run `python -m grader grade` on "
+            "a GPU machine."
+        ]
     if t.reason in (Reason.FORFEIT, Reason.VIOLATION):
         codes = list(dict.fromkeys(f.code for f in part_findings or [] if f.severity == VIOLATION))
         worded = [w for w in (problem_hints.text(h, "finding", str(c)) for c in codes) if w]
@@ -208,7 +228,9 @@ def advice(t: Test, perf: dict[str, Any] | None = None, part_findings: list[Find
         if t.reason == Reason.WRONG_VALUES and t.extra.get("padded") and t.extra.get("later_rows_only"):
             tips.append(problem_hints.text(h, "later_rows") or GENERIC[Reason.WRONG_VALUES])
         elif t.reason == Reason.WRONG_VALUES:
-            special = problem_hints.text(h, "dist", str(t.extra.get("dist", ""))) or problem_hints.text(h, "dtype", str(t.extra.get("dtype", "")))
+            special = problem_hints.text(h, "dist", str(t.extra.get("dist", ""))) or problem_hints.text(
+                h, "dtype", str(t.extra.get("dtype", ""))
+            )
             tips.append(special or problem_hints.text(h, "reason", str(t.reason)) or GENERIC[t.reason])
         else:
             tips.append(problem_hints.text(h, "reason", str(t.reason)) or GENERIC[t.reason])
@@ -277,8 +299,11 @@ def losses(data: dict[str, Any]) -> list[Loss]:
             continue
         lines = t.first_lines(1)
         first = lines[0] if lines else ""
-        grouped = t.kind == Kind.CORRECTNESS or t.state == SKIPPED or t.reason in (Reason.FORFEIT, Reason.NOT_RUN,
-                                                                                      Reason.NOT_TIMED)
+        grouped = (
+            t.kind == Kind.CORRECTNESS
+            or t.state == SKIPPED
+            or t.reason in (Reason.FORFEIT, Reason.NOT_RUN, Reason.NOT_TIMED)
+        )
         key = (t.part, t.kind, t.state, t.reason, first) if grouped else (t.name,)
         groups.setdefault(key, []).append(t)
     out = []
@@ -334,7 +359,9 @@ def warnings_of(data: dict[str, Any]) -> list[tuple[str, str]]:
     out = []
     for t in tests_of(data):
         for f in t.findings:
-            label = {VIOLATION: "VIOLATION: ", FLAG: "FLAG: "}.get(f.severity, "" if f.code == Code.STATIC else "warning: ")
+            label = {VIOLATION: "VIOLATION: ", FLAG: "FLAG: "}.get(
+                f.severity, "" if f.code == Code.STATIC else "warning: "
+            )
             out.append((t.name, label + f.text))
     return out
 
@@ -352,8 +379,10 @@ def compiler_reports(data: dict[str, Any]) -> list[Test]:
 
 COMPILER_TITLE = "What the compiler says (no GPU here)"
 GPU_COMPILE_TITLE = "Will not compile on a GPU"
-GPU_COMPILE_INTRO = ("These kernels ran in Triton's interpreter here, but Triton's compiler rejects them: on a GPU "
-                     "(the autograder) every case of the part would fail. Fix the line it names, then grade again.")
+GPU_COMPILE_INTRO = (
+    "These kernels ran in Triton's interpreter here, but Triton's compiler rejects them: on a GPU "
+    "(the autograder) every case of the part would fail. Fix the line it names, then grade again."
+)
 
 
 PERF_COLS = ("implementation", "ms", "GB/s", "% of copy roofline", "speedup vs eager", "credit")
@@ -375,10 +404,20 @@ def perf_rows(c: dict[str, Any], forfeit: set[str] = frozenset()) -> list[tuple[
                 credit = "0% (forfeit)"
             else:
                 credit = f"{100 * _num(cr):.0f}%" if cr is not None else "-"
-            rows.append((name, kind, [
-                name, f"{_num(d.get('effective_ms')):.4f}", f"{_num(d.get('gbps')):.0f}", f"{_num(d.get('pct_roofline')):.1f}%",
-                f"{_num(d.get('speedup_vs_eager')):.2f}x", credit,
-            ]))
+            rows.append(
+                (
+                    name,
+                    kind,
+                    [
+                        name,
+                        f"{_num(d.get('effective_ms')):.4f}",
+                        f"{_num(d.get('gbps')):.0f}",
+                        f"{_num(d.get('pct_roofline')):.1f}%",
+                        f"{_num(d.get('speedup_vs_eager')):.2f}x",
+                        credit,
+                    ],
+                )
+            )
     return rows
 
 
@@ -433,13 +472,17 @@ def _credit_color(kind: str, credit: Any) -> str:
 def chart_case(mpl, name: str, c: dict[str, Any], forfeit: set[str] = frozenset()) -> bytes:
     """Bar chart of one perf case's times, baselines grey, with the credit thresholds as horizontal lines."""
     Figure, Canvas = mpl
-    items = [(n, "baseline", d) for n, d in (c.get("baselines") or {}).items()] + [(n, "impl", d) for n, d in (c.get("impls") or {}).items()]
+    items = [(n, "baseline", d) for n, d in (c.get("baselines") or {}).items()] + [
+        (n, "impl", d) for n, d in (c.get("impls") or {}).items()
+    ]
     fig = Figure(figsize=(7.5, 3.8))
     ax = fig.add_subplot(1, 1, 1)
     xs = list(range(len(items)))
     ms = [_num(d.get("effective_ms")) for _, _, d in items]
-    bars = ax.bar(xs, ms, color=[_credit_color(k, 0.0 if n in forfeit else d.get("credit")) for n, k, d in items], width=0.6)
-    for b, v in zip(bars, ms):
+    bars = ax.bar(
+        xs, ms, color=[_credit_color(k, 0.0 if n in forfeit else d.get("credit")) for n, k, d in items], width=0.6
+    )
+    for b, v in zip(bars, ms, strict=False):
         ax.annotate(f"{v:.3g}", (b.get_x() + b.get_width() / 2, v), ha="center", va="bottom", fontsize=8)
     th = c.get("thresholds") or {}
     for key, label, color, style in (
@@ -448,9 +491,17 @@ def chart_case(mpl, name: str, c: dict[str, Any], forfeit: set[str] = frozenset(
         ("full_ms", "full credit at or below", CREDIT_COLORS["full"], "--"),
     ):
         if th.get(key):
-            ax.axhline(_num(th[key]), color=color, linestyle=style, linewidth=1.2, label=f"{label} ({_num(th[key]):.3g} ms)")
+            ax.axhline(
+                _num(th[key]), color=color, linestyle=style, linewidth=1.2, label=f"{label} ({_num(th[key]):.3g} ms)"
+            )
     if c.get("floor_ms"):
-        ax.axhline(_num(c["floor_ms"]), color="black", linestyle=":", linewidth=1, label=f"physical floor ({_num(c['floor_ms']):.3g} ms)")
+        ax.axhline(
+            _num(c["floor_ms"]),
+            color="black",
+            linestyle=":",
+            linewidth=1,
+            label=f"physical floor ({_num(c['floor_ms']):.3g} ms)",
+        )
     ax.set_xticks(xs)
     ax.set_xticklabels([n for n, _, _ in items])
     ax.set_ylabel("time per call (ms, lower is better)")
@@ -479,10 +530,18 @@ def chart_bandwidth(mpl, perf: dict[str, Any]) -> bytes:
         for c in cases.values():
             d = (c.get("baselines") or {}).get(n) or (c.get("impls") or {}).get(n) or {}
             vals.append(_num(d.get("gbps")))
-        ax.bar([i + (j - (len(names) - 1) / 2) * width for i in range(len(cases))], vals, width=width, label=n, color=palette[j % len(palette)])
+        ax.bar(
+            [i + (j - (len(names) - 1) / 2) * width for i in range(len(cases))],
+            vals,
+            width=width,
+            label=n,
+            color=palette[j % len(palette)],
+        )
     ceiling = _num(perf.get("copy_bytes_per_s")) / 1e9
     if ceiling:
-        ax.axhline(ceiling, color="black", linestyle="--", linewidth=1.2, label=f"measured copy ceiling ({ceiling:.0f} GB/s)")
+        ax.axhline(
+            ceiling, color="black", linestyle="--", linewidth=1.2, label=f"measured copy ceiling ({ceiling:.0f} GB/s)"
+        )
     ax.set_xticks(list(range(len(cases))))
     ax.set_xticklabels(list(cases))
     ax.set_ylabel("achieved GB/s (read + write)")
@@ -539,7 +598,10 @@ def _header(data: dict[str, Any]) -> tuple[str, list[str]]:
     ex = data.get("extra_data") or {}
     perf = ex.get("performance") or {}
     dev = perf.get("device") or {}
-    title = f"{ex.get('problem', 'grade')} report: {_num(data.get('score')):.4g} / {_num(data.get('max_score'), sum(t.max_score for t in tests_of(data))):g} points"
+    title = (
+        f"{ex.get('problem', 'grade')} report: {_num(data.get('score')):.4g} / "
+        f"{_num(data.get('max_score'), sum(t.max_score for t in tests_of(data))):g} points"
+    )
     facts = [f"submission: {ex.get('submission', '?')}", f"device: {dev.get('name') or ex.get('device', '?')}"]
     if dev.get("torch"):
         facts.append(f"torch {dev['torch']}")
@@ -551,7 +613,7 @@ def _header(data: dict[str, Any]) -> tuple[str, list[str]]:
 
 
 def _advisory(data: dict[str, Any]) -> str | None:
-    """"advisory: not an official grade (unsigned): <reasons>" when results.json says it is not official."""
+    """ "advisory: not an official grade (unsigned): <reasons>" when results.json says it is not official."""
     ex = data.get("extra_data") if isinstance(data.get("extra_data"), dict) else {}
     return advisory_line(ex.get("official"), ex.get("not_official_because"))
 
@@ -572,7 +634,11 @@ def render_md(data: dict[str, Any], imgs: dict[str, bytes] | None, note: str | N
     rows = []
     for part, st in ps.items():
         tot = (sum(v[0] for v in st.values()), sum(v[1] for v in st.values()))
-        rows.append([part] + [f"{st[s][0]:.4g} / {st[s][1]:g}" if s in st else "-" for s in stages] + [f"{tot[0]:.4g} / {tot[1]:g}"])
+        rows.append(
+            [part]
+            + [f"{st[s][0]:.4g} / {st[s][1]:g}" if s in st else "-" for s in stages]
+            + [f"{tot[0]:.4g} / {tot[1]:g}"]
+        )
     L += _md_table(["part", *stages, "total"], rows) + [""]
 
     L += ["## Performance", ""]
@@ -587,7 +653,10 @@ def render_md(data: dict[str, Any], imgs: dict[str, bytes] | None, note: str | N
     L += ["## Correctness", ""]
     cases, parts, cells = correctness_matrix(data)
     if cases:
-        L += _md_table(["case", *parts], [[cs] + [CELL.get(cells[(cs, p)].state, "?") if (cs, p) in cells else "-" for p in parts] for cs in cases]) + [""]
+        L += _md_table(
+            ["case", *parts],
+            [[cs] + [CELL.get(cells[(cs, p)].state, "?") if (cs, p) in cells else "-" for p in parts] for cs in cases],
+        ) + [""]
     else:
         L += ["No correctness tests in this run.", ""]
 
@@ -626,7 +695,7 @@ td.passed,td.failed,td.skipped,td.none{text-align:center}td.passed{background:#c
 tr.impl td{font-weight:bold}pre{background:#f6f6f6;padding:.6em;overflow-x:auto;white-space:pre-wrap}
 .note{background:#fff8e1;border-left:4px solid #f9a825;padding:.5em 1em}.lost{border-left:4px solid #c62828;padding-left:1em;margin:1em 0}
 .lost.skipped{border-left-color:#f9a825}img{max-width:100%;display:block;margin:.5em 0}.facts{color:#555}
-"""
+"""  # noqa: E501 (CSS rules, one selector group a line)
 
 
 NUMBER = re.compile(r"[-+]?\d[\d.,]*(e[-+]?\d+)?( ?(x|%|ms|s)| / [\d.]+)?( \(\d+/\d+\))?")
@@ -645,7 +714,12 @@ def _img(png: bytes, alt: str) -> str:
     return f'<img alt="{_e(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">'
 
 
-def _html_table(head: list[str], rows: list[list[str]], row_classes: list[str] | None = None, cell_classes: list[list[str]] | None = None) -> str:
+def _html_table(
+    head: list[str],
+    rows: list[list[str]],
+    row_classes: list[str] | None = None,
+    cell_classes: list[list[str]] | None = None,
+) -> str:
     out = ["<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>"]
     for i, r in enumerate(rows):
         rc = f' class="{_e(row_classes[i])}"' if row_classes else ""
@@ -671,7 +745,11 @@ def render_html(data: dict[str, Any], imgs: dict[str, bytes] | None, note: str |
     rows = []
     for part, st in ps.items():
         tot = (sum(v[0] for v in st.values()), sum(v[1] for v in st.values()))
-        rows.append([part] + [f"{st[s][0]:.4g} / {st[s][1]:g}" if s in st else "-" for s in stages] + [f"{tot[0]:.4g} / {tot[1]:g}"])
+        rows.append(
+            [part]
+            + [f"{st[s][0]:.4g} / {st[s][1]:g}" if s in st else "-" for s in stages]
+            + [f"{tot[0]:.4g} / {tot[1]:g}"]
+        )
     H.append(_html_table(["part", *stages, "total"], rows))
 
     H.append("<h2>Performance</h2>")
@@ -725,7 +803,11 @@ def render_html(data: dict[str, Any], imgs: dict[str, bytes] | None, note: str |
         H.append(f"<h2>{_e(COMPILER_TITLE)}: {_e(t.part)}</h2><pre>{_e(t.output)}</pre>")
     warns = warnings_of(data)
     if warns:
-        H.append("<h2>Warnings and flags</h2><ul>" + "".join(f"<li><b>{_e(w)}</b>: {_e(text)}</li>" for w, text in warns) + "</ul>")
+        H.append(
+            "<h2>Warnings and flags</h2><ul>"
+            + "".join(f"<li><b>{_e(w)}</b>: {_e(text)}</li>" for w, text in warns)
+            + "</ul>"
+        )
     notes = [n for n in str(data.get("output") or "").splitlines() if n.strip()]
     if notes:
         H.append("<h2>Notes</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>")
@@ -744,7 +826,10 @@ def write_student_report(source: Grade | dict | str | Path, out_dir: str | Path)
     try:
         imgs = charts(data)
     except Exception as e:  # a broken plotting stack costs the charts, never the report
-        imgs, note = None, f"plots failed ({type(e).__name__}: {' '.join(str(e).split())[:200]}); this report has tables only"
+        imgs, note = (
+            None,
+            f"plots failed ({type(e).__name__}: {' '.join(str(e).split())[:200]}); this report has tables only",
+        )
     md, page = out_dir / "report.md", out_dir / "report.html"
     write_text_atomic(md, render_md(data, imgs, note))
     write_text_atomic(page, render_html(data, imgs, note))

@@ -32,9 +32,10 @@ import os
 import re
 import reprlib
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import quote
 
 from . import signing
@@ -120,7 +121,9 @@ def _short(v: Any) -> str:
 
 
 def _json_type(v: Any) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(v), "null")
+    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}.get(
+        type(v), "null"
+    )
 
 
 def _no_constant(name: str) -> Any:
@@ -271,8 +274,14 @@ def _load_one(path: Path, root: Path, key: bytes | None = None) -> Submission | 
     if key is not None:
         sub.signature = signing.verify(data, key)
         if sub.signature != signing.VALID:
-            why = "has no signature" if sub.signature == signing.UNSIGNED else "has a signature that does not match its content"
-            sub.flags.insert(0, f"NOT WRITTEN BY THE GRADER: this results.json {why} (grader/signing.py); regrade this submission")
+            why = (
+                "has no signature"
+                if sub.signature == signing.UNSIGNED
+                else "has a signature that does not match its content"
+            )
+            sub.flags.insert(
+                0, f"NOT WRITTEN BY THE GRADER: this results.json {why} (grader/signing.py); regrade this submission"
+            )
     return sub
 
 
@@ -362,13 +371,17 @@ def gradescope_layout(root: Path) -> tuple[dict[Path, list[dict[str, str]]], lis
     return found, bad
 
 
-def collect(root: Path, progress: Callable[[str], None] = lambda s: None, exclude: Path | None = None, key: bytes | None = None) -> tuple[list[Submission], list[Unreadable]]:
+def collect(
+    root: Path, progress: Callable[[str], None] = lambda s: None, exclude: Path | None = None, key: bytes | None = None
+) -> tuple[list[Submission], list[Unreadable]]:
     """Every results.json under root, read; plus every directory directly under root that holds none (except
     `exclude`, the report's own output folder). In Gradescope's export layout (a submission_metadata.yml at root or
     one level down), each submission also gets its submitters' names, SIDs and emails."""
     root = Path(root)
     skip = exclude.resolve() if exclude is not None else None
-    files = sorted(p for p in root.rglob("results.json") if p.is_file() and (skip is None or skip not in p.resolve().parents))
+    files = sorted(
+        p for p in root.rglob("results.json") if p.is_file() and (skip is None or skip not in p.resolve().parents)
+    )
     subs: list[Submission] = []
     bad: list[Unreadable] = []
     for i, p in enumerate(files, 1):
@@ -411,7 +424,9 @@ def columns(subs: list[Submission]) -> list[str]:
         for st in STAGES:
             if f"{p}_{st}" in cols_seen:
                 order.append(f"{p}_{st}")
-        order += sorted(c for c in cols_seen if c.startswith(f"{p}_") and c not in order and c[len(p) + 1:] not in STAGES)
+        order += sorted(
+            c for c in cols_seen if c.startswith(f"{p}_") and c not in order and c[len(p) + 1 :] not in STAGES
+        )
     return order + sorted(cols_seen - set(order))
 
 
@@ -434,17 +449,35 @@ def render_csv(subs: list[Submission], signatures: bool = False) -> str:
     people = any(s.submitters for s in subs)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["student_id", *(["name", "email", "sid"] if people else []), *cols, *(["device"] if subs else []),
-                "total", "max", "flags", *(["signature"] if signatures else [])])
+    w.writerow(
+        [
+            "student_id",
+            *(["name", "email", "sid"] if people else []),
+            *cols,
+            *(["device"] if subs else []),
+            "total",
+            "max",
+            "flags",
+            *(["signature"] if signatures else []),
+        ]
+    )
     for s in subs:
-        w.writerow([
-            _safe_cell(s.student),
-            *([_safe_cell(who(s, "name")), _safe_cell(who(s, "email")), _safe_cell(who(s, "sid"))] if people else []),
-            *(f"{round(s.points[c][0], 4):g}" if c in s.points else "" for c in cols),
-            _safe_cell(s.device_label),
-            f"{round(s.total, 4):g}", f"{round(s.max, 4):g}", _safe_cell(" | ".join(s.flags)),
-            *([s.signature] if signatures else []),
-        ])
+        w.writerow(
+            [
+                _safe_cell(s.student),
+                *(
+                    [_safe_cell(who(s, "name")), _safe_cell(who(s, "email")), _safe_cell(who(s, "sid"))]
+                    if people
+                    else []
+                ),
+                *(f"{round(s.points[c][0], 4):g}" if c in s.points else "" for c in cols),
+                _safe_cell(s.device_label),
+                f"{round(s.total, 4):g}",
+                f"{round(s.max, 4):g}",
+                _safe_cell(" | ".join(s.flags)),
+                *([s.signature] if signatures else []),
+            ]
+        )
     return buf.getvalue()
 
 
@@ -465,7 +498,9 @@ ROSTER_ALIASES = {
 EXTRA_KEYS = ("email", "e mail", "email address", "login", "login id", "username")  # matched too, when present
 MAX_ROSTER_BYTES = 32 * 1024 * 1024
 _MUTED = re.compile(r"^\s*(Muted|Manual Posting.*)?\s*$", re.IGNORECASE)  # Canvas's rows under the header
-CANVAS_ID_RE = re.compile(r"\A(.*)\s\((\d+)\)\Z")  # Canvas reads "Title (123)" as assignment 123 (Assignment.title_and_id)
+CANVAS_ID_RE = re.compile(
+    r"\A(.*)\s\((\d+)\)\Z"
+)  # Canvas reads "Title (123)" as assignment 123 (Assignment.title_and_id)
 
 
 class RosterError(ValueError):
@@ -495,7 +530,9 @@ def read_roster(path: Path) -> Roster:
     except OSError as e:
         raise RosterError(f"--roster {path}: cannot read ({e.strerror or e})") from None
     if len(raw) > MAX_ROSTER_BYTES:
-        raise RosterError(f"--roster {path}: {len(raw) / 2**20:.1f} MiB, over the {MAX_ROSTER_BYTES // 2**20} MiB a roster may be")
+        raise RosterError(
+            f"--roster {path}: {len(raw) / 2**20:.1f} MiB, over the {MAX_ROSTER_BYTES // 2**20} MiB a roster may be"
+        )
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -530,7 +567,9 @@ def read_roster(path: Path) -> Roster:
         if "Points Possible" in (cells[0] if cells else ""):
             continue
         row = {f: (cells[i] if i < len(cells) else "") for f, i in columns.items()}
-        ks = {row[f].casefold() for f in CANVAS_KEYS if row.get(f)} | {cells[i].casefold() for i in extra if i < len(cells) and cells[i]}
+        ks = {row[f].casefold() for f in CANVAS_KEYS if row.get(f)} | {
+            cells[i].casefold() for i in extra if i < len(cells) and cells[i]
+        }
         if not ks:
             skipped += 1
             continue
@@ -581,7 +620,7 @@ def canvas_column(subs: list[Submission], roster: Roster, name: str | None = Non
     m = CANVAS_ID_RE.match(name)
     if m:
         return name  # an explicit Canvas id: as given
-    for h in roster.header[len(CANVAS_HEADER):]:
+    for h in roster.header[len(CANVAS_HEADER) :]:
         hm = CANVAS_ID_RE.match(h)
         if hm and hm.group(1).strip().casefold() == name.strip().casefold():
             return h
@@ -642,8 +681,17 @@ def render_canvas_csv(roster: Roster, j: Join) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow([*CANVAS_HEADER, j.column])
     w.writerow(["Points Possible", "", "", "", "", points_text(j.points_possible)])
-    for row, score in zip(roster.rows, j.scores):
-        w.writerow([_safe_cell(row["Student"]), row["ID"], row["SIS User ID"], row["SIS Login ID"], _safe_cell(row["Section"]), score])
+    for row, score in zip(roster.rows, j.scores, strict=False):
+        w.writerow(
+            [
+                _safe_cell(row["Student"]),
+                row["ID"],
+                row["SIS User ID"],
+                row["SIS Login ID"],
+                _safe_cell(row["Section"]),
+                score,
+            ]
+        )
     return buf.getvalue()
 
 
@@ -723,7 +771,9 @@ def _charts(subs: list[Submission], top: float) -> dict[str, bytes] | None:
                 data.append(vs)
         ax.boxplot(data, showfliers=False)
         for i, vs in enumerate(data, 1):
-            ax.scatter([i + 0.12 * ((j % 5) - 2) / 2 for j in range(len(vs))], vs, s=10, alpha=0.6, color="#8e24aa", zorder=3)
+            ax.scatter(
+                [i + 0.12 * ((j % 5) - 2) / 2 for j in range(len(vs))], vs, s=10, alpha=0.6, color="#8e24aa", zorder=3
+            )
         ax.set_xticks(range(1, len(labels) + 1))
         ax.set_xticklabels(labels, fontsize=7)
         ax.axhline(1.0, color="black", linestyle="--", linewidth=1, label="eager (1x)")
@@ -738,7 +788,10 @@ def _charts(subs: list[Submission], top: float) -> dict[str, bytes] | None:
         h = 0.8 / max(1, len(parts))
         for j, part in enumerate(parts):
             ys = [i + (j - (len(parts) - 1) / 2) * h for i in range(len(cases))]
-            rates = [100.0 * cells[(c, part)][0] / cells[(c, part)][1] if cells.get((c, part), (0, 0, 0))[1] else 0.0 for c in cases]
+            rates = [
+                100.0 * cells[(c, part)][0] / cells[(c, part)][1] if cells.get((c, part), (0, 0, 0))[1] else 0.0
+                for c in cases
+            ]
             ax.barh(ys, rates, height=h, label=part)
         ax.set_yticks(range(len(cases)))
         ax.set_yticklabels(cases, fontsize=7)
@@ -764,9 +817,13 @@ def _td(c: Any) -> str:
 
 
 def _table(head: list[str], rows: list[list[Any]]) -> str:
-    return "<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>" + "".join(
-        "<tr>" + "".join(_td(c) for c in r) + "</tr>" for r in rows
-    ) + "</table>"
+    return (
+        "<table><tr>"
+        + "".join(f"<th>{_e(h)}</th>" for h in head)
+        + "</tr>"
+        + "".join("<tr>" + "".join(_td(c) for c in r) + "</tr>" for r in rows)
+        + "</table>"
+    )
 
 
 def _student_cell(s: Submission) -> str:
@@ -787,49 +844,90 @@ def _roster_section(roster: Roster, j: Join) -> list[str]:
         r = roster.rows[i]
         return [r["Student"], r["ID"], r["SIS User ID"], r["SIS Login ID"], r["Section"]]
 
-    facts = (f'<p class="facts">roster {_e(roster.path.name)}; assignment column "{_e(j.column)}", points possible '
-             f"{_e(points_text(j.points_possible))}. Import it in Canvas (Grades, Import); an empty score leaves the "
-             "gradebook's as it is.</p>")
+    facts = (
+        f'<p class="facts">roster {_e(roster.path.name)}; assignment column "{_e(j.column)}", points possible '
+        f"{_e(points_text(j.points_possible))}. Import it in Canvas (Grades, Import); an empty score leaves the "
+        "gradebook's as it is.</p>"
+    )
     H = [f"<h2>Roster: grades_canvas.csv ({len(j.matched)} of {len(roster.rows)} students with a score)</h2>", facts]
     empty = [[*person(i), "no results"] for i in j.missing]
-    empty += [[*person(i), "several results: " + ", ".join(s.student for s in subs) + " (choose one by hand)"]
-              for i, subs in j.conflicts.items()]
-    empty += [[*person(i), f"results not signed by the grader ({s.signature}): {s.student}"] for i, s in j.withheld.items()]
+    empty += [
+        [*person(i), "several results: " + ", ".join(s.student for s in subs) + " (choose one by hand)"]
+        for i, subs in j.conflicts.items()
+    ]
+    empty += [
+        [*person(i), f"results not signed by the grader ({s.signature}): {s.student}"] for i, s in j.withheld.items()
+    ]
     H.append(f"<h3>Roster students without a score ({len(empty)})</h3>")
     H.append(_table([*CANVAS_HEADER, "why"], empty) if empty else "<p>None.</p>")
     left = [[s.student, s.path, f"{s.total:.4g}", "matches no roster student"] for s in j.unmatched]
-    left += [[s.student, s.path, f"{s.total:.4g}", "matches several roster students: " + ", ".join(roster.rows[i]["Student"] or roster.rows[i]["ID"] for i in rows)]
-             for s, rows in j.ambiguous]
+    left += [
+        [
+            s.student,
+            s.path,
+            f"{s.total:.4g}",
+            "matches several roster students: "
+            + ", ".join(roster.rows[i]["Student"] or roster.rows[i]["ID"] for i in rows),
+        ]
+        for s, rows in j.ambiguous
+    ]
     H.append(f"<h3>Results not in grades_canvas.csv ({len(left)})</h3>")
     H.append(_table(["student", "file", "total", "why"], left) if left else "<p>None.</p>")
     return H
 
 
-def render_summary(subs: list[Submission], bad: list[Unreadable], imgs: dict[str, bytes] | None, source: str,
-                   roster: Roster | None = None, join: Join | None = None) -> str:
+def render_summary(
+    subs: list[Submission],
+    bad: list[Unreadable],
+    imgs: dict[str, bytes] | None,
+    source: str,
+    roster: Roster | None = None,
+    join: Join | None = None,
+) -> str:
     top = max([s.max for s in subs] + [0.0])
     totals = [s.total for s in subs]
     H = [f"<h1>Class summary: {len(subs)} graded submission(s)</h1>", f'<p class="facts">from {_e(source)}</p>']
     cpu = [s for s in subs if s.without_gpu]
     if cpu:
-        H.append(f'<p class="note"><b>{len(cpu)} of {len(subs)} grade(s) were made without a GPU</b> (device "CPU"): '
-                 "they cannot hold the performance points nor the GPU-only cases, so their totals are not final. "
-                 f"Regrade them on a GPU: {_e(_names(cpu))}.</p>")
+        H.append(
+            f'<p class="note"><b>{len(cpu)} of {len(subs)} grade(s) were made without a GPU</b> (device "CPU"): '
+            "they cannot hold the performance points nor the GPU-only cases, so their totals are not final. "
+            f"Regrade them on a GPU: {_e(_names(cpu))}.</p>"
+        )
     if imgs is None:
-        H.append('<p class="note">Note: plots need matplotlib (pip install matplotlib); this summary has tables only.</p>')
+        H.append(
+            '<p class="note">Note: plots need matplotlib (pip install matplotlib); this summary has tables only.</p>'
+        )
     if totals:
-        H.append(_table(["submissions", "mean", "median", "min", "max", "out of"], [[
-            len(totals), f"{statistics.mean(totals):.2f}", f"{statistics.median(totals):.2f}", f"{min(totals):.4g}", f"{max(totals):.4g}", f"{top:g}",
-        ]]))
+        H.append(
+            _table(
+                ["submissions", "mean", "median", "min", "max", "out of"],
+                [
+                    [
+                        len(totals),
+                        f"{statistics.mean(totals):.2f}",
+                        f"{statistics.median(totals):.2f}",
+                        f"{min(totals):.4g}",
+                        f"{max(totals):.4g}",
+                        f"{top:g}",
+                    ]
+                ],
+            )
+        )
     H.append(f"<h2>Files that could not be used ({len(bad)})</h2>")
     H.append(_table(["path", "why"], [[b.path, b.reason] for b in bad]) if bad else "<p>None.</p>")
     flagged = [s for s in subs if s.flags]
     H.append(f"<h2>Flagged submissions ({len(flagged)})</h2>")
     if flagged:
-        H.append("<table><tr><th>student</th><th>total</th><th>why</th><th>file</th></tr>" + "".join(
-            f"<tr>{_student_cell(s)}{_td(f'{s.total:.4g}')}<td><ul>{''.join(f'<li>{_e(f)}</li>' for f in s.flags)}</ul></td><td>{_e(s.path)}</td></tr>"
-            for s in flagged
-        ) + "</table>")
+        H.append(
+            "<table><tr><th>student</th><th>total</th><th>why</th><th>file</th></tr>"
+            + "".join(
+                f"<tr>{_student_cell(s)}{_td(f'{s.total:.4g}')}"
+                f"<td><ul>{''.join(f'<li>{_e(f)}</li>' for f in s.flags)}</ul></td><td>{_e(s.path)}</td></tr>"
+                for s in flagged
+            )
+            + "</table>"
+        )
     else:
         H.append("<p>None.</p>")
 
@@ -837,7 +935,11 @@ def render_summary(subs: list[Submission], bad: list[Unreadable], imgs: dict[str
     if imgs and "scores" in imgs:
         H.append(_img(imgs["scores"], "score histogram"))
     if totals:
-        H.append(_table(["score from", "to", "submissions"], [[f"{a:.3g}", f"{b:.3g}", n] for a, b, n in histogram(totals, top)]))
+        H.append(
+            _table(
+                ["score from", "to", "submissions"], [[f"{a:.3g}", f"{b:.3g}", n] for a, b, n in histogram(totals, top)]
+            )
+        )
 
     H.append("<h2>Speedup over eager per perf case</h2>")
     sp = speedups(subs)
@@ -847,7 +949,17 @@ def render_summary(subs: list[Submission], bad: list[Unreadable], imgs: dict[str
         rows = []
         for case, impls in sp.items():
             for impl, vs in impls.items():
-                rows.append([case, impl, len(vs), f"{min(vs):.2f}x", f"{statistics.median(vs):.2f}x", f"{max(vs):.2f}x", f"{100 * sum(v >= 1 for v in vs) / len(vs):.0f}%"])
+                rows.append(
+                    [
+                        case,
+                        impl,
+                        len(vs),
+                        f"{min(vs):.2f}x",
+                        f"{statistics.median(vs):.2f}x",
+                        f"{max(vs):.2f}x",
+                        f"{100 * sum(v >= 1 for v in vs) / len(vs):.0f}%",
+                    ]
+                )
         H.append(_table(["case", "implementation", "timed", "min", "median", "max", "faster than eager"], rows))
     else:
         H.append("<p>No performance data (no submission was timed on a GPU).</p>")
@@ -857,6 +969,7 @@ def render_summary(subs: list[Submission], bad: list[Unreadable], imgs: dict[str
     if imgs and "pass_rates" in imgs:
         H.append(_img(imgs["pass_rates"], "pass rate per correctness case"))
     if cases:
+
         def cell(c: str, p: str) -> str:
             ok, n, k = cells.get((c, p), (0, 0, 0))
             return (f"{100 * ok / n:.0f}% ({ok}/{n})" if n else "-") + (f", {k} skipped" if k else "")
@@ -872,12 +985,28 @@ def render_summary(subs: list[Submission], bad: list[Unreadable], imgs: dict[str
     H.append("<h2>All submissions</h2>")
     if any(s.report_href for s in subs):
         H.append("<p>A student's name links to their own report (report.html beside their results.json).</p>")
-    H.append("<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in ["student", *cols, "total", "max", "device", "flags"]) + "</tr>" + "".join(
-        "<tr>" + _student_cell(s) + "".join(_td(c) for c in [
-            *(f"{s.points[c][0]:.4g}" if c in s.points else "" for c in cols), f"{s.total:.4g}", f"{s.max:g}", s.device_label, len(s.flags)
-        ]) + "</tr>"
-        for s in subs
-    ) + "</table>")
+    H.append(
+        "<table><tr>"
+        + "".join(f"<th>{_e(h)}</th>" for h in ["student", *cols, "total", "max", "device", "flags"])
+        + "</tr>"
+        + "".join(
+            "<tr>"
+            + _student_cell(s)
+            + "".join(
+                _td(c)
+                for c in [
+                    *(f"{s.points[c][0]:.4g}" if c in s.points else "" for c in cols),
+                    f"{s.total:.4g}",
+                    f"{s.max:g}",
+                    s.device_label,
+                    len(s.flags),
+                ]
+            )
+            + "</tr>"
+            for s in subs
+        )
+        + "</table>"
+    )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>Class summary</title>'
         f"<style>{CSS}</style></head><body>\n" + "\n".join(H) + "\n</body></html>\n"
@@ -897,8 +1026,12 @@ def _report_href(s: Submission, root: Path, out: Path) -> str:
 
 
 def write_ta_report(
-    root: Path, out: Path | None = None, progress: Callable[[str], None] = lambda s: None, key: bytes | None = None,
-    roster: Roster | None = None, canvas_column_name: str | None = None,
+    root: Path,
+    out: Path | None = None,
+    progress: Callable[[str], None] = lambda s: None,
+    key: bytes | None = None,
+    roster: Roster | None = None,
+    canvas_column_name: str | None = None,
 ) -> tuple[Path, Path, list[Submission], list[Unreadable]]:
     """Write grades.csv and class_summary.html into out (default: root). Never raises for a bad results file.
     key: the signing key of the key file the grades were made with (keyfile.Key.signing); every file's signature

@@ -23,7 +23,8 @@ write anything on it. So a reply is read in three steps, each bounded, and whate
 
 Requests go the other way with `send` (correctness workers: `dumps` of grader/child/wire.py; the write is bounded
 by the request's deadline too) or `timing_parent.send` (timing workers: multiprocessing's own `conn.send`, kept
-because the timing stage's wall-clock comparison is sensitive to the request path: docs/performance.md#the-wall-clock-check).
+because the timing stage's wall-clock comparison is sensitive to the request path:
+docs/performance.md#the-wall-clock-check).
 """
 
 from __future__ import annotations
@@ -160,14 +161,84 @@ def _op(name: str) -> int:
     return getattr(pickle, name)[0]
 
 
-(_PROTO, _FRAME, _STOP, _MARK, _NONE, _TRUE, _FALSE, _BININT, _BININT1, _BININT2, _LONG1, _LONG4, _BINFLOAT,
- _SHORT_UNI, _UNI, _UNI8, _SHORT_BYTES, _BYTES, _BYTES8, _EMPTY_TUPLE, _TUPLE1, _TUPLE2, _TUPLE3, _TUPLE,
- _EMPTY_LIST, _APPEND, _APPENDS, _EMPTY_DICT, _SETITEM, _SETITEMS, _EMPTY_SET, _ADDITEMS, _FROZENSET, _MEMOIZE,
- _BINGET, _LONG_BINGET) = (_op(n) for n in (
-    "PROTO", "FRAME", "STOP", "MARK", "NONE", "NEWTRUE", "NEWFALSE", "BININT", "BININT1", "BININT2", "LONG1", "LONG4",
-    "BINFLOAT", "SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "SHORT_BINBYTES", "BINBYTES", "BINBYTES8",
-    "EMPTY_TUPLE", "TUPLE1", "TUPLE2", "TUPLE3", "TUPLE", "EMPTY_LIST", "APPEND", "APPENDS", "EMPTY_DICT", "SETITEM",
-    "SETITEMS", "EMPTY_SET", "ADDITEMS", "FROZENSET", "MEMOIZE", "BINGET", "LONG_BINGET"))
+(
+    _PROTO,
+    _FRAME,
+    _STOP,
+    _MARK,
+    _NONE,
+    _TRUE,
+    _FALSE,
+    _BININT,
+    _BININT1,
+    _BININT2,
+    _LONG1,
+    _LONG4,
+    _BINFLOAT,
+    _SHORT_UNI,
+    _UNI,
+    _UNI8,
+    _SHORT_BYTES,
+    _BYTES,
+    _BYTES8,
+    _EMPTY_TUPLE,
+    _TUPLE1,
+    _TUPLE2,
+    _TUPLE3,
+    _TUPLE,
+    _EMPTY_LIST,
+    _APPEND,
+    _APPENDS,
+    _EMPTY_DICT,
+    _SETITEM,
+    _SETITEMS,
+    _EMPTY_SET,
+    _ADDITEMS,
+    _FROZENSET,
+    _MEMOIZE,
+    _BINGET,
+    _LONG_BINGET,
+) = (
+    _op(n)
+    for n in (
+        "PROTO",
+        "FRAME",
+        "STOP",
+        "MARK",
+        "NONE",
+        "NEWTRUE",
+        "NEWFALSE",
+        "BININT",
+        "BININT1",
+        "BININT2",
+        "LONG1",
+        "LONG4",
+        "BINFLOAT",
+        "SHORT_BINUNICODE",
+        "BINUNICODE",
+        "BINUNICODE8",
+        "SHORT_BINBYTES",
+        "BINBYTES",
+        "BINBYTES8",
+        "EMPTY_TUPLE",
+        "TUPLE1",
+        "TUPLE2",
+        "TUPLE3",
+        "TUPLE",
+        "EMPTY_LIST",
+        "APPEND",
+        "APPENDS",
+        "EMPTY_DICT",
+        "SETITEM",
+        "SETITEMS",
+        "EMPTY_SET",
+        "ADDITEMS",
+        "FROZENSET",
+        "MEMOIZE",
+        "BINGET",
+        "LONG_BINGET",
+    )
+)
 _SCALARS = (type(None), bool, int, float, str)  # what a dict key or a set member may be (hashing it is flat)
 
 
@@ -193,13 +264,13 @@ def _unpickle(data: bytes | bytearray, pos: int, deadline: float | None) -> Any:
             w = 1 if op == _SHORT_UNI else 4 if op == _UNI else 8
             if pos + w > n:
                 break
-            k = int.from_bytes(data[pos:pos + w], "little")
+            k = int.from_bytes(data[pos : pos + w], "little")
             pos += w
             if k > 4 * MAX_STR:
                 raise ProtocolViolation(f"a string of {k} bytes (at most {MAX_STR} characters)")
             if pos + k > n:
                 break
-            text = data[pos:pos + k].decode("utf-8", "surrogatepass")
+            text = data[pos : pos + k].decode("utf-8", "surrogatepass")
             pos += k
             if len(text) > MAX_STR:
                 raise ProtocolViolation(f"a string of {len(text)} characters (at most {MAX_STR})")
@@ -216,7 +287,7 @@ def _unpickle(data: bytes | bytearray, pos: int, deadline: float | None) -> Any:
             w = 1 if op == _BININT1 else 2 if op == _BININT2 else 4
             if pos + w > n:
                 break
-            stack.append(int.from_bytes(data[pos:pos + w], "little", signed=op == _BININT))
+            stack.append(int.from_bytes(data[pos : pos + w], "little", signed=op == _BININT))
             pos += w
         elif op == _MARK:
             marks.append(len(stack))
@@ -250,7 +321,7 @@ def _unpickle(data: bytes | bytearray, pos: int, deadline: float | None) -> Any:
             w = 1 if op == _BINGET else 4
             if pos + w > n:
                 break
-            i = int.from_bytes(data[pos:pos + w], "little")
+            i = int.from_bytes(data[pos : pos + w], "little")
             pos += w
             if i >= len(memo):
                 raise ProtocolViolation(f"a pickle that refers to memo entry {i} of {len(memo)}")
@@ -280,13 +351,13 @@ def _unpickle(data: bytes | bytearray, pos: int, deadline: float | None) -> Any:
             w = 1 if op == _LONG1 else 4
             if pos + w > n:
                 break
-            k = int.from_bytes(data[pos:pos + w], "little", signed=True)
+            k = int.from_bytes(data[pos : pos + w], "little", signed=True)
             pos += w
             if not 0 <= k <= _MAX_INT_BYTES:
                 raise ProtocolViolation(f"an int of {k} bytes (at most +-2**63)")
             if pos + k > n:
                 break
-            x = int.from_bytes(data[pos:pos + k], "little", signed=True)
+            x = int.from_bytes(data[pos : pos + k], "little", signed=True)
             pos += k
             if not -MAX_INT <= x <= MAX_INT:
                 raise ProtocolViolation(f"an int of {x.bit_length()} bits (at most +-2**63)")
@@ -295,11 +366,11 @@ def _unpickle(data: bytes | bytearray, pos: int, deadline: float | None) -> Any:
             w = 1 if op == _SHORT_BYTES else 4 if op == _BYTES else 8
             if pos + w > n:
                 break
-            k = int.from_bytes(data[pos:pos + w], "little")
+            k = int.from_bytes(data[pos : pos + w], "little")
             pos += w
             if pos + k > n:
                 break
-            stack.append(bytearray(memoryview(data)[pos:pos + k]))  # one copy: the frame is let go once decoded
+            stack.append(bytearray(memoryview(data)[pos : pos + k]))  # one copy: the frame is let go once decoded
             pos += k
         elif op == _EMPTY_SET:
             stack.append(set())
@@ -312,7 +383,9 @@ def _unpickle(data: bytes | bytearray, pos: int, deadline: float | None) -> Any:
                 raise ProtocolViolation(f"{n - pos} bytes after the end of the pickle")
             return stack[0]
         else:
-            raise ProtocolViolation(f"pickle opcode {bytes([op])!r} at offset {pos - 1} (data only: no globals, no calls)")
+            raise ProtocolViolation(
+                f"pickle opcode {bytes([op])!r} at offset {pos - 1} (data only: no globals, no calls)"
+            )
         if ops & 0x3FFF == 0x3FFF and deadline is not None and time.monotonic() > deadline:
             raise WireTimeout("decoding the reply ran past the deadline")
     else:
@@ -472,7 +545,8 @@ class timing_parent:
     (`tensors_by_value`: not by file descriptor); replies are read like every worker's (`recv` above).
 
     Why not `send` above here too: with the data-only format both ways, the students' requests cost up to 0.13 ms
-    per call more than the baselines', past the wall-clock check's slack (docs/performance.md#the-wall-clock-check), while
+    per call more than the baselines', past the wall-clock check's slack (docs/performance.md#the-wall-clock-check),
+    while
     multiprocessing's format did not. The timed requests (`time_round`) hold no tensor. Timing requests are small:
     the socket's buffer takes them whole.
     """

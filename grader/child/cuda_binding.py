@@ -18,9 +18,9 @@ import ctypes.util
 import glob
 import math
 import os
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -85,7 +85,11 @@ def _cudart_libs() -> tuple[ctypes.CDLL, ...]:
         names.append(found)
     # torch's CUDA wheels ship libcudart under nvidia/cuda_runtime/lib (or nvidia/cu13/lib).
     torch_dir = Path(torch.__file__).resolve().parent
-    for pattern in ("../nvidia/cuda_runtime/lib/libcudart.so*", "../nvidia/cu*/lib/libcudart.so*", "lib/libcudart*.so*"):
+    for pattern in (
+        "../nvidia/cuda_runtime/lib/libcudart.so*",
+        "../nvidia/cu*/lib/libcudart.so*",
+        "lib/libcudart*.so*",
+    ):
         names.extend(sorted(glob.glob(str(torch_dir / pattern))))
     libs = []
     for name in names:
@@ -177,7 +181,8 @@ class CudaRowKernel:
             raise KernelCallError(f"{self.symbol} needs a CUDA tensor")
         if x.dtype not in DTYPE_CODES:
             raise KernelCallError(
-                f"{self.symbol} supports float32, float16 and bfloat16 tensors, not {str(x.dtype).replace('torch.', '')}"
+                f"{self.symbol} supports float32, float16 and bfloat16 tensors, not "
+                f"{str(x.dtype).replace('torch.', '')}"
             )
         if x.dim() == 0:
             raise KernelCallError(f"{self.symbol} needs a tensor with at least one dimension")
@@ -200,7 +205,9 @@ class CudaRowKernel:
         # NaN poison: any output element the kernel fails to write stays NaN and fails the check.
         y = torch.empty((rows, out_cols), dtype=x.dtype, device=x.device)
         if self.poison:
-            y.view(torch.uint8).fill_(255)  # all bits set: a NaN no arithmetic produces (grader/check.py tells them apart)
+            y.view(torch.uint8).fill_(
+                255
+            )  # all bits set: a NaN no arithmetic produces (grader/check.py tells them apart)
         with torch.cuda.device(x.device):
             stream = torch.cuda.current_stream(x.device).cuda_stream
             code = self._fn(

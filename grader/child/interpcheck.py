@@ -48,7 +48,7 @@ def _ranges_of(names: list[str], args: list[Any], kwargs: dict[str, Any]) -> lis
         if r is not None:
             out.append((name, *r))
 
-    for name, a in [*zip(names, args), *kwargs.items()]:
+    for name, a in [*zip(names, args, strict=False), *kwargs.items()]:
         add(name, a)
     return out
 
@@ -96,7 +96,12 @@ def install() -> bool:
         return False
     gx, ib = getattr(ti, "GridExecutor", None), getattr(ti, "InterpreterBuilder", None)
     hooks = ("_init_args_hst",), ("create_masked_load", "create_masked_store", "set_grid_idx")
-    if gx is None or ib is None or not all(hasattr(gx, h) for h in hooks[0]) or not all(hasattr(ib, h) for h in hooks[1]):
+    if (
+        gx is None
+        or ib is None
+        or not all(hasattr(gx, h) for h in hooks[0])
+        or not all(hasattr(ib, h) for h in hooks[1])
+    ):
         return False
     if getattr(gx, "_grader_checked", False):
         return True
@@ -127,6 +132,10 @@ def install() -> bool:
         return set_idx(self, x, y, z)
 
     gx._init_args_hst = _init_args_hst
-    ib.create_masked_load, ib.create_masked_store, ib.set_grid_idx = create_masked_load, create_masked_store, set_grid_idx
+    ib.create_masked_load, ib.create_masked_store, ib.set_grid_idx = (
+        create_masked_load,
+        create_masked_store,
+        set_grid_idx,
+    )
     gx._grader_checked = True
     return True

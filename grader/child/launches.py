@@ -15,13 +15,22 @@ from typing import Any
 
 MAX_LAUNCHES = 64  # distinct launch records kept per worker (one per kernel, dtype and constexpr values)
 MAX_COMPILES = 12  # distinct signatures compiled per part (~0.5-2 s each on a CPU)
-ARCH = 90  # the course GPUs (H100/H200), the one place it is set: grader/build.py builds CUDA for it too (no GPU needed)
+ARCH = (
+    90  # the course GPUs (H100/H200), the one place it is set: grader/build.py builds CUDA for it too (no GPU needed)
+)
 _OPTIONS = ("num_warps", "num_stages", "num_ctas")
 _TL_TYPES = {
-    "float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64", "int8": "i8", "int16": "i16",
-    "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "i1",
+    "float32": "fp32",
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "float64": "fp64",
+    "int8": "i8",
+    "int16": "i16",
+    "int32": "i32",
+    "int64": "i64",
+    "uint8": "u8",
+    "bool": "i1",
 }
-
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -44,7 +53,9 @@ def describe_launch(fn: Any, args: tuple, kwargs: dict[str, Any]) -> dict[str, A
         if kind == "int" and not _is_constexpr(sig.parameters[name].annotation):
             v = _int_type(v)  # only the type reaches the compiler: launches that differ in sizes alone are one record
         described.append([name, kind, v])
-    options = {k: int(kwargs[k]) for k in _OPTIONS if isinstance(kwargs.get(k), int) and not isinstance(kwargs.get(k), bool)}
+    options = {
+        k: int(kwargs[k]) for k in _OPTIONS if isinstance(kwargs.get(k), int) and not isinstance(kwargs.get(k), bool)
+    }
     return {"kernel": fn.fn.__name__, "args": described, "options": options}
 
 
@@ -152,7 +163,9 @@ def compile_launches(jit_functions: list[Any], launches: list[dict[str, Any]], a
             break
         what = {"kernel": name, "signature": _show(sig, consts), "options": options}
         try:
-            triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts), target=GPUTarget("cuda", arch, 32), options=options)
+            triton.compile(
+                ASTSource(fn=fn, signature=sig, constexprs=consts), target=GPUTarget("cuda", arch, 32), options=options
+            )
         except CompilationError as e:
             inner = _innermost_compile_error(e)
             where = "" if inner is e else f" (called from {name})"
@@ -160,7 +173,12 @@ def compile_launches(jit_functions: list[Any], launches: list[dict[str, Any]], a
             out["errors"].append({**what, "message": f"{inner}{where}".strip(), "line": line})
             continue
         except Exception as e:  # not the kernel's fault as far as we can tell: the compiler or this check
-            out["skipped"].append({"kernel": name, "why": f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"})
+            out["skipped"].append(
+                {
+                    "kernel": name,
+                    "why": f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}",
+                }
+            )
             continue
         out["compiled"].append(what)
     out["seconds"] = round(time.monotonic() - t0, 2)

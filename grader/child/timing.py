@@ -16,8 +16,9 @@ All torch functions used here are bound when the Timer is built, before any stud
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -42,7 +43,9 @@ _perf_counter = time.perf_counter
 def _now_ns():
     # nanosleep first: the waiting warps mostly sleep and issue few instructions (a wait, not a power burn ahead
     # of the timed kernel).
-    return tl.inline_asm_elementwise("nanosleep.u32 256;\n\tmov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+    return tl.inline_asm_elementwise(
+        "nanosleep.u32 256;\n\tmov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1
+    )
 
 
 @_jit
@@ -150,11 +153,20 @@ class Timer:
             t_sleep, t_side = self._elapsed(s, e_sleep), self._elapsed(s, e_side)
         except Exception as e:  # no Triton, no NVIDIA GPU, inline PTX refused: keep torch's one-thread sleep
             self._occupy_ok = False
-            return f"one-thread sleep (whole-device sleep failed: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''})"
+            return (
+                f"one-thread sleep (whole-device sleep failed: {type(e).__name__}: "
+                f"{str(e).splitlines()[0][:120] if str(e) else ''})"
+            )
         self._occupy_ok = t_side >= 0.9 * t_sleep
         if self._occupy_ok:
-            return f"whole-device sleep ({self.occupy_grid} x {32 * self.occupy_warps} threads; a side-stream kernel waited {t_side:.3f} ms behind a {t_sleep:.3f} ms sleep)"
-        return f"one-thread sleep (whole-device sleep did not hold the device: a side-stream kernel ended at {t_side:.3f} ms, the sleep at {t_sleep:.3f} ms)"
+            return (
+                f"whole-device sleep ({self.occupy_grid} x {32 * self.occupy_warps} threads; a side-stream "
+                f"kernel waited {t_side:.3f} ms behind a {t_sleep:.3f} ms sleep)"
+            )
+        return (
+            "one-thread sleep (whole-device sleep did not hold the device: a side-stream kernel ended at "
+            f"{t_side:.3f} ms, the sleep at {t_sleep:.3f} ms)"
+        )
 
     def device_info(self) -> dict[str, Any]:
         p = torch.cuda.get_device_properties(self.device)
@@ -191,12 +203,13 @@ class Timer:
         """
         src = torch.empty(nbytes, dtype=torch.uint8, device=self.device).random_(0, 255)
         dst = torch.empty_like(src)
-        copy_ms = self._median_ms(lambda: dst.copy_(src), reps)
+        # F821 below is a false positive: each lambda runs inside _median_ms, before the del that frees its tensors
+        copy_ms = self._median_ms(lambda: dst.copy_(src), reps)  # noqa: F821
         del src, dst
         n = nbytes // 3 // 4
         a = torch.randn(n, device=self.device)
         b, c = torch.randn_like(a), torch.empty_like(a)
-        add_ms = self._median_ms(lambda: torch.add(a, b, out=c), reps)
+        add_ms = self._median_ms(lambda: torch.add(a, b, out=c), reps)  # noqa: F821
         del a, b, c
         torch.cuda.empty_cache()
         return {
@@ -231,7 +244,7 @@ class Timer:
             held = []  # as many live outputs as a round keeps, so the allocator's cache has their blocks
             while _perf_counter() < t_end or n < 3:
                 held.append(fn(self._view(self.work[n % len(self.work)])))
-                held = held[-p.get("calls_per_round", 5):]
+                held = held[-p.get("calls_per_round", 5) :]
                 n += 1
             self._sync()
             del held

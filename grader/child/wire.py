@@ -94,13 +94,17 @@ def loads(data: bytes) -> Any:
         if tag == b"P":
             return _untag(_NoGlobals(io.BytesIO(body)).load())
         if tag == b"T":
-            with warnings.catch_warnings():  # a forged legacy pickle makes torch warn about its protocol: refused anyway
+            with (
+                warnings.catch_warnings()
+            ):  # a forged legacy pickle makes torch warn about its protocol: refused anyway
                 warnings.filterwarnings("ignore", message="Detected pickle protocol")
                 return _untag(torch.load(io.BytesIO(body), weights_only=True, map_location="cpu"))
     except MalformedMessage:
         raise
     except Exception as e:  # noqa: BLE001  (UnpicklingError for forbidden globals; others: truncated or foreign bytes)
-        raise MalformedMessage(f"{type(e).__name__}: {str(e).strip().splitlines()[0][:160] if str(e).strip() else ''}") from None
+        raise MalformedMessage(
+            f"{type(e).__name__}: {str(e).strip().splitlines()[0][:160] if str(e).strip() else ''}"
+        ) from None
     raise MalformedMessage(f"unknown message tag {tag!r}")
 
 
@@ -123,9 +127,21 @@ _FLOAT = "\x00grader:float"  # (_FLOAT, repr(x)): a float the parent does not ta
 _INT = "\x00grader:int"  # (_INT, hex(n)): an int beyond +-2**63, which the parent does not take as a number either
 MAX_INT = 2**63
 _TRUNCATED = "\n[... truncated by the grader's worker]"
-_RAW_DTYPES = {str(d).removeprefix("torch."): d for d in (
-    torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16, torch.int8,
-    torch.uint8, torch.bool)}
+_RAW_DTYPES = {
+    str(d).removeprefix("torch."): d
+    for d in (
+        torch.float64,
+        torch.float32,
+        torch.float16,
+        torch.bfloat16,
+        torch.int64,
+        torch.int32,
+        torch.int16,
+        torch.int8,
+        torch.uint8,
+        torch.bool,
+    )
+}
 
 
 def _pack(obj: Any) -> Any:
@@ -142,7 +158,12 @@ def _pack(obj: Any) -> Any:
         return obj if len(obj) <= MAX_STR else obj[: MAX_STR - len(_TRUNCATED)] + _TRUNCATED
     if isinstance(obj, torch.Tensor):
         t = obj.detach().cpu().contiguous()
-        return (_RAW, str(t.dtype).removeprefix("torch."), list(t.shape), t.reshape(-1).view(torch.uint8).numpy().tobytes())
+        return (
+            _RAW,
+            str(t.dtype).removeprefix("torch."),
+            list(t.shape),
+            t.reshape(-1).view(torch.uint8).numpy().tobytes(),
+        )
     if isinstance(obj, dict):
         return {_pack(k): _pack(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple, set, frozenset)):

@@ -16,7 +16,8 @@ import re
 import sys
 import time
 import traceback
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 # Trusted clocks, taken before any student import (a submission may patch the time module later).
 _perf_counter = time.perf_counter
@@ -148,10 +149,13 @@ class Worker:
         code (dynamic=False guards on shape, stride and dtype). Returns the seconds of each first call, by case.
         """
         if p["kind"] != "reference":
-            raise ValueError("prepare runs trusted baselines only; code under test is imported by load, after calibration")
+            raise ValueError(
+                "prepare runs trusted baselines only; code under test is imported by load, after calibration"
+            )
         self._load_reference(p)
-        from .inputs import make_input_seeded
         from types import SimpleNamespace
+
+        from .inputs import make_input_seeded
 
         torch = self.torch
         out: dict[str, dict[str, float]] = {}
@@ -215,8 +219,9 @@ class Worker:
                 raise UserError(f"importing {p['display']} failed: {type(e).__name__}: {e}", "load") from e
             fn = getattr(mod, p["entry"], None)
             if fn is None or not callable(fn):
-                raise UserError(f"{p['display']} has no function '{p['entry']}'; keep the name and signature from the stub",
-                                "load")
+                raise UserError(
+                    f"{p['display']} has no function '{p['entry']}'; keep the name and signature from the stub", "load"
+                )
             self.fn = fn
             self.module = mod
             self.source = path
@@ -284,8 +289,12 @@ class Worker:
                 break
             metas.append(meta)
             outs.append(copy)
-        reply = {"ops": sorted(ops), "triton_launches": launches if self.launches else None,
-                 "call_kernels": call_kernels if self.device.type == "cuda" else None, "runtime": sorted(runtime)[:200]}
+        reply = {
+            "ops": sorted(ops),
+            "triton_launches": launches if self.launches else None,
+            "call_kernels": call_kernels if self.device.type == "cuda" else None,
+            "runtime": sorted(runtime)[:200],
+        }
         if raised is not None:
             return {**reply, "raised": raised}
         return {**reply, "outs": outs, "meta": metas[0], "x_after": base.to("cpu"), "seconds": secs}
@@ -320,7 +329,7 @@ class Worker:
         for e in events:
             before_copy = start is None or e.time_range.start < start
             if e.name.startswith("aten::"):
-                name = e.name[len("aten::"):]
+                name = e.name[len("aten::") :]
                 if not before_copy and name in MEMORY_OPS:
                     continue
                 seen.add(name)
@@ -352,8 +361,14 @@ class Worker:
                 raised = list(explain_error(e, traceback.format_exc(), self.source))
         ops |= seen
         if raised is not None:
-            return {"ops": sorted(ops), "kernels": [], "runtime": [], "jit_names": self.jit_names,
-                    "triton_launches": None, "raised": raised}
+            return {
+                "ops": sorted(ops),
+                "kernels": [],
+                "runtime": [],
+                "jit_names": self.jit_names,
+                "triton_launches": None,
+                "raised": raised,
+            }
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.type == "cuda" else [])
         before = self.launches.count if self.launches else 0
         raised = None
@@ -368,14 +383,19 @@ class Worker:
         for e in sorted(prof.events(), key=lambda e: e.time_range.start):
             dev = str(getattr(e, "device_type", "")).rsplit(".", 1)[-1]
             if e.name.startswith("aten::"):
-                ops.add(e.name[len("aten::"):])
+                ops.add(e.name[len("aten::") :])
             elif _RUNTIME_CALL.match(e.name):
                 runtime.add(e.name)  # a CUDA runtime or driver API call, on the host
             elif dev == "CUDA":
                 kernels.append(e.name)  # device activity: kernels, and memcpy/memset (classified by the parent)
         launched = (self.launches.count - before) if self.launches else None
-        out = {"ops": sorted(ops), "kernels": kernels[:1000], "runtime": sorted(runtime)[:200],
-               "jit_names": self.jit_names, "triton_launches": launched}
+        out = {
+            "ops": sorted(ops),
+            "kernels": kernels[:1000],
+            "runtime": sorted(runtime)[:200],
+            "jit_names": self.jit_names,
+            "triton_launches": launched,
+        }
         if raised is not None:
             out["raised"] = raised
         return out
@@ -544,7 +564,9 @@ class UserError(Exception):
 CATEGORIES = ("load", "not-implemented", "call", "cuda-fault")
 _STICKY_CUDA_ERROR = re.compile(
     r"illegal (memory )?(access|address|instruction)|unspecified launch failure|device-side assert|"
-    r"misaligned address|cudaErrorIllegal|cudaErrorLaunchFailure|CUDA error", re.IGNORECASE)
+    r"misaligned address|cudaErrorIllegal|cudaErrorLaunchFailure|CUDA error",
+    re.IGNORECASE,
+)
 
 
 def category_of(e: BaseException, line: str) -> str:
