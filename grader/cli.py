@@ -30,26 +30,33 @@ AUTOGRADE_KEY = Path("/autograder/secret/grader_key")  # Gradescope's staff-only
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
-    g = sub.add_parser("grade", help="grade a submission (default: assignment/)")
-    g.add_argument("--problem", default="glu", help="problem name under reference/, or a spec.yaml path (default: glu)")
-    g.add_argument(
+    # The options that grade and bench share, as parent parsers (argparse copies their actions into each child, in
+    # order). Three of them so that grade's options keep their order: --problem, --submission, --staff, --out, ...
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument(
+        "--problem", default="glu", help="problem name under reference/, or a spec.yaml path (default: glu)"
+    )
+    where.add_argument(
         "--submission",
         type=Path,
         default=DEFAULT_SUBMISSION,
         help="directory with the student's files (default: assignment/)",
     )
-    g.add_argument("--staff", action="store_true", help="grade the staff solutions from reference/ instead")
-    g.add_argument(
+    grade_staff = argparse.ArgumentParser(add_help=False)
+    grade_staff.add_argument("--staff", action="store_true", help="grade the staff solutions from reference/ instead")
+    what = argparse.ArgumentParser(add_help=False)
+    what.add_argument(
         "--out", type=Path, default=Path("grade-results"), help="where results.json goes (default: grade-results/)"
     )
-    g.add_argument(
+    what.add_argument(
         "--only",
         choices=None,
         action="append",
         default=[],
         help="grade only this implementation (triton or cuda); repeatable",
     )
-    g.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    what.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    g = sub.add_parser("grade", help="grade a submission (default: assignment/)", parents=[where, grade_staff, what])
     g.add_argument("--no-perf", action="store_true", help="skip performance timing (correctness only)")
     g.add_argument(
         "--secret-file",
@@ -72,9 +79,9 @@ def _parser() -> argparse.ArgumentParser:
         "when there is no file there, the grade is advisory and unsigned",
     )
     a.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    b = sub.add_parser("bench", help="lecture-style timing table: baselines vs Triton vs CUDA (needs a GPU)")
-    for a in ("--problem", "--submission", "--out", "--only", "--device"):
-        b._add_action(next(x for x in g._actions if a in x.option_strings))
+    b = sub.add_parser(
+        "bench", help="lecture-style timing table: baselines vs Triton vs CUDA (needs a GPU)", parents=[where, what]
+    )
     b.add_argument("--staff", action="store_true", help="time the staff solutions (default: the submission)")
     r = sub.add_parser("report", help="TA reports: grades.csv and class_summary.html from every results.json under DIR")
     r.add_argument(

@@ -8,8 +8,9 @@ A crash or hang in one case costs that case; the worker is restarted for the res
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -117,8 +118,8 @@ def check_case(
     x = base[..., :cols] if case.pad else base
     xd = x.to(device)
     truth = ref.truth(xd)
-    base = problem.tolerance_baseline
-    eager = ref.baselines[base](xd) if base in ref.baselines else None
+    baseline = problem.tolerance_baseline
+    eager = ref.baselines[baseline](xd) if baseline in ref.baselines else None
     out1, out2 = (o.to(device) for o in reply["outs"])
     v = check.check_output(out1, truth, tol=problem.tolerances[case.dtype], dtype=dtype, eager_out=eager)
     if not v.ok:
@@ -211,7 +212,11 @@ def run_correctness(
             base = base.contiguous()
             # Send a copy (grader/wire.py sends tensors by value today; this keeps the parent's copy, used for the
             # truth and the input check, safe from a kernel that writes into x whatever the transport).
-            payload = {"base": base.clone(), "cols": case.shape[-1], "out_numel": _numel(problem.out_shape(case.shape))}
+            payload: dict[str, Any] = {
+                "base": base.clone(),
+                "cols": case.shape[-1],
+                "out_numel": _numel(problem.out_shape(case.shape)),
+            }
             t0 = time.monotonic()
             try:
                 budget = min(_case_limit(problem.limits.case_s, case_seconds), deadline - time.monotonic())
@@ -398,8 +403,8 @@ def _kernel_check(
     secret: int,
     deadline: float,
     passed: set,
-    case_violations: list[Finding] = (),
-    restart_error: str = "",  # type: ignore[assignment]
+    case_violations: Sequence[Finding] = (),
+    restart_error: str = "",
 ) -> TestResult:
     """Profile one call on a case the part passed, and classify what ran (grader/kernelcheck.py).
 

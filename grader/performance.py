@@ -149,11 +149,12 @@ def n_sets(input_bytes: int) -> int:
 
 def _plan(
     rng: random.Random, n_out: int, first: bool, prev_k: int | None = None, sets: int = MIN_SETS
-) -> tuple[list, list[tuple[int, int, float, torch.Tensor]]]:
+) -> tuple[list[tuple[int, float]], list[tuple[int, int, float, torch.Tensor]]]:
     """One round's calls [(set, scale)], and the parent's private choice of which call to verify:
     [(call index, set, scale, flat output indices)]. prev_k: the set the previous round ended on, so rounds
     don't repeat it either. Only the plan goes to the worker; the choice is sent after the round."""
-    plan, checks = [], []
+    plan: list[tuple[int, float]] = []
+    checks: list[tuple[int, int, float, torch.Tensor]] = []
     vcall = 0 if first else rng.randrange(CALLS_PER_ROUND)
     for j in range(CALLS_PER_ROUND):
         # A different set from the previous call (never the same buffers twice in a row), chosen at random.
@@ -514,7 +515,7 @@ def _time_case(
             d["first_pass"] = {**first_pass[n], "retimed": n in retimed, "retime_rounds": retime_rounds}
         if excess > wall_slack_ms(d["event"]["median"]):
             k = first_pass.get(n, {}).get("retimes", 0)
-            again = (
+            recurred = (
                 f"; {first_pass[n]['wall_excess_ms']:.3g} ms in the first pass, and it recurred when "
                 f"re-timed ({k} time{'s' if k > 1 else ''})"
                 if n in retimed
@@ -523,8 +524,8 @@ def _time_case(
             flag(
                 Code.WALL_EXCESS,
                 f"the grader's own clock saw {excess:.3g} ms per call more than in the baselines' requests "
-                f"(the same calls, flush and sleep{again}): the reported times are not the real ones, or the call does "
-                f"work the CUDA events do not see (scored on at least {wall_ms:.4g} ms, the event median "
+                f"(the same calls, flush and sleep{recurred}): the reported times are not the real ones, or the call "
+                f"does work the CUDA events do not see (scored on at least {wall_ms:.4g} ms, the event median "
                 "plus that excess)",
             )
             if wall_ms > d["effective_ms"]:

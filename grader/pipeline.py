@@ -338,10 +338,10 @@ def _grade(
     # One part after the other, stages in pipeline order (parts are checked concurrently, so append order varies).
     part_rank = {n: i for i, n in enumerate(problem.implementations)}
     g.tests.sort(key=lambda t: (part_rank.get(t.part, len(part_rank)), _stage_rank(t)))
-    skipped = g.unearnable
-    if skipped:
+    unearnable = g.unearnable
+    if unearnable:
         g.notes.append(
-            f"{skipped:g} of {g.max_score:g} points could not be earned on this machine ({device}); grade "
+            f"{unearnable:g} of {g.max_score:g} points could not be earned on this machine ({device}); grade "
             "on a GPU for those"
         )
     return g

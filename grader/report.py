@@ -158,7 +158,7 @@ def progress(
             task = bar.add_task(f"{label}...", total=None)
             yield lambda msg: bar.update(task, description=f"{label}: {msg}")
         return
-    state = {"last": "", "at": -1e9}
+    state: dict[str, Any] = {"last": "", "at": -1e9}
     lock = threading.Lock()  # parts report progress from several threads
 
     def plain(msg: str) -> None:
@@ -217,8 +217,8 @@ def print_summary(g: Grade, console: Console | None = None, verbose_failures: in
     for n in g.notes:
         console.print(f"[yellow]note:[/] {n}", highlight=False)
     if g.phases:
-        first = g.perf.get("first_call_s")
-        extra = f" (of which {first:.1f} s first calls: JIT / torch.compile)" if first else ""
+        first_s = g.perf.get("first_call_s")
+        extra = f" (of which {first_s:.1f} s first calls: JIT / torch.compile)" if first_s else ""
         overlapped = g.perf.get("first_call_overlapped_s")
         if overlapped:
             extra += f"; the baselines' first calls ({overlapped:.1f} s, torch.compile) ran during correctness"

@@ -22,6 +22,7 @@ import io
 import json
 import math
 import re
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,7 +102,8 @@ def tests_of(data: dict[str, Any]) -> list[Test]:
         name = str(t.get("name", "?"))
         bits = [b.strip() for b in name.split(" / ")]
         tags = [str(x) for x in t.get("tags") or []]
-        extra = t.get("extra_data") if isinstance(t.get("extra_data"), dict) else {}
+        extra_data = t.get("extra_data")
+        extra = extra_data if isinstance(extra_data, dict) else {}
         part = tags[0] if tags else bits[0]
         stage = tags[1] if len(tags) > 1 else (bits[1] if len(bits) > 1 else "")
         state = str(extra.get("state") or (SKIPPED if SKIPPED in tags else t.get("status", FAILED)))
@@ -392,7 +394,7 @@ def forfeit_parts(data: dict[str, Any]) -> set[str]:
     return {t.part for t in tests_of(data) if t.extra.get("forfeit")}
 
 
-def perf_rows(c: dict[str, Any], forfeit: set[str] = frozenset()) -> list[tuple[str, str, list[str]]]:
+def perf_rows(c: dict[str, Any], forfeit: AbstractSet[str] = frozenset()) -> list[tuple[str, str, list[str]]]:
     """(name, kind, cells) per row of one perf case's lecture table; kind is 'baseline' or 'impl'."""
     rows = []
     for kind, group in (("baseline", c.get("baselines") or {}), ("impl", c.get("impls") or {})):
@@ -469,7 +471,7 @@ def _credit_color(kind: str, credit: Any) -> str:
     return CREDIT_COLORS["full"] if c >= 0.999 else CREDIT_COLORS["partial"] if c > 0 else CREDIT_COLORS["none"]
 
 
-def chart_case(mpl, name: str, c: dict[str, Any], forfeit: set[str] = frozenset()) -> bytes:
+def chart_case(mpl, name: str, c: dict[str, Any], forfeit: AbstractSet[str] = frozenset()) -> bytes:
     """Bar chart of one perf case's times, baselines grey, with the credit thresholds as horizontal lines."""
     Figure, Canvas = mpl
     items = [(n, "baseline", d) for n, d in (c.get("baselines") or {}).items()] + [
@@ -614,7 +616,8 @@ def _header(data: dict[str, Any]) -> tuple[str, list[str]]:
 
 def _advisory(data: dict[str, Any]) -> str | None:
     """ "advisory: not an official grade (unsigned): <reasons>" when results.json says it is not official."""
-    ex = data.get("extra_data") if isinstance(data.get("extra_data"), dict) else {}
+    extra_data = data.get("extra_data")
+    ex = extra_data if isinstance(extra_data, dict) else {}
     return advisory_line(ex.get("official"), ex.get("not_official_because"))
 
 

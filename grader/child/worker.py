@@ -176,7 +176,7 @@ class Worker:
                 # Only a head start: this runs beside the correctness stage, which may hold most of a small GPU's
                 # memory. Whatever failed here is made again by the timing stage's setup, alone on the GPU.
                 pass
-            x = base = None
+            x = base = None  # type: ignore[assignment]  # drop the references, so that empty_cache frees them
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()
         return out
@@ -242,7 +242,7 @@ class Worker:
 
     def _poison(self, on: bool) -> None:
         """Only the grader's CUDA binding has the switch (see CudaRowKernel.poison)."""
-        if hasattr(self.fn, "poison"):
+        if self.fn is not None and hasattr(self.fn, "poison"):  # (None has no such attribute either)
             self.fn.poison = on
 
     def run(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -380,14 +380,14 @@ class Worker:
                 raised = list(explain_error(e, traceback.format_exc(), self.source))
         kernels: list[str] = []
         runtime: set[str] = set()
-        for e in sorted(prof.events(), key=lambda e: e.time_range.start):
-            dev = str(getattr(e, "device_type", "")).rsplit(".", 1)[-1]
-            if e.name.startswith("aten::"):
-                ops.add(e.name[len("aten::") :])
-            elif _RUNTIME_CALL.match(e.name):
-                runtime.add(e.name)  # a CUDA runtime or driver API call, on the host
+        for ev in sorted(prof.events(), key=lambda ev: ev.time_range.start):
+            dev = str(getattr(ev, "device_type", "")).rsplit(".", 1)[-1]
+            if ev.name.startswith("aten::"):
+                ops.add(ev.name[len("aten::") :])
+            elif _RUNTIME_CALL.match(ev.name):
+                runtime.add(ev.name)  # a CUDA runtime or driver API call, on the host
             elif dev == "CUDA":
-                kernels.append(e.name)  # device activity: kernels, and memcpy/memset (classified by the parent)
+                kernels.append(ev.name)  # device activity: kernels, and memcpy/memset (classified by the parent)
         launched = (self.launches.count - before) if self.launches else None
         out = {
             "ops": sorted(ops),
