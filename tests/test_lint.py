@@ -1,0 +1,45 @@
+"""Lint and types on the grader's own code, so that CI's `nox -s tests` runs them (issue 17 item 6).
+
+ruff (lint and format) and mypy over grader/ and noxfile.py, with pyproject.toml's [tool.ruff] and [tool.mypy]:
+the same checks as `nox -s lint` and .pre-commit-config.yaml. nox -s tests installs both (noxfile.py TEST_DEPS,
+pinned in constraints.txt); where they are not installed, the tests skip and say so.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGETS = ["grader", "noxfile.py"]
+
+
+def _run(tool: str, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    if importlib.util.find_spec(tool) is None:
+        pytest.skip(f"{tool} not installed (nox -s tests installs it: noxfile.py TEST_DEPS, pinned in constraints.txt)")
+    return subprocess.run(
+        [sys.executable, "-m", tool, *args], cwd=ROOT, capture_output=True, text=True, check=False, timeout=timeout
+    )
+
+
+def test_ruff_check_is_clean():
+    r = _run("ruff", "check", "--no-cache", *TARGETS)
+    assert r.returncode == 0, f"ruff check {' '.join(TARGETS)}:\n{r.stdout[-6000:]}{r.stderr[-2000:]}"
+
+
+def test_ruff_format_is_clean():
+    r = _run("ruff", "format", "--check", "--no-cache", *TARGETS)
+    assert r.returncode == 0, (
+        f"ruff format --check {' '.join(TARGETS)} (run `ruff format {' '.join(TARGETS)}`):\n"
+        f"{r.stdout[-6000:]}{r.stderr[-2000:]}"
+    )
+
+
+def test_mypy_is_clean(tmp_path):
+    # Its files come from pyproject.toml's [tool.mypy]; the cache goes outside the checkout.
+    r = _run("mypy", "--cache-dir", str(tmp_path / "mypy-cache"), timeout=600)
+    assert r.returncode == 0, f"mypy:\n{r.stdout[-6000:]}{r.stderr[-2000:]}"
