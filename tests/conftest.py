@@ -1,4 +1,20 @@
-"""Shared test setup: the `gpu` marker, the GLU problem, and an in-process grader helper.
+"""Shared test setup: the two test tiers, the `gpu` marker, the GLU problem, and an in-process grader helper.
+
+Two tiers. Tests marked @pytest.mark.slow (a grade of many submissions, a real container or wheel build, a run of
+nox: each costs tens of seconds to minutes on a 2-core CPU) are deselected by default, so a plain `pytest` and
+`nox -s tests` run the fast tier (~3 minutes on 2 cores). The full tier runs everything:
+
+    pytest --all                  nox -s tests -- --all
+
+and is implied when the environment variable CI is "true" (GitHub Actions and most CI services set it): CI runs
+.ci/run, which is exactly the README's `python -m pip install nox && nox -s tests`, so the full tier runs there
+with no extra argument. The fast tier still runs at least one real CPU grade of the staff Triton solution and of a
+broken submission, and every static check. Hypothesis tests take their example counts from a profile: "fast"
+runs a fraction of the examples of "full" (the tier picks one; HYPOTHESIS_PROFILE overrides).
+
+The tier chooses only when nothing more specific was asked for: slow tests in a file named on the command line
+(`pytest tests/test_exploits.py`, or a test in it, tests/test_x.py::test_y) run in either tier, and so do the tests
+that a `-m` expression selects (`pytest -m gpu`, `pytest -m slow`; `-m "not slow"` is the fast tier again).
 
 On a machine without CUDA, TRITON_INTERPRET=1 is set before anything decorates a @triton.jit function, so test
 modules that import Triton kernels directly run them in the interpreter on CPU tensors. (The grader's worker
@@ -29,14 +45,88 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SPEC = REPO_ROOT / "reference" / "glu" / "spec.yaml"
 
 
+def full_tier(config: pytest.Config) -> bool:
+    """The full tier: `--all`, or CI=true in the environment."""
+    return bool(config.getoption("--all")) or os.environ.get("CI", "").lower() == "true"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--all", action="store_true", default=False,
+        help="run the full tier: also the tests marked slow (deselected by default; implied by CI=true)",
+    )
+
+
+# Hypothesis profiles for the two tiers. A test module's settings() without max_examples of its own takes it from
+# the profile loaded here (settings() reads the loaded profile when the module is imported, after this hook); the
+# fuzz tests with a count of their own keep it in both tiers.
+HYPOTHESIS_EXAMPLES = {"fast": 25, "full": 120}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        from hypothesis import settings
+    except ImportError:  # hypothesis is a test dependency; without it the fuzz modules fail on import anyway
+        return
+    for name, n in HYPOTHESIS_EXAMPLES.items():
+        settings.register_profile(name, max_examples=n)
+    if config.getoption("hypothesis_profile", None):  # hypothesis's own --hypothesis-profile: it loads that one
+        return
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("full" if full_tier(config) else "fast"))
+
+
+def _named(item: pytest.Item, config: pytest.Config) -> bool:
+    """Whether the command line names this test's file (tests/test_x.py) or the test itself (tests/test_x.py::test_y,
+    or a class in it): a directory, or no path at all, names nothing."""
+    for arg in config.args:
+        path, sep, rest = arg.partition("::")
+        f = Path(config.invocation_params.dir, path).resolve()
+        if not f.is_file() or item.path.resolve() != f:
+            continue
+        if not sep:
+            return True
+        name = item.nodeid.partition("::")[2]
+        if name == rest or name.startswith((rest + "::", rest + "[")):
+            return True
+    return False
+
+
+_SLOW_DESELECTED = pytest.StashKey[int]()  # how many slow tests the fast tier deselected, for the summary line
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked @pytest.mark.gpu are skipped cleanly when PyTorch sees no CUDA GPU."""
+    """The fast tier deselects tests marked slow (reported as "N deselected", not as skips); tests marked
+    @pytest.mark.gpu are skipped cleanly when PyTorch sees no CUDA GPU."""
+    if not full_tier(config) and not config.getoption("markexpr"):
+        keep, drop = [], []
+        for item in items:
+            (drop if item.get_closest_marker("slow") is not None and not _named(item, config) else keep).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
+            config.stash[_SLOW_DESELECTED] = len(drop)
     if CUDA:
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:
         if item.get_closest_marker("gpu") is not None:
             item.add_marker(skip)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if full_tier(config):
+        why = "--all" if config.getoption("--all") else "CI=true"
+        return f"test tier: full ({why}): slow tests included"
+    return "test tier: fast (tests marked slow are deselected; `--all` or CI=true runs them)"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    n = config.stash.get(_SLOW_DESELECTED, 0)
+    if n:
+        terminalreporter.write_line(
+            f"fast tier: {n} slow test{'s' if n != 1 else ''} deselected; "
+            "`pytest --all` or `nox -s tests -- --all` runs them"
+        )
 
 
 @pytest.fixture(scope="session")

@@ -55,6 +55,7 @@ def _assert_full_marks(g, problem, part: str, device: str) -> None:
         assert compiled.state == PASSED and compiled.extra["compiled"] >= 3, compiled.output  # one per dtype at least
 
 
+@pytest.mark.slow  # a CPU grade per design, 7-11 s each on 2 cores (the fast tier grades the staff kernel)
 @pytest.mark.parametrize("name", TRITON_DESIGNS)
 def test_a_correct_triton_design_earns_every_cpu_point(name, problem, grade_dir):
     g = grade_dir(CORRECT / name)

@@ -21,6 +21,14 @@ from grader.results import FAILED, PASSED, SKIPPED, Reason
 
 BROKEN = Path(__file__).resolve().parent / "broken"
 BROKEN_NAMES = sorted(p.name for p in BROKEN.iterdir() if (p / "glu_triton.py").is_file())
+# The fast tier grades one wrong kernel end to end (and the two cheap load failures); every other broken submission
+# is a grade of 7-20 s on a 2-core CPU, so it runs in the full tier (`pytest --all`, CI=true: tests/conftest.py).
+FAST_BROKEN = {"ignores_row_stride", "import_error", "syntax_error"}
+
+
+def tiered(names) -> list:
+    """Parametrize values: the FAST_BROKEN names as they are, the others marked slow."""
+    return [n if n in FAST_BROKEN else pytest.param(n, marks=pytest.mark.slow) for n in names]
 
 N_BAD = re.compile(r"(\d+) of (\d+) elements wrong")
 FIRST_AT = re.compile(r"at index \(([\d, ]+)\): expected (\S+), got (\S+)")
@@ -103,6 +111,7 @@ def test_staff_passes_the_checks(grade_dir, repo_root):
     assert g.score == sum(t.score for t in g.tests)
 
 
+@pytest.mark.slow  # a grade of the stub: ~14 s
 def test_stub_scores_zero_and_points_to_the_handout(problem, grade_dir, repo_root):
     g = grade_dir(repo_root / "assignment")
     section = problem.implementations["triton"].handout_section
@@ -121,7 +130,7 @@ def test_every_broken_submission_has_a_diagnosis():
     assert set(BROKEN_NAMES) == set(DIAGNOSES), "add a diagnosis for each tests/broken/<name>/ (and vice versa)"
 
 
-@pytest.mark.parametrize("name", BROKEN_NAMES)
+@pytest.mark.parametrize("name", tiered(BROKEN_NAMES))
 def test_broken_submission_loses_points(name, problem, grade_dir):
     g = grade_broken(grade_dir, name)
     cases = ran(g, problem)
@@ -303,7 +312,7 @@ DIAGNOSES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(DIAGNOSES))
+@pytest.mark.parametrize("name", tiered(sorted(DIAGNOSES)))
 def test_broken_submission_diagnosis(name, problem, grade_dir):
     g = grade_broken(grade_dir, name)
     cases = ran(g, problem)
@@ -311,6 +320,7 @@ def test_broken_submission_diagnosis(name, problem, grade_dir):
     DIAGNOSES[name](cases)
 
 
+@pytest.mark.slow  # sys_exit's grade: ~19 s
 def test_sys_exit_does_not_stall_the_grade(problem, grade_dir):
     g = grade_broken(grade_dir, "sys_exit")
     assert set(correctness(g)) == {c.name for c in problem.cases}, "the grade did not complete"
@@ -330,6 +340,7 @@ def test_load_failure_is_not_reported_as_a_stray_process(name, grade_dir):
 # the CLI's results.json
 
 
+@pytest.mark.slow  # a CLI grade of the staff solution in a subprocess: ~13 s (the fast tier grades it in-process)
 def test_cli_writes_gradescope_results(problem, repo_root, tmp_path):
     out = tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if k != "GRADER_SECRET_SEED"}

@@ -37,7 +37,8 @@ def test_the_suite_is_there():
 
 
 @cpu_only
-@pytest.mark.parametrize("name", NAMES)
+# A CPU grade each (~6 s): the fast tier grades the first; the full tier every one.
+@pytest.mark.parametrize("name", [n if n == NAMES[0] else pytest.param(n, marks=pytest.mark.slow) for n in NAMES])
 def test_an_interpreter_only_kernel_passes_on_cpu_and_fails_the_compile_check(name, problem, grade_dir):
     g = grade_dir(COMPILE_FAIL / name)
     corr = [t for t in g.tests if t.stage == "correctness" and t.state != SKIPPED]
@@ -50,6 +51,7 @@ def test_an_interpreter_only_kernel_passes_on_cpu_and_fails_the_compile_check(na
 
 
 @cpu_only
+@pytest.mark.slow  # grades tests/correct/tiles_2d too (~8 s; a full-tier grade of test_correct_designs.py)
 def test_the_student_report_shows_the_compile_error_before_the_lost_points(grade_dir, tmp_path):
     from grader import studentreport
 
@@ -63,6 +65,7 @@ def test_the_student_report_shows_the_compile_error_before_the_lost_points(grade
 
 
 @cpu_only
+@pytest.mark.slow  # a grade of the stub (~14 s; shared with test_correctness.py's, also full tier)
 def test_the_stub_launches_nothing_so_the_check_is_skipped_not_failed(grade_dir, repo_root):
     row = _row(grade_dir(repo_root / "assignment"))
     assert row.state == SKIPPED and "no launch" in row.output, row.output

@@ -104,6 +104,7 @@ def test_the_handout_readme_links_only_to_files_it_has(export):
     assert "| `docs/" not in text and "| `scripts/" not in text
 
 
+@pytest.mark.slow  # a CLI grade from the exported handout: ~7 s
 def test_grading_from_the_handout_uses_its_own_grader(export, tmp_path):
     env = _env()
     where = subprocess.run([sys.executable, "-c", "import grader; print(grader.__file__)"], cwd=export, env=env,

@@ -141,6 +141,7 @@ def _compile(uv: str, platform: str, python: str, tmp: Path) -> subprocess.Compl
     return subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, timeout=240, cwd=tmp)
 
 
+@pytest.mark.slow  # uv resolves for every platform from PyPI: ~8 s
 @pytest.mark.network
 def test_install_resolves_for_every_platform(tmp_path):
     """`uv pip compile` against PyPI (not this machine's local wheels) for each target platform and Python: the

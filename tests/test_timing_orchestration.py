@@ -7,8 +7,9 @@ workers whose real duration per call (a sleep) and reported times are chosen by 
 - a worker that reports a quarter of what it really spends (what a submission that rewrites `Timer.round`
   does) is flagged and scored on the time the parent's clock saw;
 - timed outputs that are wrong lose the case, whatever the times say.
-Fake times are in milliseconds of real sleep, large enough (3-12 ms per call) that host jitter on a loaded
-2-core CI machine is far below the wall-clock slack.
+Fake times are in milliseconds of a fake clock: `performance.time` is replaced (the `clock` fixture, used by every
+test here) by a clock that moves only when a fake worker "spends" time, so the parent's wall-clock check sees exactly
+the real ms per call the test chose, and no result depends on how loaded the machine is.
 """
 
 from __future__ import annotations
@@ -36,8 +37,40 @@ SECRET = 12345
 MS = {"manual": 12.0, "eager": 6.0, "compiled": 3.0}  # the baselines' real (and reported) ms per call
 
 
+class FakeClock:
+    """Stands in for the `time` module in grader/performance.py: monotonic() is a fake clock that only advance()
+    moves. Everything else is the real module's."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def advance(self, ms: float) -> None:
+        self.now += ms / 1e3
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+CLOCK: FakeClock | None = None  # the running test's fake clock (the `clock` fixture)
+
+
+@pytest.fixture(autouse=True)
+def clock(monkeypatch):
+    """Every test here times on a fake clock: the parent's clock over a request is exactly the real ms per call the
+    fake workers spend, never a sleep measured on a busy machine."""
+    global CLOCK
+    CLOCK = FakeClock()
+    monkeypatch.setattr(performance, "time", CLOCK)
+    yield CLOCK
+    CLOCK = None
+
+
 class FakeWorker:
-    """Answers the timing requests like grader/child/worker.py, with a chosen real and reported time per call."""
+    """Answers the timing requests like grader/child/worker.py, with a chosen real and reported time per call: the
+    real time passes on the fake clock (performance.time), not in a sleep."""
 
     def __init__(self, fns: dict[str, tuple[float, float]], wrong: bool = False):
         self.fns = fns  # name -> (real ms, reported ms)
@@ -57,10 +90,9 @@ class FakeWorker:
                 real, reported = self.fns[n]
                 ev, host, ys = [], [], []
                 for k, scale in p["plan"]:
-                    t_end = time.perf_counter() + real / 1e3
                     y = F.glu(self.sets[k] * scale, dim=-1)
                     ys.append(y + 1.0 if self.wrong else y)
-                    time.sleep(max(0.0, t_end - time.perf_counter()))
+                    CLOCK.advance(real)
                     ev.append(reported)
                     host.append(reported + 0.3)  # the same host overhead for everyone: no hidden-work flag
                 self.kept[n] = ys
@@ -78,11 +110,16 @@ def glu():
     return problem, case, load_reference(problem)
 
 
+def target(name: str) -> SimpleNamespace:
+    """What _time_case reads of a grading target: its implementation's name and kind."""
+    return SimpleNamespace(impl=SimpleNamespace(name=name, kind="triton"))
+
+
 def run_case(glu, impls: dict[str, FakeWorker], case: Case | None = None, baselines: FakeWorker | None = None):
     problem, default_case, ref = glu
     case = case or default_case
     boxes = {"baselines": baselines or FakeWorker({n: (ms, ms) for n, ms in MS.items()}), **impls}
-    targets = [SimpleNamespace(impl=SimpleNamespace(name=n)) for n in impls]
+    targets = [target(n) for n in impls]
     rule = stats.StopRule(rel_sem=0.5, min_n=15, max_n=15, max_seconds=60.0)  # 3 rounds
     res = performance._time_case(
         problem, case, targets, boxes, {}, ref, device="cpu", secret=SECRET, rule=rule, rng=random.Random(0),
@@ -96,10 +133,12 @@ def test_honest_and_forged_timings_in_one_run(glu):
     tests, info = run_case(glu, {"honest": FakeWorker({"honest": (3.0, 3.0)}), "forger": FakeWorker({"forger": (12.0, 3.0)})})
     honest, forger = tests["honest"], tests["forger"]
     assert honest.extra["credit"] == 1.0 and not honest.extra["flags"], honest.output
-    assert abs(info["impls"]["honest"]["wall_excess_ms"]) < 1.0, info["impls"]["honest"]
+    # The fake clock saw exactly what the honest worker reported: no excess at all, whatever the machine's load.
+    assert abs(info["impls"]["honest"]["wall_excess_ms"]) < 1e-9, info["impls"]["honest"]
+    assert abs(info["impls"]["forger"]["wall_excess_ms"] - 9.0) < 1e-9, info["impls"]["forger"]
     assert any("grader's own clock" in f for f in forger.extra["flags"]), forger.output
-    # Scored on what the parent's clock saw (~12 ms, the manual baseline's time: zero credit), not on 3 ms.
-    assert 10.0 < forger.extra["effective_ms"] < 14.0, forger.output
+    # Scored on what the parent's clock saw (12 ms, the manual baseline's time: zero credit), not on 3 ms.
+    assert abs(forger.extra["effective_ms"] - 12.0) < 1e-9, forger.output
     assert forger.extra["credit"] < 0.1, forger.output
     assert forger.score < honest.score
     assert info["impls"]["forger"]["first_pass"]["retimed"] and "recurred when re-timed" in forger.output, forger.output
@@ -127,7 +166,7 @@ def test_a_passing_hiccup_is_retimed_and_costs_nothing(glu):
     t, d = tests["hiccup"], info["impls"]["hiccup"]
     assert d["first_pass"]["retimed"] and d["first_pass"]["wall_excess_ms"] > 4.0, d
     assert t.extra["credit"] == 1.0 and not t.extra["flags"], t.output
-    assert abs(d["wall_excess_ms"]) < 1.0 and "re-timed" in t.output, t.output
+    assert abs(d["wall_excess_ms"]) < 1e-9 and "re-timed" in t.output, t.output
 
 
 def test_a_hiccup_that_outlasts_one_retiming_is_retimed_again_and_costs_nothing(glu):
@@ -150,14 +189,14 @@ def test_a_forger_that_behaves_only_when_retimed_is_scored_on_its_real_time(glu)
     tests, info = run_case(glu, {"sly": Phased("sly", first=(12.0, 3.0), then=(12.0, 12.0))})
     t = tests["sly"]
     assert info["impls"]["sly"]["first_pass"]["retimed"], info["impls"]["sly"]
-    assert 10.0 < t.extra["effective_ms"] < 14.0 and t.extra["credit"] < 0.1, t.output
+    assert abs(t.extra["effective_ms"] - 12.0) < 1e-9 and t.extra["credit"] < 0.1, t.output
 
 
 def test_a_worker_cannot_gain_by_reporting_more_than_it_spends(glu):
     # Over-reporting makes the excess negative: the event median (the larger number) is what counts.
     tests, _ = run_case(glu, {"slowpoke": FakeWorker({"slowpoke": (3.0, 6.0)})})
     t = tests["slowpoke"]
-    assert 5.5 < t.extra["effective_ms"] < 6.5, t.output
+    assert abs(t.extra["effective_ms"] - 6.0) < 1e-9, t.output
     assert t.extra["credit"] < 1.0
 
 
@@ -211,7 +250,7 @@ def test_each_request_times_one_function(glu):
     problem, case, ref = glu
     boxes = {"baselines": Spy({n: (1.0, 1.0) for n in MS}), "x": Spy({"x": (1.0, 1.0)})}
     rule = stats.StopRule(rel_sem=0.5, min_n=5, max_n=5, max_seconds=60.0)
-    performance._time_case(problem, case, [SimpleNamespace(impl=SimpleNamespace(name="x"))], boxes, {}, ref, device="cpu",
+    performance._time_case(problem, case, [target("x")], boxes, {}, ref, device="cpu",
                            secret=SECRET, rule=rule, rng=random.Random(1), copy_bps=1e15, ceiling_bps=1e15, progress=lambda s: None)
     assert seen and all(len(names) == 1 for names in seen)
     # The one round times every function once (a re-timing, if the machine is busy enough to trigger one, follows).
@@ -239,7 +278,7 @@ def test_setup_tells_every_worker_how_long_to_spin(glu, monkeypatch):
     problem, case, ref = glu
     boxes = {"baselines": Spy({n: (1.0, 1.0) for n in MS}), "x": Spy({"x": (1.0, 1.0)}), "gone": None}
     rule = stats.StopRule(rel_sem=0.5, min_n=5, max_n=5, max_seconds=60.0)
-    res = performance._time_case(problem, case, [SimpleNamespace(impl=SimpleNamespace(name="x"))], boxes, {"gone": "died"}, ref,
+    res = performance._time_case(problem, case, [target("x")], boxes, {"gone": "died"}, ref,
                                  device="cpu", secret=SECRET, rule=rule, rng=random.Random(2), copy_bps=1e15, ceiling_bps=1e15,
                                  progress=lambda s: None)
     assert got == [performance.SPIN_S] * 2
@@ -249,20 +288,43 @@ def test_setup_tells_every_worker_how_long_to_spin(glu, monkeypatch):
     assert lo <= x["overhead_ms"] <= hi
 
 
-def test_spin_wait_returns_as_soon_as_a_request_arrives_and_gives_up_after_its_budget():
+def test_spin_wait_returns_as_soon_as_a_request_arrives_and_gives_up_after_its_budget(monkeypatch):
+    # On a fake clock that moves 1 ms per reading, and a fake pipe whose message arrives at a chosen poll: the
+    # answer and the number of polls are exact, whatever the machine's load.
     import multiprocessing
-    import threading
 
-    from grader.child.worker import spin_wait
+    from grader.child import worker
 
+    class TickClock:
+        def __init__(self) -> None:
+            self.now = 0.0
+
+        def __call__(self) -> float:
+            self.now += 1e-3
+            return self.now
+
+    class Conn:
+        def __init__(self, ready_at: int | None) -> None:
+            self.ready_at, self.polls = ready_at, 0
+
+        def poll(self, timeout: float) -> bool:
+            assert timeout == 0, "spin_wait must poll without blocking"
+            self.polls += 1
+            return self.ready_at is not None and self.polls >= self.ready_at
+
+    tick = TickClock()
+    monkeypatch.setattr(worker, "_monotonic", tick)
+    idle = Conn(ready_at=None)
+    assert worker.spin_wait(idle, 0.05) is False
+    assert tick.now >= 0.05 and 45 <= idle.polls <= 50, (tick.now, idle.polls)  # it spun for its whole budget
+    busy = Conn(ready_at=3)
+    assert worker.spin_wait(busy, 10.0) is True
+    assert busy.polls == 3  # the third poll saw the message: it returned at once, nowhere near its 10 s budget
+    # And with a real pipe: a message already waiting is seen on the first poll.
+    monkeypatch.undo()
     parent, child = multiprocessing.Pipe()
-    t0 = time.monotonic()
-    assert spin_wait(child, 0.05) is False
-    assert 0.05 <= time.monotonic() - t0 < 1.0
-    threading.Timer(0.05, lambda: parent.send(("time_round", {}))).start()
-    t0 = time.monotonic()
-    assert spin_wait(child, 10.0) is True
-    assert time.monotonic() - t0 < 5.0
+    parent.send(("time_round", {}))
+    assert worker.spin_wait(child, 10.0) is True
     assert child.recv() == ("time_round", {})
 
 

@@ -163,20 +163,25 @@ def test_a_forged_raw_tensor_header_is_a_malformed_message(forged):
         wire.decode(b"R" + pickle.dumps(("ok", [forged])))
 
 
-def test_a_timing_reply_costs_microseconds_not_torch_save():
+def test_a_timing_reply_costs_microseconds_not_torch_save(monkeypatch):
     # The parent's clock over a timing request includes the reply's trip; torch.save's container costs ~0.1-0.2 ms,
-    # which moved correct kernels past the wall-clock slack on the H200 (docs/PERF_NOTES.md, runs 25-27).
+    # which moved correct kernels past the wall-clock slack on the H200 (docs/performance.md#the-wall-clock-check).
+    # Checked without a clock: neither end calls torch.save or torch.load, and the frame is a small plain pickle
+    # (torch.save's zip container alone is over a kilobyte), so the trip is one small write and read.
     import time
 
     msg = ("ok", {"triton": {"event_ms": [0.0288] * 5, "host_ms": [1.03] * 5}})
+    assert child_wire.reply_bytes(msg)[:1] == b"R" and len(child_wire.reply_bytes(msg)) < 512
+
+    def refuse(*a, **k):
+        raise AssertionError("a timing reply must not go through torch.save / torch.load")
+
+    monkeypatch.setattr(torch, "save", refuse)
+    monkeypatch.setattr(torch, "load", refuse)
     a, b = multiprocessing.Pipe()
-    child_wire.timing_worker.send(a, msg)
-    assert wire.timing_parent.recv(b, deadline=time.monotonic() + 5) == msg
-    t0 = time.perf_counter()
-    for _ in range(200):
+    for _ in range(3):
         child_wire.timing_worker.send(a, msg)
-        wire.timing_parent.recv(b, deadline=time.monotonic() + 5)
-    assert (time.perf_counter() - t0) / 200 < 1e-3
+        assert wire.timing_parent.recv(b, deadline=time.monotonic() + 5) == msg
 
 
 # -- a child that abuses the pipe: the Sandbox ends the request, never waits or crashes ----------------------
