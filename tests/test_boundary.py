@@ -274,6 +274,7 @@ def test_every_profiled_call_on_a_gpu_is_checked_not_only_the_kernel_check_s():
     violation naming the case and the call, whichever call the kernel check later profiles. (The records are what
     Worker.run sends from a GPU; tests/test_exploits.py runs the real thing there.)"""
     from grader.correctness import _call_violations, _malformed_run_reply
+    from grader.results import VIOLATION, Code
     from grader.spec import Case
 
     case = Case("medium/float32", (64, 512), "float32")
@@ -284,10 +285,10 @@ def test_every_profiled_call_on_a_gpu_is_checked_not_only_the_kernel_check_s():
     host = {**honest, "call_kernels": [[fill, "Memcpy DtoH (Device -> Pageable)", "Memcpy HtoD (Pageable -> Device)",
                                          "alibi(...)"], [fill, "glu_kernel(...)"]]}
     (v,) = _call_violations("cuda", case, host, True, 64 * 256)
-    assert v.startswith("data moved between host and device") and v.endswith("(case medium/float32, call 1)")
+    assert v.code == Code.HOST_TRANSFER and v.severity == VIOLATION and v.text.endswith("(case medium/float32, call 1)")
     cached = {**honest, "call_kernels": [[fill, "glu_kernel(...)"], [fill, "Memcpy DtoD (Device -> Device)"]]}
     (v,) = _call_violations("cuda", case, cached, True, 64 * 256)
-    assert v.startswith("no kernel from your library") and v.endswith("call 2)")
+    assert v.code == Code.NO_OWN_KERNEL and v.text.endswith("call 2)")
     assert _call_violations("cuda", case, cached, False, 64 * 256) == []  # a wrong answer earns nothing anyway
     assert _call_violations("cuda", case, {**cached, "call_kernels": None}, True, 64 * 256) == []  # CPU: no device record
     import torch
