@@ -6,14 +6,12 @@ The parsers are tested on PTX and ptxas text of the form nvcc 13 writes; with nv
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from grader import cudainfo
 from grader.build import find_nvcc
 
-ROOT = Path(__file__).resolve().parent.parent
 
 PTX = """
 .visible .entry _Z4wideILi1EEvPKfPf(
@@ -72,12 +70,12 @@ def test_short_names_keep_the_template_arguments():
 
 @pytest.mark.nvcc
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found (CUDA toolkit not installed)")
-def test_the_staff_kernel_has_16_byte_accesses_and_a_scalar_design_gets_the_hint():
-    text, info = cudainfo.report(ROOT / "reference" / "glu" / "solution_cuda.cu")
+def test_the_staff_kernel_has_16_byte_accesses_and_a_scalar_design_gets_the_hint(repo_root):
+    text, info = cudainfo.report(repo_root / "reference" / "glu" / "solution_cuda.cu")
     assert info["wide_loads"], text
     assert all(k["registers"] for k in info["kernels"]), text
     assert "hint: no 16-byte" not in text
-    text, info = cudainfo.report(ROOT / "tests" / "correct" / "cuda_row_blocks" / "glu_cuda.cu")
+    text, info = cudainfo.report(repo_root / "tests" / "correct" / "cuda_row_blocks" / "glu_cuda.cu")
     assert not info["wide_loads"] and "hint: no 16-byte (v4) global loads" in text, text
     assert "glu_rows" in text, text  # named per kernel (demangled where c++filt is installed)
 

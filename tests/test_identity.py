@@ -12,7 +12,6 @@ import pytest
 
 from grader import build, identity
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_a_non_root_grader_cannot_separate_and_says_why(monkeypatch):
@@ -86,11 +85,11 @@ def test_the_scratch_holds_only_grader_child_and_is_removed(tmp_path):
 
 
 @pytest.mark.nvcc
-def test_a_cached_library_whose_bytes_changed_is_rebuilt(tmp_path):
+def test_a_cached_library_whose_bytes_changed_is_rebuilt(tmp_path, repo_root):
     if build.find_nvcc() is None:
         pytest.skip("needs nvcc")
     src = tmp_path / "glu_cuda.cu"
-    shutil.copy(ROOT / "tests" / "correct" / "cuda_row_blocks" / "glu_cuda.cu", src)
+    shutil.copy(repo_root / "tests" / "correct" / "cuda_row_blocks" / "glu_cuda.cu", src)
     first = build.build_cuda(src, cache_dir=tmp_path / "cache", timeout_s=300)
     assert first.ok and not first.cached and first.lib is not None
     again = build.build_cuda(src, cache_dir=tmp_path / "cache", timeout_s=300)

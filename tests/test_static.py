@@ -3,13 +3,11 @@ ordinary kernel code, the staff solutions and the stubs get none. Warnings never
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from grader import static
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def whats(src: str) -> list[str]:
@@ -22,8 +20,8 @@ def whats(src: str) -> list[str]:
     ("assignment/glu_triton.py", "triton"),
     ("assignment/glu_cuda.cu", "cuda"),
 ])
-def test_staff_solutions_and_stubs_get_no_warning(path, kind):
-    assert static.scan(ROOT / path, kind) == []
+def test_staff_solutions_and_stubs_get_no_warning(path, kind, repo_root):
+    assert static.scan(repo_root / path, kind) == []
 
 
 ORDINARY = '''
@@ -74,6 +72,6 @@ def test_one_use_is_one_warning():
 
 
 @pytest.mark.parametrize("exploit", ["patch_worker_kernels", "gpu_timer_forgery"])
-def test_exploits_that_rewrite_the_grader_are_warned(exploit):
-    warnings = static.scan(ROOT / "tests" / "exploits" / exploit / "glu_triton.py", "triton")
+def test_exploits_that_rewrite_the_grader_are_warned(exploit, repo_root):
+    warnings = static.scan(repo_root / "tests" / "exploits" / exploit / "glu_triton.py", "triton")
     assert any(w.why == static.WHY["grader internals"] for w in warnings), [w.text() for w in warnings]

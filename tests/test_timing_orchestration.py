@@ -17,7 +17,6 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import replace
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -30,9 +29,8 @@ from grader.child.inputs import digest, digest_weights
 from grader.inputs import make_input_seeded
 from grader.sandbox import WorkerFailure
 from grader.reference import load_reference
-from grader.spec import Case, load_problem
+from grader.spec import Case
 
-ROOT = Path(__file__).resolve().parent.parent
 SECRET = 12345
 MS = {"manual": 12.0, "eager": 6.0, "compiled": 3.0}  # the baselines' real (and reported) ms per call
 
@@ -104,8 +102,7 @@ class FakeWorker:
 
 
 @pytest.fixture(scope="module")
-def glu():
-    problem = load_problem(ROOT / "reference" / "glu" / "spec.yaml")
+def glu(problem):
     case = replace(problem.performance.cases[0], shape=(8, 64), dtype="float32", points=4.0)
     return problem, case, load_reference(problem)
 
