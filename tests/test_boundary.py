@@ -295,3 +295,12 @@ def test_every_profiled_call_on_a_gpu_is_checked_not_only_the_kernel_check_s():
 
     three_calls = {"outs": [torch.zeros(1)] * 2, "meta": {}, "x_after": torch.zeros(1), "call_kernels": [["k"]] * 3}
     assert _malformed_run_reply(three_calls) == "'call_kernels' is not a list of kernel names per call"
+
+
+def test_the_worker_s_error_categories_are_the_ones_the_parent_accepts():
+    """The parent decides a failure's reason by the category a worker's error reply names (grader/sandbox.py), never
+    by its text; both sides must list the same categories, and anything else reads as an ordinary raised call."""
+    from grader.child.worker import CATEGORIES
+    from grader.sandbox import ERROR_CATEGORIES
+
+    assert CATEGORIES == ERROR_CATEGORIES

@@ -85,8 +85,8 @@ def test_replies_stay_within_the_parents_bounds_when_the_worker_wrote_them():
     assert len(long[1]) == wire.MAX_STR and len(long[2]) == wire.MAX_STR
     from grader.child.worker import _error
 
-    line, detail = _error("x" * 10**6, "tb\n" * 10**6)[1:]
-    assert len(line) < 3000 and len(detail) < 20000 and detail.endswith("tb\n")
+    line, detail, category = _error("x" * 10**6, "tb\n" * 10**6, "load")[1:]
+    assert len(line) < 3000 and len(detail) < 20000 and detail.endswith("tb\n") and category == "load"
 
 
 def test_the_grader_cannot_send_anything_but_data():
