@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import signing
-from .results import FAILED, PASSED, SKIPPED, Grade, Reason
+from .results import FAILED, PASSED, SKIPPED, Code, Grade, Kind, Reason
 
 STYLE = {PASSED: "green", FAILED: "red", SKIPPED: "yellow"}
 ANSI_CSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
@@ -71,11 +71,13 @@ def finite(obj: Any) -> Any:
     return obj
 
 
-def _untrusted_time(g: Grade, part: str, d: dict, floor_ms: float) -> bool:
+def _untrusted_time(g: Grade, part: str, case: str, d: dict, floor_ms: float) -> bool:
     """Times that must not rank: outputs that failed verification, times under the physical floor, forfeit parts."""
-    flags = d.get("flags") or []
-    if any("timed outputs are wrong" in f or "below the physical floor" in f for f in flags):
-        return True
+    unreal = (Code.TIMED_WRONG, Code.BELOW_FLOOR)
+    for t in g.tests:
+        if t.kind == Kind.PERFORMANCE and t.part == part and t.extra.get("case") == case:
+            if any(f.code in unreal for f in t.findings):
+                return True
     eff = d.get("effective_ms")
     if not isinstance(eff, (int, float)) or not math.isfinite(eff) or eff <= 0 or (floor_ms and eff < floor_ms):
         return True
@@ -89,7 +91,7 @@ def leaderboard(g: Grade) -> list[dict[str, Any]]:
     board: list[dict[str, Any]] = []
     for case, c in (g.perf.get("cases") or {}).items():
         for impl, d in (c.get("impls") or {}).items():
-            if _untrusted_time(g, impl, d, float(c.get("floor_ms") or 0.0)):
+            if _untrusted_time(g, impl, case, d, float(c.get("floor_ms") or 0.0)):
                 continue
             board.append({"name": f"{impl} {case} (ms)", "value": round(float(d["effective_ms"]), 5), "order": "asc"})
             pct = d.get("pct_roofline")

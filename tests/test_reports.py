@@ -110,7 +110,10 @@ def grade_from_results(d: dict) -> Grade:
     for t in d["tests"]:
         e = dict(t["extra_data"])
         state = e.pop("state")
-        g.tests.append(results.TestResult(t["name"], t["tags"][0], t["tags"][1], t["score"], t["max_score"], state, t["output"], e))
+        kind, reason = results.Kind(e.pop("kind")), results.Reason(e.pop("reason"))
+        findings = [results.Finding(results.Code(f["code"]), f["text"], f["severity"]) for f in e.pop("findings")]
+        g.tests.append(results.TestResult(t["name"], t["tags"][0], t["tags"][1], t["score"], t["max_score"], state, t["output"], e,
+                                          kind, reason, findings))
     return g
 
 
@@ -188,7 +191,8 @@ def test_h200_fixture_validates_and_gains_a_leaderboard(tmp_path):
 def test_leaderboard_leaves_off_times_that_are_not_real_work(tmp_path):
     raw = fixture()
     g = grade_from_results(raw)
-    g.perf["cases"]["lecture_16k"]["impls"]["triton"]["flags"] = ["timed outputs are wrong: 3 of 100 elements"]
+    wrong = next(t for t in g.tests if t.name == "triton / performance / lecture_16k")
+    wrong.findings = [results.Finding(results.Code.TIMED_WRONG, "timed outputs are wrong: 3 of 100 elements", results.FLAG)]
     g.perf["cases"]["fp16_4k"]["impls"]["triton"]["effective_ms"] = 1e-6  # under the physical floor
     next(t for t in g.tests if t.name == "cuda / kernel check").extra["forfeit"] = True
     g.perf["cases"]["llama3_8b_mlp"]["impls"]["triton"]["pct_roofline"] = float("nan")

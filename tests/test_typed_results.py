@@ -20,7 +20,7 @@ BROKEN = ROOT / "tests" / "broken"
 # have none (names and outputs are for people; grader/results.py has the fields to decide by).
 DECIDES_BY_TEXT = re.compile(
     r"\bt\.name\.(endswith|startswith)\(|\b(t\.output|out|low|first|text)\.(startswith|endswith)\(|"
-    r"\"[A-Za-z][^\"]{2,}\" in (out|low|first|text|t\.output|t\.name)\b|"
+    r"\"[A-Za-z][^\"]{2,}\" in (out|low|first|text|t\.output|t\.name)\b|\"[A-Za-z][^\"]* [^\"]{6,}\" in [a-z_.]+\b|"
     r"\.(startswith|endswith)\(\(?\"(forfeit|FLAG|VIOLATION|warning|not run|not timed|could not|PyTorch|no kernel)")
 
 
