@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from . import signing
@@ -205,17 +206,26 @@ def print_summary(g: Grade, console: Console | None = None, verbose_failures: in
         pts = f"{sum(x.score for x in ts):.3g}/{sum(x.max_score for x in ts):g}" if t.max_score else "-"
         first = t.output.splitlines()[0] if t.output else ""
         if len(ts) > 1:
-            name, first = f"{t.part} / {t.stage} ({len(ts)} cases)", ("all passed" if t.state == PASSED else first)
+            name = f"{t.part} / {t.stage} ({len(ts)} cases)"
+            if t.state == PASSED:
+                first = "all passed"
+            elif t.state == FAILED:  # say which cases: a grouped failure must be findable
+                cases = [str(x.extra.get("case") or x.name) for x in ts]
+                first += f" (cases: {', '.join(cases[:6])}{f', +{len(cases) - 6} more' if len(cases) > 6 else ''})"
         else:
             name = t.name
-        table.add_row(name, f"[{STYLE[t.state]}]{t.state}[/]", pts, first)
+        table.add_row(escape(name), f"[{STYLE[t.state]}]{t.state}[/]", pts, escape(first))  # text is not markup
     console.print(table)
-    shown = 0
-    for t in g.tests:
-        if t.state == FAILED and "\n" in t.output and shown < verbose_failures and t.reason != Reason.FORFEIT:
-            console.print(f"[bold red]{t.name}[/]")
-            console.print(t.output, markup=False, highlight=False)
-            shown += 1
+    detailed = [t for t in g.tests if t.state == FAILED and "\n" in t.output and t.reason != Reason.FORFEIT]
+    for t in detailed[:verbose_failures]:
+        console.print(f"[bold red]{t.name}[/]")
+        console.print(t.output, markup=False, highlight=False)
+    if len(detailed) > verbose_failures:
+        console.print(
+            f"... and {len(detailed) - verbose_failures} more failed tests with details: see report.md "
+            "(or report.html) beside results.json",
+            highlight=False,
+        )
     for n in g.notes:
         console.print(f"[yellow]note:[/] {n}", highlight=False)
     if g.phases:

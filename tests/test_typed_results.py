@@ -102,3 +102,25 @@ def test_the_poison_and_a_computed_nan_are_told_apart(dtype):
     assert not v.ok and v.reason == Reason.NAN_COMPUTED and "overflow" in v.text()
     v = check.check_output(out * 2, truth, tol=tol, dtype=dtype)
     assert not v.ok and v.reason == Reason.WRONG_VALUES
+
+
+def test_the_terminal_names_grouped_failures_and_counts_the_details_it_leaves_out():
+    """Issue 18: a grouped row "correctness (N cases) failed" says which cases, and failures past the first six
+    detailed ones are counted, with where to read them."""
+    import io
+
+    from rich.console import Console
+
+    from grader.report import print_summary
+    from grader.results import FAILED, Grade, TestResult
+
+    g = Grade(problem="glu", submission="sub", device="cpu")
+    for i in range(9):
+        g.tests.append(TestResult(f"triton / correctness / c{i}", "triton", "correctness", 0.0, 1.0, FAILED,
+                                  "wrong values: 1 of 2 elements outside tolerance\n  at index (0, 0)", {"case": f"c{i}"},
+                                  Kind.CORRECTNESS, Reason.WRONG_VALUES))
+    buf = io.StringIO()
+    print_summary(g, Console(file=buf, width=200))
+    out = buf.getvalue()
+    assert "(9 cases)" in out and "(cases: c0, c1, c2, c3, c4, c5, +3 more)" in out
+    assert "... and 3 more failed tests with details: see report.md" in out
