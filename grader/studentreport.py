@@ -33,6 +33,7 @@ from .results import FAILED, FLAG, PASSED, SKIPPED, VIOLATION, WARNING, Code, Fi
 
 NO_PLOTS = "plots need matplotlib (pip install matplotlib); this report has tables only"
 REASON_LINES = 6  # lines of a test's output quoted as the reason for lost points
+FULL_OUTPUT_MAX = 20000  # characters of a test's output the HTML report can expand to
 STAGES = ("correctness", "performance")
 
 
@@ -284,6 +285,12 @@ class Loss:
     @property
     def state(self) -> str:
         return self.tests[0].state
+
+    @property
+    def full_output(self) -> str:
+        """The first test's whole output (the reason quotes its first lines), capped for the page."""
+        out = self.tests[0].output.strip()
+        return out if len(out) <= FULL_OUTPUT_MAX else out[:FULL_OUTPUT_MAX] + "\n[... cut at 20000 characters]"
 
 
 def losses(data: dict[str, Any]) -> list[Loss]:
@@ -799,7 +806,10 @@ def render_html(data: dict[str, Any], imgs: dict[str, bytes] | None, note: str |
     for lo in lost:
         what = "not earnable on this machine" if lo.state == SKIPPED else "lost"
         H.append(f'<div class="lost {_e(lo.state)}"><h3>{_e(lo.title)}: {_points(lo.points)} {what}</h3>')
-        H.append(f"<pre>{_e(chr(10).join(lo.reason))}</pre><p>What to try:</p><ul>")
+        H.append(f"<pre>{_e(chr(10).join(lo.reason))}</pre>")
+        if len(lo.full_output.splitlines()) > REASON_LINES:  # the quote was cut: the whole output, one click away
+            H.append(f"<details><summary>the whole output</summary><pre>{_e(lo.full_output)}</pre></details>")
+        H.append("<p>What to try:</p><ul>")
         H += [f"<li>{_e(tip)}</li>" for tip in lo.tips]
         H.append("</ul></div>")
     for t in compiler_reports(data):

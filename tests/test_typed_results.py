@@ -124,3 +124,14 @@ def test_the_terminal_names_grouped_failures_and_counts_the_details_it_leaves_ou
     out = buf.getvalue()
     assert "(9 cases)" in out and "(cases: c0, c1, c2, c3, c4, c5, +3 more)" in out
     assert "... and 3 more failed tests with details: see report.md" in out
+
+
+def test_the_html_report_expands_a_cut_reason_to_the_whole_output(grade_dir, tmp_path):
+    """Issue 18: report.html quoted the first lines of a failure and cut the rest (where the hints are) with no way
+    to read it; now the whole output is one click away (<details>), escaped like the rest of the page."""
+    g = grade_dir(BROKEN / "ignores_row_stride")
+    _, page_path = studentreport.write_student_report(g, tmp_path)
+    page = page_path.read_text()
+    assert "more lines)" in page  # a cut quote ...
+    assert "<details><summary>the whole output</summary><pre>" in page  # ... with the whole output behind it
+    assert "hint: row 0 is right but later rows are wrong" in page.split("<details>", 1)[1]
