@@ -78,6 +78,7 @@ class FakeWorker:
 
     def request(self, kind: str, p: dict, timeout_s: float = 0.0, what: str = "") -> dict:
         if kind == "time_setup":
+            self.setup_p = p
             case = Case(**p["case"])
             self.sets = [make_input_seeded(case, "cpu", s) for s in p["seeds"]]
             self.weights = digest_weights(p["n_out"], p["digest_seed"], "cpu")
@@ -112,15 +113,32 @@ def target(name: str) -> SimpleNamespace:
     return SimpleNamespace(impl=SimpleNamespace(name=name, kind="triton"))
 
 
-def run_case(glu, impls: dict[str, FakeWorker], case: Case | None = None, baselines: FakeWorker | None = None):
+def run_case(glu, impls: dict[str, FakeWorker], case: Case | None = None, baselines: FakeWorker | None = None,
+             fresh: dict[str, list[FakeWorker | None]] | None = None, restarts: list[list[str]] | None = None):
+    """Time `impls` against the fake baselines. A re-timing restarts a worker (performance._restart_workers): here
+    the next of `fresh[name]` takes its place (None: it fails to start), or, with none left, the same fake worker
+    stands for a new process that behaves the same. `restarts` collects the names of each restart."""
     problem, default_case, ref = glu
     case = case or default_case
     boxes = {"baselines": baselines or FakeWorker({n: (ms, ms) for n, ms in MS.items()}), **impls}
+    dead: dict[str, str] = {}
     targets = [target(n) for n in impls]
     rule = stats.StopRule(rel_sem=0.5, min_n=15, max_n=15, max_seconds=60.0)  # 3 rounds
+
+    def restart(names: list[str]) -> None:
+        (restarts if restarts is not None else []).append(list(names))
+        for n in names:
+            old, queue = boxes[n], (fresh or {}).get(n, [])
+            if queue:
+                new = queue.pop(0)
+                if new is None:  # it failed to start: the old worker stays (performance._restart_workers)
+                    continue
+                boxes[n] = new
+            boxes[n].request("time_setup", old.setup_p)  # a fresh worker makes its own input sets
+
     res = performance._time_case(
-        problem, case, targets, boxes, {}, ref, device="cpu", secret=SECRET, rule=rule, rng=random.Random(0),
-        copy_bps=1e15, ceiling_bps=1e15, progress=lambda s: None,
+        problem, case, targets, boxes, dead, ref, device="cpu", secret=SECRET, rule=rule, rng=random.Random(0),
+        copy_bps=1e15, ceiling_bps=1e15, progress=lambda s: None, restart=restart,
     )
     return {t.part: t for t in res["tests"]}, res["info"]
 
@@ -186,6 +204,35 @@ def test_a_forger_that_behaves_only_when_retimed_is_scored_on_its_real_time(glu)
     tests, info = run_case(glu, {"sly": Phased("sly", first=(12.0, 3.0), then=(12.0, 12.0))})
     t = tests["sly"]
     assert info["impls"]["sly"]["first_pass"]["retimed"], info["impls"]["sly"]
+    assert abs(t.extra["effective_ms"] - 12.0) < 1e-9 and t.extra["credit"] < 0.1, t.output
+
+
+def test_a_retiming_runs_in_a_fresh_worker_so_one_slow_process_costs_nothing(glu):
+    # The first process of a correct 3 ms kernel carries 6 ms per call of its own (where its buffers and threads
+    # landed); a new process does not. Only the fresh worker's pass counts: full credit, no flag.
+    slow_process, fresh_process = FakeWorker({"k": (9.0, 3.0)}), FakeWorker({"k": (3.0, 3.0)})
+    restarts: list[list[str]] = []
+    tests, info = run_case(glu, {"k": slow_process}, fresh={"k": [fresh_process]}, restarts=restarts)
+    t, d = tests["k"], info["impls"]["k"]
+    assert restarts == [["k"]], restarts
+    assert fresh_process.kept, "the re-timing was not done by the fresh worker"
+    assert d["first_pass"]["retimes"] == 1 and t.extra["credit"] == 1.0 and not t.extra["flags"], t.output
+
+
+def test_a_forger_is_caught_in_every_fresh_worker(glu):
+    # Forging is the code's doing, not the process's: each new process forges again, and is caught again.
+    restarts: list[list[str]] = []
+    fresh = {"f": [FakeWorker({"f": (12.0, 3.0)}), FakeWorker({"f": (12.0, 3.0)})]}
+    tests, info = run_case(glu, {"f": FakeWorker({"f": (12.0, 3.0)})}, fresh=fresh, restarts=restarts)
+    assert restarts == [["f"], ["f"]] and not fresh["f"], restarts
+    assert tests["f"].extra["credit"] < 0.1 and "recurred when re-timed (2 times)" in tests["f"].output
+
+
+def test_a_fresh_worker_that_fails_to_start_leaves_the_old_one_timing(glu):
+    old = FakeWorker({"f": (12.0, 3.0)})
+    tests, info = run_case(glu, {"f": old}, fresh={"f": [None, None]})
+    t = tests["f"]
+    assert info["impls"]["f"]["first_pass"]["retimes"] == 2, info["impls"]["f"]
     assert abs(t.extra["effective_ms"] - 12.0) < 1e-9 and t.extra["credit"] < 0.1, t.output
 
 
@@ -574,3 +621,34 @@ def test_a_queued_command_is_answered_in_order_after_the_greeting_and_blocks_oth
         box.send("prepare", {"kind": "cuda"}, what="compiling the baselines")
         with pytest.raises(WorkerFailure, match="trusted baselines only"):
             box.drain(timeout_s=60)
+
+
+@pytest.mark.parametrize("starts", [True, False])
+def test_restart_workers_replaces_a_worker_only_once_its_successor_is_ready(glu, monkeypatch, starts):
+    problem, case, _ = glu
+    log: list[tuple[str, str]] = []
+
+    class Box:
+        def __init__(self, tag: str):
+            self.tag = tag
+
+        def wait_ready(self, timeout_s):
+            log.append((self.tag, "ready"))
+            if not starts:
+                raise WorkerFailure("timed out after 180 s", fatal=True, reason="timeout")
+
+        def request(self, cmd, p, timeout_s, what):
+            log.append((self.tag, cmd))
+
+        def close(self):
+            log.append((self.tag, "close"))
+
+    monkeypatch.setattr(performance, "Sandbox", lambda *a, **k: Box("new"))
+    old = Box("old")
+    boxes, dead = {"k": old}, {}
+    t = SimpleNamespace(impl=SimpleNamespace(name="k", kind="triton"), payload=lambda problem: {"kind": "triton"})
+    performance._restart_workers(problem, [t], boxes, dead, "cpu", 60.0, {"case": {}}, case.name)
+    if starts:
+        assert boxes["k"].tag == "new" and log == [("new", "ready"), ("new", "load"), ("new", "time_setup"), ("old", "close")]
+    else:
+        assert boxes["k"] is old and log == [("new", "ready"), ("new", "close")] and not dead
