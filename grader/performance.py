@@ -60,6 +60,10 @@ WALL_SLACK_RATIO = 0.25
 # that process's offset), before the excess counts. A forged timer exceeds it in every process, so each
 # re-timing costs it nothing but the grader a worker start (~10 s on the H200).
 MAX_RETIMES = 2
+# Idle timing workers kept for those re-timings (a fresh start is ~8 s on the H200: the interpreter, torch, CUDA).
+# Two cover a grade's usual one or two re-timings; beyond that a worker is started when needed.
+SPARE_WORKERS = 2
+SPARE = "spare:"  # their keys among start_workers' boxes (no implementation name has a colon: grader/spec.py)
 # While a case is timed, idle workers busy-wait for their next request (grader/child/worker.py: spin_wait) instead of
 # sleeping, if the machine has a core for every worker plus the parent; otherwise spinning would steal them.
 SPIN_S = 0.25
@@ -191,6 +195,10 @@ def start_workers(problem: Problem, targets: list[Target], device: str) -> dict[
         name: Sandbox(device, wait=False, timing=True, trusted=name == "baselines")
         for name in ["baselines"] + [t.impl.name for t in targets]
     }
+    # Spares for re-timings, which each run in a new process (see _restart_workers): started now, their start-up
+    # overlaps the correctness stage instead of stalling a timed case. They never import code under test unless used.
+    for i in range(SPARE_WORKERS if targets and device != "cpu" else 0):
+        boxes[f"{SPARE}{i}"] = Sandbox(device, wait=False, timing=True, trusted=False)
     if problem.performance is not None:
         prep = {**_baseline_payload(problem), "cases": [asdict(c) for c in problem.performance.cases]}
         try:
@@ -228,6 +236,7 @@ def run_performance(
     progress("performance: starting workers" if started is None else "performance: loading workers")
     if started is None:
         started = start_workers(problem, targets, device)
+    spares = [started[k] for k in list(started) if k.startswith(SPARE)]
     boxes: dict[str, Sandbox | None] = {}
     dead: dict[str, str] = {}
     pending = [("baselines", _baseline_payload(problem))] + [(t.impl.name, t.payload(problem)) for t in targets]
@@ -284,6 +293,7 @@ def run_performance(
                 ceiling_bps=ceiling,
                 progress=progress,
                 first_calls=info.get("baseline_first_calls_s", {}).get(case.name, {}),
+                spares=spares,
             )
             info["cases"][case.name] = res["info"]
             tests += res["tests"]
@@ -311,10 +321,12 @@ def _time_case(
     progress,
     first_calls=None,
     restart: Callable[[list[str]], None] | None = None,
+    spares: list[Sandbox] | None = None,
 ) -> dict[str, Any]:
     """Time one case. `restart(names)` replaces those implementations' workers with fresh processes, set up for
     the case, before a re-timing (default: _restart_workers; the tests give fake workers)."""
     first_calls = first_calls or {}
+    spares = spares if spares is not None else []
     perf = problem.performance
     limit = problem.limits.timing_s
     shape_out = problem.out_shape(case.shape)
@@ -409,7 +421,9 @@ def _time_case(
         # A fresh process for each: the offset that a worker process carries (where its buffers and threads
         # landed) is drawn again, so a correct kernel is not judged three times on one unlucky process.
         if restart is None:
-            _restart_workers(problem, [by_name[n] for n in pending], boxes, dead, device, limit, setup_p, case.name)
+            _restart_workers(
+                problem, [by_name[n] for n in pending], boxes, dead, device, limit, setup_p, case.name, spares
+            )
         else:
             restart(pending)
         again = timed_rounds([u for u in units if u[0] == "baselines" or u[1] in pending])
@@ -602,18 +616,23 @@ def _restart_workers(
     limit: float,
     setup_p: dict[str, Any],
     case_name: str,
+    spares: list[Sandbox],
 ) -> None:
     """Replace each target's timing worker with a new process (same identity and scratch: grader/identity.py),
     loaded and set up for the case. All start at once, so their start-up overlaps. The old worker is closed only
     once its successor is ready: one that fails to start (out of GPU memory beside the old one, say) leaves the
     old worker in place, and the re-timing runs there."""
-    fresh = {t.impl.name: (t, Sandbox(device, wait=False, timing=True, trusted=False)) for t in targets}
+    # A spare (started with the other timing workers, and idle since) skips the interpreter and CUDA start-up.
+    fresh = {
+        t.impl.name: (t, spares.pop() if spares else Sandbox(device, wait=False, timing=True, trusted=False))
+        for t in targets
+    }
     for name, (t, box) in fresh.items():
         try:
             box.wait_ready(timeout_s=180)
             box.request("load", t.payload(problem), timeout_s=limit, what="loading")
             box.request("time_setup", setup_p, timeout_s=limit, what=f"warm-up on {case_name}")
-        except WorkerFailure:
+        except (WorkerFailure, GraderFault):  # GraderFault: it failed to start; the grade goes on without it
             box.close()
             continue
         old, boxes[name] = boxes.get(name), box

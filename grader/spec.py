@@ -7,6 +7,7 @@ mistypes `dtpyes:` learns exactly that, not a KeyError 40 frames deep.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -243,6 +244,10 @@ def load_problem(path: str | Path) -> Problem:
         raise v.fail("implementations", "at least one implementation", rimpl)
     for name, r in rimpl.items():
         k = f"implementations.{name}"
+        # A plain word: it names result rows, files and worker keys (grader/performance.py keeps its spares under
+        # "spare:N" and its baselines under "baselines").
+        if not (isinstance(name, str) and re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name)) or name == "baselines":
+            raise v.fail(k, "an implementation name of letters, digits and _ (not 'baselines')", name)
         r = v.mapping(r, k, {"kind", "file", "entry", "staff"}, {"handout_section"})
         staff = here / v.string(r["staff"], f"{k}.staff")
         # Not checked here: the grading image ships without staff solutions (docs/SECURITY.md); only --staff

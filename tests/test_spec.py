@@ -302,3 +302,11 @@ def test_a_relative_spec_path_gives_absolute_file_paths(monkeypatch, repo_root):
     p = load_problem(Path("reference") / "glu" / "spec.yaml")
     assert p.path.is_absolute() and p.reference.is_absolute() and p.reference.is_file()
     assert all(i.staff.is_absolute() for i in p.implementations.values())
+
+
+@pytest.mark.parametrize("name", ["spare:0", "baselines", "my part", "2fast", ""])
+def test_an_implementation_name_must_be_a_plain_word(spec_dir, raw_spec, name):
+    raw = copy.deepcopy(raw_spec)
+    raw["implementations"][name] = raw["implementations"].pop("triton")
+    with pytest.raises(SpecError, match="implementation name of letters"):
+        load_problem(write_spec(spec_dir, raw))

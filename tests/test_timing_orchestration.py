@@ -647,8 +647,37 @@ def test_restart_workers_replaces_a_worker_only_once_its_successor_is_ready(glu,
     old = Box("old")
     boxes, dead = {"k": old}, {}
     t = SimpleNamespace(impl=SimpleNamespace(name="k", kind="triton"), payload=lambda problem: {"kind": "triton"})
-    performance._restart_workers(problem, [t], boxes, dead, "cpu", 60.0, {"case": {}}, case.name)
+    performance._restart_workers(problem, [t], boxes, dead, "cpu", 60.0, {"case": {}}, case.name, [])
     if starts:
         assert boxes["k"].tag == "new" and log == [("new", "ready"), ("new", "load"), ("new", "time_setup"), ("old", "close")]
     else:
         assert boxes["k"] is old and log == [("new", "ready"), ("new", "close")] and not dead
+
+
+def test_restart_workers_takes_a_spare_before_starting_a_worker(glu, monkeypatch):
+    problem, case, _ = glu
+    started: list[str] = []
+
+    class Box:
+        def __init__(self, tag: str):
+            self.tag = tag
+
+        def wait_ready(self, timeout_s):
+            pass
+
+        def request(self, cmd, p, timeout_s, what):
+            pass
+
+        def close(self):
+            pass
+
+    def spawn(*a, **k):
+        started.append("new")
+        return Box("new")
+
+    monkeypatch.setattr(performance, "Sandbox", spawn)
+    spares = [Box("spare")]
+    boxes: dict = {"a": Box("a"), "b": Box("b")}
+    targets = [SimpleNamespace(impl=SimpleNamespace(name=n, kind="triton"), payload=lambda problem: {}) for n in "ab"]
+    performance._restart_workers(problem, targets, boxes, {}, "cpu", 60.0, {"case": {}}, case.name, spares)
+    assert {boxes["a"].tag, boxes["b"].tag} == {"spare", "new"} and started == ["new"] and not spares
