@@ -73,13 +73,13 @@ def make_console() -> Console:
 def overview(tests: list[Test], lost: list[Failure]) -> list[tuple[str, str, str, str]]:
     """(test, state, points, detail) rows: a part's passed correctness cases are one row, and so is each failure
     of several cases (naming them); anything else is its own row. In the order the grade ran them."""
-    group_of = {id(t): i for i, f in enumerate(lost) if len(f.tests) > 1 for t in f.tests}
+    group_of = {t.name: i for i, f in enumerate(lost) if len(f.tests) > 1 for t in f.tests}  # names are unique
     rows: dict[Any, list[Test]] = {}
     for t in tests:
         if t.state == PASSED and t.stage == "correctness":
             key: Any = ("passed", t.part, t.stage)
-        elif id(t) in group_of:
-            key = ("failure", group_of[id(t)])
+        elif t.name in group_of:
+            key = ("failure", group_of[t.name])
         else:
             key = ("test", t.name)
         rows.setdefault(key, []).append(t)
