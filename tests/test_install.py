@@ -263,7 +263,9 @@ def test_no_staff_solution_in_any_distribution_and_the_problem_is(dists):
     for kind, names in _names(dists).items():
         assert not [n for n in names if Path(n).name.startswith("solution_")], f"a staff solution in the {kind}"
         for f in ("reference/glu/spec.yaml", "reference/glu/reference.py", "assignment/glu_triton.py",
-                  "assignment/glu_cuda.cu", "assignment/README.md", "grader/results.schema.json", "grader/child/worker.py"):
+                  "assignment/glu_cuda.cu", "assignment/README.md", "grader/results.schema.json", "grader/child/worker.py",
+                  "grader/report/templates/page.html.j2", "grader/report/templates/blocks.html.j2",
+                  "grader/report/templates/style.css"):
             assert f in names, f"{f} missing from the {kind}"
         assert not [n for n in names if n.startswith(("tests/", "docs/", "scripts/"))], f"staff material in the {kind}"
     entry_points = [n for n in _names(dists)["wheel"] if n.endswith(".dist-info/entry_points.txt")]
@@ -307,3 +309,5 @@ def test_the_installed_wheel_grades_the_stubs(dists, tmp_path):
     results = json.loads((out / "results.json").read_text())
     assert results["extra_data"]["submission"] == "assignment"
     assert results["max_score"] > 0 and any("/ correctness /" in t["name"] for t in results["tests"])
+    # report.html is rendered from the installed package data (the jinja2 templates), not this checkout.
+    assert (out / "report.html").is_file() and "<h2>Lost points</h2>" in (out / "report.html").read_text(), r.stderr[-2000:]

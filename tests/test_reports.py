@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from grader import cli, keyfile, report, signing, studentreport, tareport
+from grader.report import charts, perf, student
 from grader import results
 from grader.results import Grade
 
@@ -118,7 +119,7 @@ def grade_from_results(d: dict) -> Grade:
 
 
 def _have_matplotlib() -> bool:
-    return studentreport._matplotlib() is not None
+    return charts.matplotlib() is not None
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -243,7 +244,7 @@ def test_student_report_from_the_h200_fixture(tmp_path):
     md, page = md_path.read_text(), html_path.read_text()
     cases = raw["extra_data"]["performance"]["cases"]
     for name, c in cases.items():
-        title = studentreport.case_title(name, c)
+        title = perf.case_title(name, c)
         for impl in IMPLS:
             assert _perf_row(md, title, impl), f"no {impl} row for {name} in report.md"
         html_section = page.split(f"<h3>{title}</h3>", 1)[1].split("<h3>", 1)[0]
@@ -293,7 +294,7 @@ def test_a_broken_plotting_stack_costs_only_the_charts(tmp_path, monkeypatch):
     def boom(data):
         raise RuntimeError("font cache\nexploded")
 
-    monkeypatch.setattr(studentreport, "charts", boom)
+    monkeypatch.setattr(student, "charts", boom)
     md_path, html_path = studentreport.write_student_report(fixture(), tmp_path)
     assert "plots failed (RuntimeError: font cache exploded)" in md_path.read_text()
     assert "<img" not in html_path.read_text()

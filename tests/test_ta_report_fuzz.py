@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grader import tareport
+from grader.report import classstats
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "h200_staff_results.json"
 GOOD = json.loads(FIXTURE.read_text())
@@ -140,7 +141,7 @@ def _check_report(raw: bytes, alone: bool = False, charts: bool = False) -> tupl
         if charts:
             csv_path, html_path, subs, bad = tareport.write_ta_report(root, out)
         else:
-            with mock.patch.object(tareport, "_charts", lambda subs, top: None):
+            with mock.patch.object(classstats, "charts", lambda subs, top: None):
                 csv_path, html_path, subs, bad = tareport.write_ta_report(root, out)
         rows = list(csv.DictReader(io.StringIO(csv_path.read_text())))
         assert html_path.is_file()

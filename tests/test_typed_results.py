@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader import hints, studentreport
-from grader.report import results_json
+from grader import hints
+from grader.report import advice, failures, records, results_json, student
 from grader.results import Kind, Reason
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,23 +26,23 @@ DECIDES_BY_TEXT = re.compile(
 
 def test_no_decision_in_the_grader_reads_a_result_s_name_or_text():
     hits = []
-    for f in sorted((ROOT / "grader").glob("*.py")):
+    for f in sorted((ROOT / "grader").rglob("*.py")):  # the report package (grader/report/) included
         for n, line in enumerate(f.read_text().splitlines(), 1):
             if DECIDES_BY_TEXT.search(line):
-                hits.append(f"{f.name}:{n}: {line.strip()}")
+                hits.append(f"{f.relative_to(ROOT)}:{n}: {line.strip()}")
     assert not hits, "decisions by text:\n" + "\n".join(hits)
 
 
-def _lost(grade_dir, name: str) -> dict[str, studentreport.Loss]:
+def _lost(grade_dir, name: str) -> dict[str, failures.Failure]:
     g = grade_dir(BROKEN / name)
-    return {lo.title: lo for lo in studentreport.losses(results_json(g))}
+    return {lo.title: lo for lo in failures.failures(results_json(g))}
 
 
-def _advice_for(grade_dir, name: str, case: str) -> tuple[studentreport.Test, list[str]]:
+def _advice_for(grade_dir, name: str, case: str) -> tuple[records.Test, list[str]]:
     g = grade_dir(BROKEN / name)
     data = results_json(g)
-    t = next(t for t in studentreport.tests_of(data) if t.name == f"triton / correctness / {case}")
-    lo = next(lo for lo in studentreport.losses(data) if t.name in {x.name for x in lo.tests})
+    t = next(t for t in records.tests_of(data) if t.name == f"triton / correctness / {case}")
+    lo = next(lo for lo in failures.failures(data) if t.name in {x.name for x in lo.tests})
     return t, lo.tips
 
 
@@ -66,9 +66,9 @@ def test_the_problem_s_words_come_from_its_hints_file():
     assert "row stride" in hints.text(h, "later_rows") and hints.text(h, "dist", "saturating")
     assert hints.load("no_such_problem") == {} and hints.load("../glu") == {}
     # Without the problem's words, advice is still given, in the grader's generic terms.
-    t = studentreport.Test("triton / correctness / x", "triton", "correctness", "failed", 0.0, 1.0, "", {},
+    t = records.Test("triton / correctness / x", "triton", "correctness", "failed", 0.0, 1.0, "", {},
                            Kind.CORRECTNESS, Reason.WRONG_VALUES)
-    assert studentreport.advice(t, hints={}) == [studentreport.GENERIC[Reason.WRONG_VALUES]]
+    assert advice.advice(t, hints={}) == [advice.GENERIC[Reason.WRONG_VALUES]]
 
 
 def test_results_json_carries_the_typed_fields_and_old_files_still_read(grade_dir):
@@ -77,9 +77,9 @@ def test_results_json_carries_the_typed_fields_and_old_files_still_read(grade_di
     assert {"static warnings", "correctness", "kernel check"} <= kinds
     old = {"tests": [{"name": "triton / correctness / a", "tags": ["triton", "correctness"], "score": 0, "max_score": 1,
                       "output": "wrong values", "extra_data": {"state": "failed", "reason": "bogus", "findings": [1, {}]}}]}
-    (t,) = studentreport.tests_of(old)
+    (t,) = records.tests_of(old)
     assert t.kind is None and t.reason is None and t.findings == []
-    assert studentreport.advice(t)  # generic words, no crash
+    assert advice.advice(t)  # generic words, no crash
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
@@ -105,8 +105,8 @@ def test_the_poison_and_a_computed_nan_are_told_apart(dtype):
 
 
 def test_the_terminal_names_grouped_failures_and_counts_the_details_it_leaves_out():
-    """Issue 18: a grouped row "correctness (N cases) failed" says which cases, and failures past the first six
-    detailed ones are counted, with where to read them."""
+    """Issue 18: a grouped row "correctness (N cases) failed" says which cases, one failure of many cases is detailed
+    once, and failures past the first six detailed ones are counted, with where to read them."""
     import io
 
     from rich.console import Console
@@ -114,23 +114,33 @@ def test_the_terminal_names_grouped_failures_and_counts_the_details_it_leaves_ou
     from grader.report import print_summary
     from grader.results import FAILED, Grade, TestResult
 
+    def case(name: str, reason: Reason) -> TestResult:
+        return TestResult(f"triton / correctness / {name}", "triton", "correctness", 0.0, 1.0, FAILED,
+                          f"{reason}: 1 of 2 elements outside tolerance\n  at index (0, 0)", {"case": name},
+                          Kind.CORRECTNESS, reason)
+
     g = Grade(problem="glu", submission="sub", device="cpu")
-    for i in range(9):
-        g.tests.append(TestResult(f"triton / correctness / c{i}", "triton", "correctness", 0.0, 1.0, FAILED,
-                                  "wrong values: 1 of 2 elements outside tolerance\n  at index (0, 0)", {"case": f"c{i}"},
-                                  Kind.CORRECTNESS, Reason.WRONG_VALUES))
+    g.tests = [case(f"c{i}", Reason.WRONG_VALUES) for i in range(9)]  # one failure, nine cases
     buf = io.StringIO()
     print_summary(g, Console(file=buf, width=200))
     out = buf.getvalue()
     assert "(9 cases)" in out and "(cases: c0, c1, c2, c3, c4, c5, +3 more)" in out
-    assert "... and 3 more failed tests with details: see report.md" in out
+    assert out.count("at index (0, 0)") == 1 and "more failures" not in out  # detailed once
+    distinct = [Reason.WRONG_VALUES, Reason.UNWRITTEN, Reason.NAN_COMPUTED, Reason.INPUT_MODIFIED,
+                Reason.NOT_DETERMINISTIC, Reason.RAISED, Reason.CRASHED, Reason.TIMEOUT, Reason.WRONG_TENSOR]
+    g.tests = [case(f"d{i}", r) for i, r in enumerate(distinct)]  # nine distinct failures
+    buf = io.StringIO()
+    print_summary(g, Console(file=buf, width=200))
+    out = buf.getvalue()
+    assert out.count("at index (0, 0)") == 6
+    assert "... and 3 more failures with details: see report.md" in out
 
 
 def test_the_html_report_expands_a_cut_reason_to_the_whole_output(grade_dir, tmp_path):
     """Issue 18: report.html quoted the first lines of a failure and cut the rest (where the hints are) with no way
     to read it; now the whole output is one click away (<details>), escaped like the rest of the page."""
     g = grade_dir(BROKEN / "ignores_row_stride")
-    _, page_path = studentreport.write_student_report(g, tmp_path)
+    _, page_path = student.write_student_report(g, tmp_path)
     page = page_path.read_text()
     assert "more lines)" in page  # a cut quote ...
     assert "<details><summary>the whole output</summary><pre>" in page  # ... with the whole output behind it

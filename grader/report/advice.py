@@ -1,0 +1,123 @@
+"""What to try next for a lost point: chosen by a result's typed fields (grader/results.py: kind, reason, finding
+codes) and the case's own data (dtype, input distribution, padded rows), never by its name or output text; worded
+by the problem's hints.yaml (grader/hints.py), else in the grader's generic terms below.
+
+A finding code the grader adds later needs no change here: its words come from hints.yaml's `finding` section
+when the problem has them, and the report shows the finding's own text in any case."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import hints as problem_hints
+from ..results import SKIPPED, VIOLATION, Code, Finding, Kind, Reason
+from .records import Test, num
+
+# Problem-independent advice, by reason (grader/results.py). A problem's own words come from its hints.yaml.
+GENERIC = {
+    Reason.MISSING: "The file is missing: submit it under exactly the name the handout gives.",
+    Reason.NOT_IMPLEMENTED: "This part is still the stub: implement it (see the handout section named above).",
+    Reason.BUILD_FAILED: "The CUDA file did not compile: read the first nvcc error in the build test's output, fix it, "
+    "and build locally with `python -m grader grade --only cuda`.",
+    Reason.LOAD_FAILED: "The file does not load: run `python -c 'import glu_triton'` in the submission directory and "
+    "fix the first error; keep the function name and signature from the stub.",
+    Reason.TIMEOUT: "The call never finished: look for a loop whose bound never changes, or a grid that relaunches "
+    "itself.",
+    Reason.CRASHED: "The process crashed: an out-of-bounds or misaligned access. Mask every load and store (offsets < "
+    "n), use 64-bit offsets for large shapes, and check alignment before 16-byte vector accesses.",
+    Reason.INPUT_MODIFIED: "Your kernel wrote into x. Never store into the input: allocate the output with torch.empty "
+    "and write only there.",
+    Reason.NOT_DETERMINISTIC: "Two runs on the same input differ: a race (two threads writing the same output element, "
+    "or a block reading what another block writes) or a read of unwritten memory. Give each output "
+    "element exactly one writer, and mask loads so no thread reads past the end.",
+    Reason.NOT_PLAIN: "Return a plain torch.Tensor that your kernel has filled before the function returns: no "
+    "subclass, no torch function or dispatch mode, no autograd.",
+    Reason.PROTOCOL: "The worker's reply was tampered with: the grader's own process must be left alone.",
+    Reason.NOT_TIMED: "The part could not be timed (see the reason); fix correctness first.",
+    Reason.WRONG_TENSOR: "Return a new contiguous tensor of the input's dtype and device, of the shape the handout "
+    "gives.",
+    Reason.UNWRITTEN: "Some outputs were never written (the output is poisoned with NaN before each call): cover every "
+    "output element, and check the mask and the tail.",
+    Reason.WRONG_VALUES: "Compare with the reference in the handout, element by element, and compute in fp32.",
+    Reason.NAN_COMPUTED: "Your kernel computed NaN where the answer is finite: an intermediate overflowed (exp() of a "
+    "large argument is inf, and inf/inf or inf-inf is NaN). Rewrite the formula so that no step overflows.",
+    Reason.FORFEIT: "The kernel check found the work done outside your own kernel: every point of this part is "
+    "forfeit. See the kernel check's output.",
+}
+FLAG_TIPS = {
+    Code.BELOW_FLOOR: "A time under the physical floor cannot be real work: no caching, skipping or reusing outputs.",
+    Code.HIDDEN_WORK: "The host clock saw much more time than the CUDA events: do all work on the current stream and "
+    "synchronously in the call (no side streams, no deferred work).",
+    Code.WALL_EXCESS: "The grader's own clock saw more time than the reported one: do all the work inside the call, on "
+    "the current stream.",
+    Code.TIMED_WRONG: "The outputs timed on the large perf shape were wrong: a kernel must stay correct at every size.",
+}
+SKIP_TIP = (
+    "Not a fault of your code: these points need a CUDA GPU (or Triton, which installs on Linux only). They are "
+    "earned when the submission is graded on a GPU (the autograder), or run `python -m grader grade` on a GPU "
+    "machine."
+)
+FALLBACK = "Read the output above; run `python -m grader grade` locally to reproduce it."
+VALUE_REASONS = (Reason.WRONG_VALUES, Reason.UNWRITTEN, Reason.NAN_COMPUTED, Reason.WRONG_TENSOR)
+
+
+def advice(
+    t: Test,
+    perf: dict[str, Any] | None = None,
+    part_findings: list[Finding] | None = None,
+    hints: dict[str, Any] | None = None,
+) -> list[str]:
+    """What to try next for one lost point. part_findings: the kernel check's findings for the test's part (they
+    say why a forfeit happened). Distinct, in order: the reason's tip, then one per finding code with words."""
+    h = hints or {}
+    if t.state == SKIPPED:
+        return [SKIP_TIP]
+    tips: list[str] = []
+    if t.reason in (Reason.FORFEIT, Reason.VIOLATION):
+        codes = dict.fromkeys(f.code for f in part_findings or [] if f.severity == VIOLATION)
+        worded = [w for w in (problem_hints.text(h, "finding", str(c)) for c in codes) if w]
+        tips += worded or [GENERIC[Reason.FORFEIT]]
+    elif t.reason == Reason.WRONG_VALUES:
+        tips.append(_wrong_values(t, h))
+    elif t.reason is not None and t.reason in GENERIC:
+        tips.append(problem_hints.text(h, "reason", str(t.reason)) or GENERIC[t.reason])
+    # The test's own findings (e.g. a hint the check stage found), worded by the problem where it has words.
+    tips += [w for w in (problem_hints.text(h, "finding", str(f.code)) for f in t.findings) if w]
+    if t.kind == Kind.PERFORMANCE:
+        tips += _perf_advice(t, perf or {}, h)
+    return list(dict.fromkeys(tips)) or [FALLBACK]
+
+
+def _wrong_values(t: Test, h: dict[str, Any]) -> str:
+    if t.extra.get("padded") and t.extra.get("later_rows_only"):
+        return problem_hints.text(h, "later_rows") or GENERIC[Reason.WRONG_VALUES]
+    special = problem_hints.text(h, "dist", str(t.extra.get("dist", ""))) or problem_hints.text(
+        h, "dtype", str(t.extra.get("dtype", ""))
+    )
+    return special or problem_hints.text(h, "reason", str(Reason.WRONG_VALUES)) or GENERIC[Reason.WRONG_VALUES]
+
+
+def pct_at(c: dict[str, Any], ms: float, copy_bps: float) -> float:
+    """The share of the measured copy roofline (%) that a time of ms on perf case c stands for."""
+    return 100.0 * c["bytes"] / (ms * 1e-3) / copy_bps if ms > 0 and copy_bps > 0 and c.get("bytes") else float("nan")
+
+
+def _perf_advice(t: Test, perf: dict[str, Any], h: dict[str, Any]) -> list[str]:
+    tips = [problem_hints.text(h, "perf", str(f.code)) or FLAG_TIPS[f.code] for f in t.findings if f.code in FLAG_TIPS]
+    credit = t.extra.get("credit")
+    c = (perf.get("cases") or {}).get(t.case) or {}
+    d = (c.get("impls") or {}).get(t.part) or {}
+    if isinstance(credit, (int, float)) and credit < 1.0 and d:
+        th = c.get("thresholds") or {}
+        copy_bps = num(perf.get("copy_bytes_per_s"))
+        full_ms = num(th.get("full_ms"))
+        pct, target = num(d.get("pct_roofline"), float("nan")), pct_at(c, full_ms, copy_bps)
+        tips.append(
+            f"You reach {pct:.0f}% of the copy roofline here; full credit needs <= {full_ms:.4g} ms "
+            f"(about {target:.0f}% of the roofline). " + (problem_hints.text(h, "perf", "roofline") or "")
+        )
+        for key in (str(t.extra.get("impl_kind", "")), "one_pass"):
+            w = problem_hints.text(h, "perf", key)
+            if w:
+                tips.append(w)
+    return tips

@@ -1,0 +1,243 @@
+"""The TA's reports over a folder of graded submissions: grades.csv, class_summary.html and, with a roster,
+grades_canvas.csv (`python -m grader report DIR`; grader/tareport.py is the entry the CLI imports).
+
+class_summary.html is a Page of the same blocks as the student's report (grader/report/blocks.py), rendered by the
+same templates: a banner when any grade was made without a GPU, every file that could not be used, the flagged
+submissions with why, the score histogram, the speedup over eager per perf case, the pass rate per correctness
+case, the roster's join, and every submission with a link to its own report.html where there is one."""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from urllib.parse import quote
+
+from . import classstats, html
+from .blocks import Cell, Chart, Page, Row, Section, Table, Text
+from .classdata import Submission, collect, columns, render_csv, who
+from .output import write_text_atomic
+from .roster import CANVAS_CSV, CANVAS_HEADER, Join, Roster, join_roster, points_text, render_canvas_csv
+from .validate import Unreadable, validator
+
+NO_PLOTS = "Note: plots need matplotlib (pip install matplotlib); this summary has tables only."
+
+
+def _student(s: Submission) -> Cell:
+    """The student's id (and Gradescope names), linked to their report.html when there is one (a relative link)."""
+    return Cell(s.student + (f" ({who(s, 'name')})" if who(s, "name") else ""), href=s.report_href)
+
+
+def _names(subs: list[Submission], limit: int = 30) -> str:
+    names = [s.student for s in subs]
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _table(head: list[str], rows: Sequence[Sequence[object]]) -> Table:
+    return Table(head, [Row.of(list(r)) for r in rows])
+
+
+def _none_or(table: Table) -> Table | Text:
+    return table if table.rows else Text("None.")
+
+
+def _roster(roster: Roster, j: Join) -> Section:
+    def person(i: int) -> list[str]:
+        r = roster.rows[i]
+        return [r["Student"], r["ID"], r["SIS User ID"], r["SIS Login ID"], r["Section"]]
+
+    facts = (
+        f'roster {roster.path.name}; assignment column "{j.column}", points possible '
+        f"{points_text(j.points_possible)}. Import it in Canvas (Grades, Import); an empty score leaves the "
+        "gradebook's as it is."
+    )
+    empty = [[*person(i), "no results"] for i in j.missing]
+    empty += [
+        [*person(i), "several results: " + ", ".join(s.student for s in subs) + " (choose one by hand)"]
+        for i, subs in j.conflicts.items()
+    ]
+    empty += [
+        [*person(i), f"results not signed by the grader ({s.signature}): {s.student}"] for i, s in j.withheld.items()
+    ]
+    left = [[s.student, s.path, f"{s.total:.4g}", "matches no roster student"] for s in j.unmatched]
+    left += [
+        [
+            s.student,
+            s.path,
+            f"{s.total:.4g}",
+            "matches several roster students: "
+            + ", ".join(roster.rows[i]["Student"] or roster.rows[i]["ID"] for i in rows),
+        ]
+        for s, rows in j.ambiguous
+    ]
+    title = f"Roster: grades_canvas.csv ({len(j.matched)} of {len(roster.rows)} students with a score)"
+    return Section(
+        title,
+        [Text(facts, "facts")],
+        [
+            Section(
+                f"Roster students without a score ({len(empty)})", [_none_or(_table([*CANVAS_HEADER, "why"], empty))]
+            ),
+            Section(
+                f"Results not in grades_canvas.csv ({len(left)})",
+                [_none_or(_table(["student", "file", "total", "why"], left))],
+            ),
+        ],
+    )
+
+
+def _speedups(subs: list[Submission], imgs: dict[str, bytes] | None) -> Section:
+    s = Section("Speedup over eager per perf case")
+    if imgs and "speedups" in imgs:
+        s.blocks.append(Chart("speedup over eager per perf case", imgs["speedups"]))
+    rows = []
+    for case, impls in classstats.speedups(subs).items():
+        for impl, vs in impls.items():
+            faster = f"{100 * sum(v >= 1 for v in vs) / len(vs):.0f}%"
+            rows.append(
+                [case, impl, len(vs), f"{min(vs):.2f}x", f"{statistics.median(vs):.2f}x", f"{max(vs):.2f}x", faster]
+            )
+    head = ["case", "implementation", "timed", "min", "median", "max", "faster than eager"]
+    s.blocks.append(_table(head, rows) if rows else Text("No performance data (no submission was timed on a GPU)."))
+    return s
+
+
+def _pass_rates(subs: list[Submission], imgs: dict[str, bytes] | None) -> Section:
+    s = Section("Pass rate per correctness case")
+    if imgs and "pass_rates" in imgs:
+        s.blocks.append(Chart("pass rate per correctness case", imgs["pass_rates"]))
+    cases, parts, cells = classstats.pass_rates(subs)
+
+    def cell(c: str, p: str) -> str:
+        ok, n, k = cells.get((c, p), (0, 0, 0))
+        return (f"{100 * ok / n:.0f}% ({ok}/{n})" if n else "-") + (f", {k} skipped" if k else "")
+
+    rows = [[c, *(cell(c, p) for p in parts)] for c in cases]
+    s.blocks.append(_table(["case", *parts], rows) if cases else Text("No correctness results."))
+    return s
+
+
+def build(
+    subs: list[Submission],
+    bad: list[Unreadable],
+    imgs: dict[str, bytes] | None,
+    source: str,
+    roster: Roster | None = None,
+    join: Join | None = None,
+) -> Page:
+    top = max([s.max for s in subs] + [0.0])
+    totals = [s.total for s in subs]
+    page = Page(f"Class summary: {len(subs)} graded submission(s)", [Text(f"from {source}", "facts")])
+    cpu = [s for s in subs if s.without_gpu]
+    if cpu:
+        lead = f"{len(cpu)} of {len(subs)} grade(s) were made without a GPU"
+        page.head.append(
+            Text(
+                ' (device "CPU"): they cannot hold the performance points nor the GPU-only cases, so their totals are '
+                f"not final. Regrade them on a GPU: {_names(cpu)}.",
+                "note",
+                lead,
+            )
+        )
+    if imgs is None:
+        page.head.append(Text(NO_PLOTS, "note"))
+    if totals:
+        stats = [
+            len(totals),
+            f"{statistics.mean(totals):.2f}",
+            f"{statistics.median(totals):.2f}",
+            f"{min(totals):.4g}",
+            f"{max(totals):.4g}",
+            f"{top:g}",
+        ]
+        page.head.append(_table(["submissions", "mean", "median", "min", "max", "out of"], [stats]))
+    flagged = [s for s in subs if s.flags]
+    flag_rows = [
+        Row([_student(s), Cell(f"{s.total:.4g}"), Cell("", items=tuple(s.flags)), Cell(s.path)]) for s in flagged
+    ]
+    hist = Section("Score histogram")
+    if imgs and "scores" in imgs:
+        hist.blocks.append(Chart("score histogram", imgs["scores"]))
+    if totals:
+        bins = [[f"{a:.3g}", f"{b:.3g}", n] for a, b, n in classstats.histogram(totals, top)]
+        hist.blocks.append(_table(["score from", "to", "submissions"], bins))
+    page.sections = [
+        Section(
+            f"Files that could not be used ({len(bad)})",
+            [_none_or(_table(["path", "why"], [[b.path, b.reason] for b in bad]))],
+        ),
+        Section(
+            f"Flagged submissions ({len(flagged)})", [_none_or(Table(["student", "total", "why", "file"], flag_rows))]
+        ),
+        hist,
+        _speedups(subs, imgs),
+        _pass_rates(subs, imgs),
+    ]
+    if roster is not None and join is not None:
+        page.sections.append(_roster(roster, join))
+    cols = columns(subs)
+    everyone = Section("All submissions")
+    if any(s.report_href for s in subs):
+        everyone.blocks.append(
+            Text("A student's name links to their own report (report.html beside their results.json).")
+        )
+    rows = []
+    for s in subs:
+        points = [f"{s.points[c][0]:.4g}" if c in s.points else "" for c in cols]
+        rows.append(
+            Row(
+                [
+                    _student(s),
+                    *(Cell(str(v)) for v in [*points, f"{s.total:.4g}", f"{s.max:g}", s.device_label, len(s.flags)]),
+                ]
+            )
+        )
+    everyone.blocks.append(Table(["student", *cols, "total", "max", "device", "flags"], rows))
+    page.sections.append(everyone)
+    return page.fix_levels()
+
+
+def report_href(s: Submission, root: Path, out: Path) -> str:
+    """The relative link from out/class_summary.html to the report.html beside s's results.json ("" if none)."""
+    page = (root / s.path).parent / "report.html"
+    try:
+        if not page.is_file():
+            return ""
+        rel = os.path.relpath(page.resolve(), out.resolve())
+    except (OSError, ValueError):  # another drive (Windows), an unreadable folder
+        return ""
+    return quote(Path(rel).as_posix(), safe="/")
+
+
+def write_ta_report(
+    root: Path,
+    out: Path | None = None,
+    progress: Callable[[str], None] = lambda s: None,
+    key: bytes | None = None,
+    roster: Roster | None = None,
+    canvas_column_name: str | None = None,
+) -> tuple[Path, Path, list[Submission], list[Unreadable]]:
+    """Write grades.csv and class_summary.html into out (default: root). Never raises for a bad results file.
+    key: the signing key of the key file the grades were made with (keyfile.Key.signing); every file's signature
+    is then checked (grader/signing.py). roster (read_roster): also write grades_canvas.csv, one row per roster
+    student (join_roster), with the assignment column canvas_column_name (default: canvas_column's)."""
+    root = Path(root)
+    out = Path(out) if out is not None else root
+    validator()  # the schema and the jsonschema package are there before any file is judged by them
+    subs, bad = collect(root, progress, exclude=out if out.resolve() != root.resolve() else None, key=key)
+    for s in subs:
+        s.report_href = report_href(s, root, out)
+    join = join_roster(subs, roster, canvas_column_name, signatures=key is not None) if roster is not None else None
+    progress("drawing charts")
+    top = max([s.max for s in subs] + [0.0])
+    try:
+        imgs = classstats.charts(subs, top)
+    except Exception:  # a chart must never cost the CSV: fall back to tables only
+        imgs = None
+    csv_path, html_path = out / "grades.csv", out / "class_summary.html"
+    write_text_atomic(csv_path, render_csv(subs, signatures=key is not None))
+    if roster is not None and join is not None:
+        write_text_atomic(out / CANVAS_CSV, render_canvas_csv(roster, join))
+    write_text_atomic(html_path, html.render(build(subs, bad, imgs, root.name or str(root), roster, join)))
+    return csv_path, html_path, subs, bad

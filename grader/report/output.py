@@ -1,0 +1,127 @@
+"""results.json: a Grade in Gradescope's shape (with the leaderboard), written atomically, signed when official.
+
+Also the atomic text writes every report file uses, and the advisory line every report shows."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .. import signing
+from ..results import Code, Grade, Kind
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    """Write to a temp file in the same directory, fsync, then rename: readers never see half a file."""
+    write_text_atomic(path, json.dumps(data, indent=2, default=str))
+
+
+def _clear_squatter(path: Path) -> None:
+    """Something that is not a regular file where a result goes (a directory or a link a submission planted)
+    would make the rename fail or write elsewhere: remove it first. The grader's results are never lost."""
+    if path.is_symlink():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write to a temp file in the same directory, fsync, then rename: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; results are for TAs and CI artifact uploads to read
+        _clear_squatter(path)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def finite(obj: Any) -> Any:
+    """A copy with every NaN/inf float replaced by None: Gradescope's parser (like every strict one) rejects NaN."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
+
+
+def _untrusted_time(g: Grade, part: str, case: str, d: dict, floor_ms: float) -> bool:
+    """Times that must not rank: outputs that failed verification, times under the physical floor, forfeit parts."""
+    unreal = (Code.TIMED_WRONG, Code.BELOW_FLOOR)
+    for t in g.tests:
+        if t.kind == Kind.PERFORMANCE and t.part == part and t.extra.get("case") == case:
+            if any(f.code in unreal for f in t.findings):
+                return True
+    eff = d.get("effective_ms")
+    if not isinstance(eff, (int, float)) or not math.isfinite(eff) or eff <= 0 or (floor_ms and eff < floor_ms):
+        return True
+    return any(t.part == part and t.extra.get("forfeit") for t in g.tests)
+
+
+def leaderboard(g: Grade) -> list[dict[str, Any]]:
+    """Gradescope leaderboard columns from the perf data: per perf case and implementation, the kernel time
+    (ms, lower is better) and the share of the measured copy roofline (%, higher is better). Times that were
+    not real work (failed verification, under the physical floor, forfeit part) are left off."""
+    board: list[dict[str, Any]] = []
+    for case, c in (g.perf.get("cases") or {}).items():
+        for impl, d in (c.get("impls") or {}).items():
+            if _untrusted_time(g, impl, case, d, float(c.get("floor_ms") or 0.0)):
+                continue
+            board.append({"name": f"{impl} {case} (ms)", "value": round(float(d["effective_ms"]), 5), "order": "asc"})
+            pct = d.get("pct_roofline")
+            if isinstance(pct, (int, float)) and math.isfinite(pct):
+                board.append(
+                    {"name": f"{impl} {case} (% of copy roofline)", "value": round(float(pct), 2), "order": "desc"}
+                )
+    return board
+
+
+def results_json(g: Grade) -> dict[str, Any]:
+    """Gradescope's results.json: the Grade's own JSON, plus leaderboard entries when there is perf data."""
+    data = g.to_json()
+    if os.environ.get("GRADER_GRADESCOPE") == "1" and g.unearnable:  # set by the Gradescope zip's run_autograder
+        data["output"] = (
+            f"{g.unearnable:g} of {g.max_score:g} points need a GPU and are graded later by the course "
+            "staff; this score is the CPU checks only.\n" + data["output"]
+        ).rstrip("\n")
+    board = leaderboard(g)
+    if board:
+        data["leaderboard"] = board
+    return finite(data)
+
+
+def write_results(g: Grade, out_dir: Path, key: bytes | None = None) -> Path:
+    """results.json, atomically. Signed (grader/signing.py) only when a signing key is given (keyfile.Key.signing)
+    *and* the grade is official (g.official, decided by the trusted side): an advisory grade is never signed."""
+    path = out_dir / "results.json"
+    data = results_json(g)
+    write_json_atomic(path, signing.sign(data, key) if key is not None and g.official else data)
+    return path
+
+
+ADVISORY = "advisory: not an official grade (unsigned)"
+
+
+def advisory_line(official: Any, why: Any) -> str | None:
+    """The line that says a grade is advisory, with its reasons; None for an official grade, or for a results.json
+    written before grades said either (no `official` field)."""
+    if official is not False:
+        return None
+    reasons = [str(w) for w in why] if isinstance(why, list) else []
+    return ADVISORY + (": " + "; ".join(reasons) if reasons else "")

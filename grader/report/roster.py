@@ -1,0 +1,225 @@
+"""The roster and the LMS: grades_canvas.csv, Canvas's gradebook import, one row per roster student (read_roster,
+join_roster, render_canvas_csv)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import signing
+from .classdata import Submission, safe_cell
+
+CANVAS_CSV = "grades_canvas.csv"
+CANVAS_HEADER = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
+CANVAS_KEYS = ("ID", "SIS User ID", "SIS Login ID")  # what a results folder is matched against
+# Header spellings accepted for each Canvas column (compared casefolded, with _ and - read as spaces). Canvas's own
+# export matches the first of each; a plain roster needs only one id column.
+ROSTER_ALIASES = {
+    "Student": ("student", "name", "student name", "full name"),
+    "ID": ("id", "canvas id", "canvas user id", "user id"),
+    "SIS User ID": ("sis user id", "sis id", "sid", "student id", "student number"),
+    "SIS Login ID": ("sis login id", "login id", "login", "username", "user name", "email", "e mail", "email address"),
+    "Section": ("section",),
+}
+EXTRA_KEYS = ("email", "e mail", "email address", "login", "login id", "username")  # matched too, when present
+MAX_ROSTER_BYTES = 32 * 1024 * 1024
+_MUTED = re.compile(r"^\s*(Muted|Manual Posting.*)?\s*$", re.IGNORECASE)  # Canvas's rows under the header
+CANVAS_ID_RE = re.compile(
+    r"\A(.*)\s\((\d+)\)\Z"
+)  # Canvas reads "Title (123)" as assignment 123 (Assignment.title_and_id)
+
+
+class RosterError(ValueError):
+    """The roster cannot be used; str(err) is one line saying why."""
+
+
+@dataclass
+class Roster:
+    path: Path
+    header: list[str]  # the file's own header (a Canvas export's assignment columns included)
+    columns: dict[str, str]  # Canvas column -> the roster's header it comes from
+    rows: list[dict[str, str]]  # Canvas column -> value, one per student, in the roster's order
+    keys: list[set[str]]  # per row: its id values, casefolded
+    skipped: int = 0  # rows with no id value (Canvas's "Points Possible" and muted rows are not counted)
+
+
+def _norm_header(h: str) -> str:
+    return " ".join(h.replace("_", " ").replace("-", " ").split()).casefold()
+
+
+def read_roster(path: Path) -> Roster:
+    """A roster CSV: Canvas's gradebook export (Student, ID, SIS User ID, SIS Login ID, Section, ...) or any CSV
+    with an id column (id, student_id, sid, login, username or email; see ROSTER_ALIASES). Raises RosterError."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise RosterError(f"--roster {path}: cannot read ({e.strerror or e})") from None
+    if len(raw) > MAX_ROSTER_BYTES:
+        raise RosterError(
+            f"--roster {path}: {len(raw) / 2**20:.1f} MiB, over the {MAX_ROSTER_BYTES // 2**20} MiB a roster may be"
+        )
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise RosterError(f"--roster {path}: not UTF-8 text (save it as 'CSV UTF-8')") from None
+    first = text.split("\n", 1)[0]
+    delim = ";" if first.count(";") > first.count(",") else ("\t" if first.count("\t") > first.count(",") else ",")
+    try:
+        table = list(csv.reader(io.StringIO(text), delimiter=delim))
+    except csv.Error as e:
+        raise RosterError(f"--roster {path}: not a CSV file ({e})") from None
+    if not table or not any(c.strip() for c in table[0]):
+        raise RosterError(f"--roster {path}: empty (want a header row with an id column)")
+    header = [c.strip() for c in table[0]]
+    norm = [_norm_header(h) for h in header]
+    columns: dict[str, int] = {}
+    for field_, aliases in ROSTER_ALIASES.items():
+        for a in aliases:
+            if a in norm and norm.index(a) not in columns.values():
+                columns[field_] = norm.index(a)
+                break
+    if not any(k in columns for k in CANVAS_KEYS):
+        want = "ID, SIS User ID or SIS Login ID (Canvas), or id, student_id, sid, login, username or email"
+        raise RosterError(f"--roster {path}: no id column (want {want}; found {', '.join(header)[:200]})")
+    extra = [i for i, n in enumerate(norm) if n in EXTRA_KEYS and i not in columns.values()]
+    rows: list[dict[str, str]] = []
+    keys: list[set[str]] = []
+    skipped = 0
+    for cells in table[1:]:
+        cells = [c.strip() for c in cells]
+        if not any(cells) or all(_MUTED.match(c) for c in cells):
+            continue
+        if "Points Possible" in (cells[0] if cells else ""):
+            continue
+        row = {f: (cells[i] if i < len(cells) else "") for f, i in columns.items()}
+        ks = {row[f].casefold() for f in CANVAS_KEYS if row.get(f)} | {
+            cells[i].casefold() for i in extra if i < len(cells) and cells[i]
+        }
+        if not ks:
+            skipped += 1
+            continue
+        rows.append({f: row.get(f, "") for f in CANVAS_HEADER})
+        keys.append(ks)
+    return Roster(path, header, {f: header[i] for f, i in columns.items()}, rows, keys, skipped)
+
+
+@dataclass
+class Join:
+    """Results joined to a roster: one score (or none) per roster student."""
+
+    column: str  # the assignment column's header
+    points_possible: float
+    scores: list[str]  # per roster row: the score as written, or "" (none)
+    matched: dict[int, Submission] = field(default_factory=dict)  # roster row -> its results
+    missing: list[int] = field(default_factory=list)  # roster rows with no results at all
+    conflicts: dict[int, list[Submission]] = field(default_factory=dict)  # roster rows with several results: no score
+    withheld: dict[int, Submission] = field(default_factory=dict)  # signature not valid: no score
+    unmatched: list[Submission] = field(default_factory=list)  # results that match no roster student
+    ambiguous: list[tuple[Submission, list[int]]] = field(default_factory=list)  # results that match several
+
+
+def _identities(s: Submission) -> list[set[str]]:
+    """Who a result is for, as a set of keys (casefolded) per person: Gradescope's submitters (SID, email) where
+    the export names them, else the student id (extra_data.student_id or the folder's name)."""
+    people = [{p.get("sid", ""), p.get("email", "")} for p in s.submitters] if s.submitters else [{s.key or s.student}]
+    return [ks for ks in ({k.casefold() for k in keys if k} for keys in people) if ks]
+
+
+def _local(k: str) -> str:
+    return k.split("@", 1)[0] if "@" in k else ""
+
+
+def points_text(v: float) -> str:
+    return f"{round(v, 2):.2f}".rstrip("0").rstrip(".") if math.isfinite(v) else ""
+
+
+def canvas_column(subs: list[Submission], roster: Roster, name: str | None = None) -> str:
+    """The assignment column's header. A Canvas export's own column of that assignment ("Title (12345)", its
+    Canvas id) is reused, so the import updates it; otherwise the plain title, and Canvas makes a new assignment
+    of that name with the "Points Possible" row's points. Default title: "<PROBLEM> kernels". Not "Title (76)":
+    Canvas reads a number in parentheses as the assignment's id, not its points."""
+    if not name:
+        probs = [" ".join(str((s.data.get("extra_data") or {}).get("problem") or "").split())[:60] for s in subs]
+        prob = max(sorted(set(probs)), key=probs.count) if any(probs) else ""
+        name = f"{prob.upper() or 'GLU'} kernels"
+    m = CANVAS_ID_RE.match(name)
+    if m:
+        return name  # an explicit Canvas id: as given
+    for h in roster.header[len(CANVAS_HEADER) :]:
+        hm = CANVAS_ID_RE.match(h)
+        if hm and hm.group(1).strip().casefold() == name.strip().casefold():
+            return h
+    return name
+
+
+def join_roster(subs: list[Submission], roster: Roster, column: str | None = None, signatures: bool = False) -> Join:
+    """Match every result to the roster (its keys: ID, SIS User ID, SIS Login ID and any email/login column) and
+    give each roster student a score: empty when there are no results, several results, or (signatures checked)
+    results the grader did not sign."""
+    index: dict[str, set[int]] = {}
+    local: dict[str, set[int]] = {}  # an email's local part -> rows: tried when no key matches in full
+    for i, ks in enumerate(roster.keys):
+        for k in ks:
+            index.setdefault(k, set()).add(i)
+            if _local(k):
+                local.setdefault(_local(k), set()).add(i)
+
+    def rows_of(keys: set[str]) -> set[int]:
+        full = set().union(*(index.get(k, set()) for k in keys))
+        if full:
+            return full
+        short = keys | {_local(k) for k in keys if _local(k)}
+        return set().union(*(index.get(k, set()) | local.get(k, set()) for k in short))
+
+    found: dict[int, list[Submission]] = {}
+    j = Join(canvas_column(subs, roster, column), max([s.max for s in subs] + [0.0]), [""] * len(roster.rows))
+    for s in subs:
+        hits: set[int] = set()
+        for keys in _identities(s):
+            rows = rows_of(keys)
+            if len(rows) > 1:
+                j.ambiguous.append((s, sorted(rows)))
+            elif rows:
+                hits |= rows
+        if not hits and not any(a is s for a, _ in j.ambiguous):
+            j.unmatched.append(s)
+        for i in hits:
+            found.setdefault(i, []).append(s)
+    for i in range(len(roster.rows)):
+        got = found.get(i, [])
+        if not got:
+            j.missing.append(i)
+        elif len(got) > 1:
+            j.conflicts[i] = got
+        elif signatures and got[0].signature != signing.VALID:
+            j.withheld[i] = got[0]
+        else:
+            j.matched[i] = got[0]
+            j.scores[i] = points_text(got[0].total)
+    return j
+
+
+def render_canvas_csv(roster: Roster, j: Join) -> str:
+    """Canvas's gradebook import: Student, ID, SIS User ID, SIS Login ID, Section, the assignment column; a "Points
+    Possible" row; one row per roster student, in the roster's order (an empty score leaves Canvas's as it is)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow([*CANVAS_HEADER, j.column])
+    w.writerow(["Points Possible", "", "", "", "", points_text(j.points_possible)])
+    for row, score in zip(roster.rows, j.scores, strict=False):
+        w.writerow(
+            [
+                safe_cell(row["Student"]),
+                row["ID"],
+                row["SIS User ID"],
+                row["SIS Login ID"],
+                safe_cell(row["Section"]),
+                score,
+            ]
+        )
+    return buf.getvalue()

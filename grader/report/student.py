@@ -1,0 +1,206 @@
+"""The student's report: one Page built from a results.json, written as report.md and report.html beside it.
+
+Contents: the score per part; per perf case the lecture-style table and a chart of the times against the credit
+thresholds; the bandwidth against the measured copy ceiling; the correctness matrix (case x part); what will not
+compile on a GPU; every lost point, one entry per distinct failure, with the cases it covers, the whole output and
+what to try next; what the compiler says without a GPU; warnings and flags that cost nothing yet; the notes.
+
+Charts need matplotlib, an optional dependency: without it both files are still written, with tables only and a
+note saying so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..results import FAILED, FLAG, PASSED, SKIPPED, VIOLATION, Code, Grade, Kind
+from . import charts as charts_module
+from . import html, markdown
+from .blocks import Bullets, CaseOutput, Cases, Cell, Chart, Output, Page, Pre, Row, Section, Table, Text
+from .failures import Failure, capped, failures, first_lines
+from .output import advisory_line, write_text_atomic
+from .perf import case_title, perf_table, thresholds_line
+from .records import STAGES, Test, as_results, extra_of, forfeit_parts, num, part_scores, parts_of, perf_of, tests_of
+
+NO_PLOTS = "plots need matplotlib (pip install matplotlib); this report has tables only"
+CELL = {PASSED: "pass", FAILED: "FAIL", SKIPPED: "skip"}
+COMPILER_TITLE = "What the compiler says (no GPU here)"
+GPU_COMPILE_TITLE = "Will not compile on a GPU"
+GPU_COMPILE_INTRO = (
+    "These kernels ran in Triton's interpreter here, but Triton's compiler rejects them: on a GPU "
+    "(the autograder) every case of the part would fail. Fix the line it names, then grade again."
+)
+
+
+def points(x: float) -> str:
+    return f"{x:.4g} point" + ("" if abs(x - 1) < 1e-9 else "s")
+
+
+def headline(data: dict[str, Any]) -> str:
+    """'76 / 76 points'; on a machine that cannot earn every point (no GPU), what it can:
+    '24/24 points earnable on this machine (76 in all)'."""
+    score = num(data.get("score"))
+    top = num(data.get("max_score"), sum(t.max_score for t in tests_of(data)))
+    unearnable = num(extra_of(data).get("points_not_earnable_here"))
+    if unearnable > 0:
+        return f"{score:.4g}/{max(0.0, top - unearnable):g} points earnable on this machine ({top:g} in all)"
+    return f"{score:.4g} / {top:g} points"
+
+
+def _facts(data: dict[str, Any]) -> str:
+    ex, perf = extra_of(data), perf_of(data)
+    dev = perf.get("device") or {}
+    facts = [f"submission: {ex.get('submission', '?')}", f"device: {dev.get('name') or ex.get('device', '?')}"]
+    if dev.get("torch"):
+        facts.append(f"torch {dev['torch']}")
+    if perf.get("copy_bytes_per_s"):
+        facts.append(f"measured copy bandwidth {num(perf['copy_bytes_per_s']) / 1e12:.2f} TB/s (read + write)")
+    if ex.get("points_not_earnable_here"):
+        facts.append(f"{num(ex['points_not_earnable_here']):g} points cannot be earned on this machine")
+    return "; ".join(facts)
+
+
+def _score(data: dict[str, Any]) -> Section:
+    ps = part_scores(data)
+    stages = [s for s in STAGES if any(s in v for v in ps.values())]
+    rows = []
+    for part, st in ps.items():
+        tot = (sum(v[0] for v in st.values()), sum(v[1] for v in st.values()))
+        cells = [f"{st[s][0]:.4g} / {st[s][1]:g}" if s in st else "-" for s in stages]
+        rows.append(Row.of([part, *cells, f"{tot[0]:.4g} / {tot[1]:g}"]))
+    return Section("Score", [Table(["part", *stages, "total"], rows)])
+
+
+def _performance(data: dict[str, Any], imgs: dict[str, bytes] | None) -> Section:
+    perf = perf_of(data)
+    copy_bps = num(perf.get("copy_bytes_per_s"))
+    s = Section("Performance")
+    if not perf.get("cases"):
+        s.blocks.append(Text("No performance data: speed is timed only on a CUDA GPU."))
+    for name, c in (perf.get("cases") or {}).items():
+        sub = Section(case_title(name, c), [perf_table(c, forfeit_parts(data))])
+        if thresholds_line(c, copy_bps):
+            sub.blocks.append(Text(thresholds_line(c, copy_bps)))
+        if imgs and f"time_{name}" in imgs:
+            sub.blocks.append(
+                Chart(f"times on {name} against the baselines and credit thresholds", imgs[f"time_{name}"])
+            )
+        s.sections.append(sub)
+    if imgs and "bandwidth" in imgs:
+        alt = "achieved bandwidth per case against the measured copy ceiling"
+        s.sections.append(Section("Bandwidth against the measured copy ceiling", [Chart(alt, imgs["bandwidth"])]))
+    return s
+
+
+def correctness_matrix(data: dict[str, Any]) -> tuple[list[str], list[str], dict[tuple[str, str], Test]]:
+    """(cases in order, parts in order, (case, part) -> test)."""
+    cells: dict[tuple[str, str], Test] = {}
+    for t in tests_of(data):
+        if t.stage == "correctness":
+            cells[(t.case, t.part)] = t
+    cases = list(dict.fromkeys(c for c, _ in cells))
+    parts = [p for p in parts_of(data) if any(k[1] == p for k in cells)]
+    return cases, parts, cells
+
+
+def _correctness(data: dict[str, Any]) -> Section:
+    cases, parts, cells = correctness_matrix(data)
+    if not cases:
+        return Section("Correctness", [Text("No correctness tests in this run.")])
+    rows = []
+    for cs in cases:
+        marks = [cells.get((cs, p)) for p in parts]
+        rows.append(
+            Row([Cell(cs)] + [Cell(CELL.get(t.state, "?"), t.state) if t else Cell("-", "none") for t in marks])
+        )
+    return Section("Correctness", [Table(["case", *parts], rows)])
+
+
+def failure_section(f: Failure) -> Section:
+    what = "not earnable on this machine" if f.state == SKIPPED else "lost"
+    s = Section(f"{f.title}: {points(f.points)} {what}", style=f.state)
+    if len(f.tests) > 1:
+        s.blocks.append(Text(f"The {len(f.tests)} cases this covers, each with its own output:"))
+        s.blocks.append(
+            Cases([CaseOutput(t.case, (first_lines(t.output, 1) or [""])[0], capped(t.output)) for t in f.tests])
+        )
+        s.blocks.append(Text(f"The output of the first, {f.first.case}:"))
+    s.blocks.append(Output(f.output, f.preview))
+    found = f.findings
+    if found:
+        s.blocks.append(Bullets([x.text for x in found], "Found:", [f"{x.severity} {x.code}" for x in found]))
+    s.blocks.append(Bullets(f.tips, "What to try:"))
+    return s
+
+
+def _lost(lost: list[Failure]) -> Section:
+    s = Section("Lost points", [] if lost else [Text("None: every point was earned.")])
+    s.sections = [failure_section(f) for f in lost]
+    return s
+
+
+def _warnings(tests: list[Test], shown: set[str]) -> Section | None:
+    """Findings that cost nothing (yet) or belong to no lost point: static warnings, kernel-check warnings and
+    violations, performance flags. Those of a lost point are in its own entry (shown: those tests' names)."""
+    keys, items = [], []
+    for t in tests:
+        if t.name in shown:
+            continue
+        for f in t.findings:
+            label = {VIOLATION: "VIOLATION: ", FLAG: "FLAG: "}.get(
+                f.severity, "" if f.code == Code.STATIC else "warning: "
+            )
+            keys.append(t.name)
+            items.append(label + f.text)
+    return Section("Warnings and flags", [Bullets(items, keys=keys)]) if items else None
+
+
+def build(data: dict[str, Any], imgs: dict[str, bytes] | None, note: str | None = None) -> Page:
+    """The student report's model: everything both report.md and report.html show."""
+    ex = extra_of(data)
+    page = Page(f"{ex.get('problem', 'grade')} report: {headline(data)}", [Text(_facts(data), "facts")])
+    adv = advisory_line(ex.get("official"), ex.get("not_official_because"))
+    if adv:
+        page.head.append(Text("", "note", lead=adv))
+    if imgs is None:
+        page.head.append(Text(f"Note: {note or NO_PLOTS}.", "note"))
+    tests = tests_of(data)
+    lost = failures(data)
+    page.sections = [_score(data), _performance(data, imgs), _correctness(data)]
+    broken = [t for t in tests if t.kind == Kind.COMPILE_CHECK and t.state == FAILED]
+    if broken:
+        intro = Section(GPU_COMPILE_TITLE, [Text(GPU_COMPILE_INTRO)])
+        intro.sections = [Section(t.name, [Pre(t.output)], style=FAILED) for t in broken]
+        page.sections.append(intro)
+    page.sections.append(_lost(lost))
+    for t in tests:
+        if t.kind == Kind.COMPILER_REPORT and t.state == PASSED:
+            page.sections.append(Section(f"{COMPILER_TITLE}: {t.part}", [Pre(t.output)]))
+    warns = _warnings(tests, {t.name for f in lost for t in f.tests})
+    if warns:
+        page.sections.append(warns)
+    notes = [n for n in str(data.get("output") or "").splitlines() if n.strip()]
+    if notes:
+        page.sections.append(Section("Notes", [Bullets(notes)]))
+    return page.fix_levels()
+
+
+def charts(data: dict[str, Any]) -> dict[str, bytes] | None:
+    return charts_module.charts(data)
+
+
+def write_student_report(source: Grade | dict | str | Path, out_dir: str | Path) -> tuple[Path, Path]:
+    """Write report.md and report.html into out_dir (beside results.json). Returns their paths."""
+    out_dir = Path(out_dir)
+    data = as_results(source)
+    note = None
+    try:
+        imgs = charts(data)
+    except Exception as e:  # a broken plotting stack costs the charts, never the report
+        imgs = None
+        note = f"plots failed ({type(e).__name__}: {' '.join(str(e).split())[:200]}); this report has tables only"
+    page = build(data, imgs, note)
+    md, page_path = out_dir / "report.md", out_dir / "report.html"
+    write_text_atomic(md, markdown.render(page))
+    write_text_atomic(page_path, html.render(page))
+    return md, page_path
