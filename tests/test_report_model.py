@@ -13,6 +13,7 @@ import html as htmllib
 import io
 import json
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -35,8 +36,36 @@ def _headings_html(page: str) -> list[str]:
     return [htmllib.unescape(m) for m in re.findall(r"<h[2-6]>(.*?)</h[2-6]>", page, re.S)]
 
 
+class _Balance(HTMLParser):
+    """Every element the templates open is closed, in order (void elements aside)."""
+
+    VOID = {"meta", "img", "br"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str] = []
+        self.errors: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag):
+        if self.stack and self.stack[-1] == tag:
+            self.stack.pop()
+        else:
+            self.errors.append(f"</{tag}> closes {self.stack[-3:]}")
+
+
+def _balanced(page: str) -> None:
+    b = _Balance()
+    b.feed(page)
+    assert not b.errors and not b.stack, (b.errors[:5], b.stack)
+
+
 def _same_sections_and_rows(page: blocks.Page) -> None:
     md, page_html = markdown.render(page), html.render(page)
+    _balanced(page_html)
     titles = [s.title for s in page.walk()]
     assert _headings_md(md) == titles
     assert _headings_html(page_html) == titles
@@ -230,5 +259,6 @@ def test_the_class_summary_escapes_student_ids_and_flags(tmp_path):
     _, page_path, subs, bad = tareport.write_ta_report(tmp_path / "class", tmp_path / "ta")
     assert [s.student for s in subs] == [HOSTILE] and not bad
     page = page_path.read_text()
+    _balanced(page)
     assert "<script" not in page and "&lt;script&gt;" in page
     assert "differs from the sum" in page.split("Flagged submissions (1)", 1)[1]

@@ -83,7 +83,7 @@ def advice(
         tips.append(problem_hints.text(h, "reason", str(t.reason)) or GENERIC[t.reason])
     # The test's own findings (e.g. a hint the check stage found), worded by the problem where it has words.
     tips += [w for w in (problem_hints.text(h, "finding", str(f.code)) for f in t.findings) if w]
-    if t.kind == Kind.PERFORMANCE:
+    if t.kind == Kind.PERFORMANCE and t.reason != Reason.FORFEIT:  # speed tips for a forfeit part are noise
         tips += _perf_advice(t, perf or {}, h)
     return list(dict.fromkeys(tips)) or [FALLBACK]
 
