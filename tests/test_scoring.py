@@ -1,6 +1,6 @@
 """Performance scoring on CPU with synthetic timings: grader/stats.py (summaries, the stop rule),
 grader/score.py (thresholds, the log-time credit curve, the physical floor) and the pure parts of
-grader/performance.py (bytes moved, the per-round call/verification plan). No GPU, no sleeps, a few seconds.
+grader/performance/ (bytes moved, the per-round call/verification plan). No GPU, no sleeps, a few seconds.
 
 Baseline times are the H200 medians in the shared ANCHORS.md table (section 1, measured 2026-11-30), copied here
 so the tests do not depend on a file outside the repository.
@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from grader import performance, score, stats
+from grader.performance.rounds import plan_round
 from grader.spec import Curve, Problem, load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -495,7 +496,7 @@ def test_measured_anchor_times_are_not_flagged(problem: Problem, perf_cases: dic
 
 
 # --------------------------------------------------------------------------------------------------------------
-# performance._plan: the per-round call plan and what gets verified
+# plan_round (grader/performance/rounds.py): the per-round call plan and what gets verified
 # --------------------------------------------------------------------------------------------------------------
 
 N_OUT_LECTURE = 16384 * 8192
@@ -503,7 +504,7 @@ N_OUT_LECTURE = 16384 * 8192
 
 def plans(seed: int, n_out: int, rounds: int, sets: int = performance.MIN_SETS) -> list[tuple[list, list]]:
     rng = random.Random(seed)
-    return [performance._plan(rng, n_out, first=(r == 0), sets=sets) for r in range(rounds)]
+    return [plan_round(rng, n_out, first=(r == 0), sets=sets) for r in range(rounds)]
 
 
 @pytest.fixture(scope="module")
@@ -532,7 +533,7 @@ def test_plan_rounds_do_not_repeat_the_last_set():
     rng = random.Random(9)
     prev = None
     for r in range(200):
-        plan, _ = performance._plan(rng, 5000, first=(r == 0), prev_k=prev)
+        plan, _ = plan_round(rng, 5000, first=(r == 0), prev_k=prev)
         if prev is not None:
             assert plan[0][0] != prev
         prev = plan[-1][0]

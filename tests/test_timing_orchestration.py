@@ -1,4 +1,4 @@
-"""The parent's side of performance timing (grader/performance.py `_time_case`), on CPU, with fake workers.
+"""The parent's side of performance timing (grader/performance/stage.py `_time_case`), on CPU, with fake workers.
 
 A timing worker runs untrusted code in the same process as the timer, so whatever it reports can be forged. The
 parent's only trusted measure is its own clock around each request. These tests drive `_time_case` with fake
@@ -7,9 +7,10 @@ workers whose real duration per call (a sleep) and reported times are chosen by 
 - a worker that reports a quarter of what it really spends (what a submission that rewrites `Timer.round`
   does) is flagged and scored on the time the parent's clock saw;
 - timed outputs that are wrong lose the case, whatever the times say.
-Fake times are in milliseconds of a fake clock: `performance.time` is replaced (the `clock` fixture, used by every
-test here) by a clock that moves only when a fake worker "spends" time, so the parent's wall-clock check sees exactly
-the real ms per call the test chose, and no result depends on how loaded the machine is.
+Fake times are in milliseconds of a fake clock: the `time` module is replaced where grader/performance/ reads it
+(stage.py, rounds.py, workers.py; the `clock` fixture, used by every test here) by a clock that moves only when a
+fake worker "spends" time, so the parent's wall-clock check sees exactly the real ms per call the test chose, and no
+result depends on how loaded the machine is.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from grader import performance, stats
+from grader.performance import rounds, stage, workers
 from grader.correctness import Target
 from grader.child.inputs import digest, digest_weights
 from grader.inputs import make_input_seeded
@@ -36,8 +38,8 @@ MS = {"manual": 12.0, "eager": 6.0, "compiled": 3.0}  # the baselines' real (and
 
 
 class FakeClock:
-    """Stands in for the `time` module in grader/performance.py: monotonic() is a fake clock that only advance()
-    moves. Everything else is the real module's."""
+    """Stands in for the `time` module in grader/performance/ (stage.py, rounds.py, workers.py): monotonic() is a
+    fake clock that only advance() moves. Everything else is the real module's."""
 
     def __init__(self) -> None:
         self.now = 1000.0
@@ -61,14 +63,17 @@ def clock(monkeypatch):
     fake workers spend, never a sleep measured on a busy machine."""
     global CLOCK
     CLOCK = FakeClock()
-    monkeypatch.setattr(performance, "time", CLOCK)
+    # Each module that reads the clock: the case's wall times (stage), the wall-clock check over each request
+    # (rounds), the load times (workers).
+    for module in (stage, rounds, workers):
+        monkeypatch.setattr(module, "time", CLOCK)
     yield CLOCK
     CLOCK = None
 
 
 class FakeWorker:
     """Answers the timing requests like grader/child/worker.py, with a chosen real and reported time per call: the
-    real time passes on the fake clock (performance.time), not in a sleep."""
+    real time passes on the fake clock (the `clock` fixture), not in a sleep."""
 
     def __init__(self, fns: dict[str, tuple[float, float]], wrong: bool = False):
         self.fns = fns  # name -> (real ms, reported ms)
@@ -115,7 +120,7 @@ def target(name: str) -> SimpleNamespace:
 
 def run_case(glu, impls: dict[str, FakeWorker], case: Case | None = None, baselines: FakeWorker | None = None,
              fresh: dict[str, list[FakeWorker | None]] | None = None, restarts: list[list[str]] | None = None):
-    """Time `impls` against the fake baselines. A re-timing restarts a worker (performance._restart_workers): here
+    """Time `impls` against the fake baselines. A re-timing restarts a worker (workers.restart_workers): here
     the next of `fresh[name]` takes its place (None: it fails to start), or, with none left, the same fake worker
     stands for a new process that behaves the same. `restarts` collects the names of each restart."""
     problem, default_case, ref = glu
@@ -131,12 +136,12 @@ def run_case(glu, impls: dict[str, FakeWorker], case: Case | None = None, baseli
             old, queue = boxes[n], (fresh or {}).get(n, [])
             if queue:
                 new = queue.pop(0)
-                if new is None:  # it failed to start: the old worker stays (performance._restart_workers)
+                if new is None:  # it failed to start: the old worker stays (workers.restart_workers)
                     continue
                 boxes[n] = new
             boxes[n].request("time_setup", old.setup_p)  # a fresh worker makes its own input sets
 
-    res = performance._time_case(
+    res = stage._time_case(
         problem, case, targets, boxes, dead, ref, device="cpu", secret=SECRET, rule=rule, rng=random.Random(0),
         copy_bps=1e15, ceiling_bps=1e15, progress=lambda s: None, restart=restart,
     )
@@ -294,7 +299,7 @@ def test_each_request_times_one_function(glu):
     problem, case, ref = glu
     boxes = {"baselines": Spy({n: (1.0, 1.0) for n in MS}), "x": Spy({"x": (1.0, 1.0)})}
     rule = stats.StopRule(rel_sem=0.5, min_n=5, max_n=5, max_seconds=60.0)
-    performance._time_case(problem, case, [target("x")], boxes, {}, ref, device="cpu",
+    stage._time_case(problem, case, [target("x")], boxes, {}, ref, device="cpu",
                            secret=SECRET, rule=rule, rng=random.Random(1), copy_bps=1e15, ceiling_bps=1e15, progress=lambda s: None)
     assert seen and all(len(names) == 1 for names in seen)
     # The one round times every function once (a re-timing, if the machine is busy enough to trigger one, follows).
@@ -318,11 +323,11 @@ def test_setup_tells_every_worker_how_long_to_spin(glu, monkeypatch):
                 got.append(p["spin_s"])
             return super().request(kind, p, timeout_s, what)
 
-    monkeypatch.setattr(performance, "_cpus", lambda: 64)
+    monkeypatch.setattr(workers, "cpus", lambda: 64)
     problem, case, ref = glu
     boxes = {"baselines": Spy({n: (1.0, 1.0) for n in MS}), "x": Spy({"x": (1.0, 1.0)}), "gone": None}
     rule = stats.StopRule(rel_sem=0.5, min_n=5, max_n=5, max_seconds=60.0)
-    res = performance._time_case(problem, case, [target("x")], boxes, {"gone": "died"}, ref,
+    res = stage._time_case(problem, case, [target("x")], boxes, {"gone": "died"}, ref,
                                  device="cpu", secret=SECRET, rule=rule, rng=random.Random(2), copy_bps=1e15, ceiling_bps=1e15,
                                  progress=lambda s: None)
     assert got == [performance.SPIN_S] * 2
@@ -425,7 +430,7 @@ def test_run_performance_uses_the_prestarted_workers_and_always_closes_them(glu,
     def no_spawn(*a, **k):
         raise AssertionError("run_performance spawned a worker although the pipeline had started them")
 
-    monkeypatch.setattr(performance, "Sandbox", no_spawn)
+    monkeypatch.setattr(workers, "Sandbox", no_spawn)
     rule = stats.StopRule(rel_sem=0.5, min_n=15, max_n=15, max_seconds=60.0)
     tests, info = performance.run_performance(problem, targets, ref, device="cpu", secret=SECRET, rule=rule, started=started)
 
@@ -445,6 +450,32 @@ def test_run_performance_uses_the_prestarted_workers_and_always_closes_them(glu,
         assert tri[:3] == ["ready", "drain", "load"] and "time_round" in tri
         assert t.extra["credit"] == 1.0, t.output
     assert "fake" == info["device"]["name"]
+
+
+def test_every_clock_the_stage_reads_is_the_fake_one(glu):
+    """The `clock` fixture replaces `time` in each module of grader/performance/ that reads it: the load times
+    (workers.py) and the case's wall times (stage.py) are the fake clock's too, not only the wall-clock check."""
+
+    class SlowLoad(PreStarted):
+        def __init__(self, fns: dict[str, tuple[float, float]], load_ms: float):
+            super().__init__(fns)
+            self.load_ms = load_ms
+
+        def request(self, kind, p, timeout_s=0.0, what=""):
+            if kind == "load":
+                CLOCK.advance(self.load_ms)
+            return super().request(kind, p, timeout_s, what)
+
+    problem, ref = _one_case_problem(glu)
+    targets = [Target(problem.implementations["triton"], "glu_triton.py", "glu_triton.py")]
+    started = {"baselines": SlowLoad({n: (ms, ms) for n, ms in MS.items()}, 250.0),
+               "triton": SlowLoad({"triton": (3.0, 3.0)}, 500.0)}
+    rule = stats.StopRule(rel_sem=0.5, min_n=15, max_n=15, max_seconds=60.0)  # 3 rounds
+    _, info = performance.run_performance(problem, targets, ref, device="cpu", secret=SECRET, rule=rule, started=started)
+    assert info["load_wall_s"] == {"total": 0.75, "baselines": 0.25, "triton": 0.5}, info["load_wall_s"]
+    (ci,) = info["cases"].values()
+    # 3 rounds of 5 calls of each function: (12 + 6 + 3 + 3) ms x 15 = 0.36 s on the fake clock; nothing else moves it.
+    assert ci["wall_s"] == {"setup": 0.0, "rounds": 0.36, "verify": 0.0}, ci["wall_s"]
 
 
 def test_run_performance_closes_prestarted_workers_when_there_is_nothing_to_time(glu):
@@ -643,11 +674,11 @@ def test_restart_workers_replaces_a_worker_only_once_its_successor_is_ready(glu,
         def close(self):
             log.append((self.tag, "close"))
 
-    monkeypatch.setattr(performance, "Sandbox", lambda *a, **k: Box("new"))
+    monkeypatch.setattr(workers, "Sandbox", lambda *a, **k: Box("new"))
     old = Box("old")
     boxes, dead = {"k": old}, {}
     t = SimpleNamespace(impl=SimpleNamespace(name="k", kind="triton"), payload=lambda problem: {"kind": "triton"})
-    performance._restart_workers(problem, [t], boxes, dead, "cpu", 60.0, {"case": {}}, case.name, [])
+    workers.restart_workers(problem, [t], boxes, dead, "cpu", 60.0, {"case": {}}, case.name, [])
     if starts:
         assert boxes["k"].tag == "new" and log == [("new", "ready"), ("new", "load"), ("new", "time_setup"), ("old", "close")]
     else:
@@ -675,9 +706,9 @@ def test_restart_workers_takes_a_spare_before_starting_a_worker(glu, monkeypatch
         started.append("new")
         return Box("new")
 
-    monkeypatch.setattr(performance, "Sandbox", spawn)
+    monkeypatch.setattr(workers, "Sandbox", spawn)
     spares = [Box("spare")]
     boxes: dict = {"a": Box("a"), "b": Box("b")}
     targets = [SimpleNamespace(impl=SimpleNamespace(name=n, kind="triton"), payload=lambda problem: {}) for n in "ab"]
-    performance._restart_workers(problem, targets, boxes, {}, "cpu", 60.0, {"case": {}}, case.name, spares)
+    workers.restart_workers(problem, targets, boxes, {}, "cpu", 60.0, {"case": {}}, case.name, spares)
     assert {boxes["a"].tag, boxes["b"].tag} == {"spare", "new"} and started == ["new"] and not spares
