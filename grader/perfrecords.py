@@ -1,6 +1,6 @@
 """Typed records of the performance stage: what one implementation's timing of one case came to, and why.
 
-performance.py fills them step by step (rounds, re-timing, verification, description, judgement); `as_dict`
+grader/performance/ fills them step by step (rounds, re-timing, verification, description, judgement); `as_dict`
 writes them into results.json (extra_data.performance.cases) in the layout the reports and the TA tools read.
 """
 

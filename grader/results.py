@@ -69,7 +69,7 @@ class Code(StrEnum):
     CHECK_FAILED_CLOSED = "check-failed-closed"  # the profiled call raised, hung, crashed or answered malformed
     EXTRA_COPY = "extra-copy"
     TORCH_MEMORY_KERNEL = "torch-memory-kernel"
-    # performance (grader/performance.py)
+    # performance (grader/performance/)
     TIMED_WRONG = "timed-outputs-wrong"
     WALL_EXCESS = "wall-clock-excess"
     HIDDEN_WORK = "hidden-work"

@@ -244,8 +244,8 @@ def load_problem(path: str | Path) -> Problem:
         raise v.fail("implementations", "at least one implementation", rimpl)
     for name, r in rimpl.items():
         k = f"implementations.{name}"
-        # A plain word: it names result rows, files and worker keys (grader/performance.py keeps its spares under
-        # "spare:N" and its baselines under "baselines").
+        # A plain word: it names result rows, files and worker keys (grader/performance/workers.py keeps its spares
+        # under "spare:N" and its baselines under "baselines").
         if not (isinstance(name, str) and re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name)) or name == "baselines":
             raise v.fail(k, "an implementation name of letters, digits and _ (not 'baselines')", name)
         r = v.mapping(r, k, {"kind", "file", "entry", "staff"}, {"handout_section"})

@@ -581,7 +581,7 @@ def spin_wait(conn: Any, seconds: float) -> bool:
 
     Why: a process blocked on a pipe lets its CPU sleep, and waking it costs up to a few hundred microseconds
     (an inter-processor interrupt; on a VM, a trip through the hypervisor). During timing the parent's clock
-    over each request is compared across workers (grader/performance.py), and the baseline worker gets three
+    over each request is compared across workers (grader/performance/rounds.py), and the baseline worker gets three
     requests in a row where a student's worker gets one, so student workers are woken more often. On the H200,
     correct staff kernels showed +0.004 to +0.07 ms per call of wall-clock "excess" without spinning, and
     -0.03 to +0.05 ms, centred near zero, with it (docs/performance.md#the-wall-clock-check).
