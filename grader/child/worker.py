@@ -5,7 +5,8 @@ checks them itself against a truth this process never sees. Everything in this f
 so nothing here is trusted for *correctness*: it only moves tensors and reports what happened.
 
 Protocol: the parent sends (command, payload) tuples; each gets exactly one reply ("ok", value) or
-("error", one-line message, traceback text).
+("error", one-line message, detail, category, full traceback): the detail holds the submission's own frames when
+it has any, the full traceback everything (report.md shows it).
 """
 
 from __future__ import annotations
