@@ -2,6 +2,7 @@
 
     nox -s grade     -- [grader args]   grade assignment/ (see `python -m grader grade --help`)
     nox -s bench     -- [grader args]   lecture-style timing table (GPU)
+    nox -s profile   -- [grader args]   profile the kernels: torch.profiler, bandwidth, ncu (GPU); grids (CPU)
     nox -s autograde -- [grader args]   the container's entry command (Gradescope paths)
     nox -s report    -- DIR [--out D]   TA reports over a directory of results.json files
     nox -s keygen    -- --out FILE      a new 256-bit grading key (mode 0600) for --secret-file
@@ -139,6 +140,13 @@ def grade(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Baselines vs Triton vs CUDA, per perf case (needs a GPU)."""
     _grader(session, "bench")
+
+
+@nox.session
+def profile(session: nox.Session) -> None:
+    """Profile the submission's kernels (lecture 6: profile before you optimize). Args after `--` go to
+    `python -m grader profile` (--only, --case, --submission, --device)."""
+    _grader(session, "profile")
 
 
 @nox.session

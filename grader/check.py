@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .results import Reason
+from .results import Finding, Reason
 from .spec import Tolerance
 
 UNIT_ROUNDOFF = {torch.float32: 2.0**-24, torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}
@@ -33,6 +33,12 @@ class Verdict:
     max_rel_err: float = 0.0
     reason: Reason = Reason.OK  # why not ok (the summary says it to a person)
     later_rows_only: bool = False  # wrong values, with the first row right and later rows wrong (a row-stride bug?)
+    # Wrong values: where (bad), which of them still hold the poison, and the first wrong element, for the
+    # failure-pattern hints (grader/patterns.py) and the cross-case ones (grader/correctness.py).
+    bad: torch.Tensor | None = None
+    poison: torch.Tensor | None = None
+    first_wrong: tuple[tuple[int, ...], float, float] | None = None  # (index, expected, got)
+    findings: list[Finding] = field(default_factory=list)  # the failure patterns, as hints
 
     def text(self) -> str:
         return "\n".join([self.summary, *("  " + d for d in self.details)])
@@ -137,11 +143,10 @@ def check_output(
             f"bad columns: {int(cols_bad.sum())} of {cols_bad.numel()}"
         )
         later_rows_only = first_row > 0 and not bool(rows_bad[0])
-        if later_rows_only:
-            details.append("hint: row 0 is right but later rows are wrong; check the row stride and row offsets")
     else:
         later_rows_only = False
     reason = Reason.UNWRITTEN if unwritten else Reason.NAN_COMPUTED if computed_nan else Reason.WRONG_VALUES
+    first = tuple(idx[0])
     return Verdict(
         False,
         f"wrong values: {n_bad} of {n} elements outside tolerance",
@@ -150,6 +155,9 @@ def check_output(
         max_rel,
         reason,
         later_rows_only,
+        bad=bad,
+        poison=poison,
+        first_wrong=(first, float(truth[first]), float(got[first])),
     )
 
 

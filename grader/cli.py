@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -55,9 +56,23 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         help="grade only this implementation (triton or cuda); repeatable",
     )
+    what.add_argument(
+        "--case",
+        dest="cases",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="run only the cases whose name matches NAME, a glob ('odd_h_1001/float16', 'strided_*', "
+        "'*bfloat16'); repeatable; combines with --only. A partial grade: it says so, and is never official",
+    )
     what.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     g = sub.add_parser("grade", help="grade a submission (default: assignment/)", parents=[where, grade_staff, what])
     g.add_argument("--no-perf", action="store_true", help="skip performance timing (correctness only)")
+    g.add_argument(
+        "--watch",
+        action="store_true",
+        help="grade, then grade again each time a file of the submission changes (checked every second); Ctrl-C stops",
+    )
     g.add_argument(
         "--secret-file",
         type=Path,
@@ -132,6 +147,24 @@ def _parser() -> argparse.ArgumentParser:
         metavar="KEY",
         help="also put this grading key in the zip (as grader_key): anyone with the zip has the key",
     )
+    pr = sub.add_parser(
+        "profile",
+        help="profile the submission's kernels (advisory, not graded): on a GPU the torch.profiler table, bandwidth "
+        "against the copy ceiling and an Nsight Compute summary (with ncu on PATH); on a CPU the CUDA compiler's "
+        "report and each Triton kernel's launch grid",
+        parents=[where, grade_staff],
+    )
+    pr.add_argument("--only", action="append", default=[], help="profile only this implementation; repeatable")
+    pr.add_argument(
+        "--case",
+        dest="cases",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="the case to profile (a glob; the first match). Default: the first performance case on a GPU, a small "
+        "correctness case on a CPU",
+    )
+    pr.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     k = sub.add_parser("keygen", help="write a new 256-bit grading key (64 hex characters) to a new file of mode 0600")
     k.add_argument("--out", type=Path, required=True, metavar="FILE", help="where the key goes (never overwritten)")
     return p
@@ -162,6 +195,15 @@ def main(argv: list[str] | None = None) -> int:
         return _handout(args.out)
     if args.command == "gradescope":
         return _gradescope(args.out, args.key)
+    if args.command == "profile":
+        return _profile(args)
+    if getattr(args, "watch", False):
+        return _watch(args)
+    return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """One grade (or bench) as the arguments say: results.json, the terminal summary, the student report."""
     try:
         problem = load_problem(find_problem(args.problem, ROOT))
         for o in getattr(args, "only", []) or ():
@@ -181,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
             keyed=key is not None,
             perf=not getattr(args, "no_perf", False),
             correctness=args.command != "bench",
+            cases=tuple(getattr(args, "cases", []) or ()),
         )
         _check_writable(args.out)
         # Orphans a submission leaves (daemons that escaped their process group) re-parent to us, and are
@@ -219,6 +262,83 @@ def main(argv: list[str] | None = None) -> int:
         )
     _student_report(g, args.out)
     return 0
+
+
+def _profile(args: argparse.Namespace) -> int:
+    from . import profile
+
+    try:
+        problem = load_problem(find_problem(args.problem, ROOT))
+        for o in args.only:
+            if o not in problem.implementations:
+                raise GraderError(
+                    f"--only {o}: no such implementation (choose from {', '.join(problem.implementations)})"
+                )
+        # What the run under Nsight Compute repeats (grader/profile.py adds --only and --case).
+        argv = ["--problem", args.problem, "--submission", str(args.submission), "--device", args.device]
+        return profile.profile(
+            problem,
+            submission=args.submission,
+            staff=args.staff,
+            only=tuple(args.only),
+            cases=tuple(args.cases),
+            device=args.device,
+            argv=argv + (["--staff"] if args.staff else []),
+        )
+    except (SpecError, GraderError) as e:
+        print(f"grader error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+WATCH_POLL_S = 1.0
+
+
+def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
+    """(mtime in ns, size) of every file under folder, by relative path; caches and hidden files left out (a
+    grade's own __pycache__ must not trigger the next one)."""
+    out: dict[str, tuple[int, int]] = {}
+    try:
+        paths = sorted(folder.rglob("*"))
+    except OSError:
+        return out
+    for p in paths:
+        rel = p.relative_to(folder)
+        if any(part.startswith(".") or part == "__pycache__" for part in rel.parts):
+            continue
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        if p.is_file():
+            out[rel.as_posix()] = (st.st_mtime_ns, st.st_size)
+    return out
+
+
+def _watch(args: argparse.Namespace, poll_s: float = WATCH_POLL_S, sleep=time.sleep) -> int:
+    """`grade --watch`: grade, then poll the submission's files' mtimes and grade again when one changes. A plain
+    loop (no file-watching dependency); Ctrl-C stops it: exit 0 while waiting (every grade so far was written), 130
+    during a grade (that one is lost)."""
+    folder = args.submission
+    grading = False
+    try:
+        while True:
+            grading = True
+            code = _run(args)
+            grading = False
+            if code == EXIT_USAGE:
+                return code  # bad arguments: grading again would fail the same way
+            before = _snapshot(folder)
+            print(f"watching {folder} for changes (every {poll_s:g} s); Ctrl-C to stop", flush=True)
+            while True:
+                sleep(poll_s)
+                now = _snapshot(folder)
+                if now != before:
+                    break
+            changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
+            print(f"changed: {', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''}; grading again", flush=True)
+    except KeyboardInterrupt:
+        print("\nstopped watching" + (" (the grade in progress was not written)" if grading else ""), flush=True)
+        return 130 if grading else EXIT_OK
 
 
 def _one_line(e: BaseException) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from . import check, gpucompile, inputs, kernelcheck
+from . import check, gpucompile, hints, inputs, kernelcheck, patterns
 from .reference import Reference
 from .results import FAILED, PASSED, SKIPPED, VIOLATION, Code, Finding, Kind, Reason, TestResult
 from .sandbox import ERROR_CATEGORIES, Sandbox, WorkerFailure
@@ -57,7 +57,15 @@ class Target:
 
 
 def _test(
-    impl: Implementation, case: Case, score: float, state: str, output: str, reason: Reason = Reason.OK, **extra
+    impl: Implementation,
+    case: Case,
+    score: float,
+    state: str,
+    output: str,
+    reason: Reason = Reason.OK,
+    *,
+    findings: list[Finding] | None = None,
+    **extra: Any,
 ) -> TestResult:
     return TestResult(
         name=f"{impl.name} / correctness / {case.name}",
@@ -70,6 +78,7 @@ def _test(
         extra={"case": case.name, "dtype": case.dtype, "dist": case.dist, "padded": bool(case.pad), **extra},
         kind=Kind.CORRECTNESS,
         reason=reason,
+        findings=list(findings or []),
     )
 
 
@@ -123,6 +132,22 @@ def check_case(
     out1, out2 = (o.to(device) for o in reply["outs"])
     v = check.check_output(out1, truth, tol=problem.tolerances[case.dtype], dtype=dtype, eager_out=eager)
     if not v.ok:
+        if v.bad is not None:
+            v.findings = patterns.detect(
+                case.name,
+                xd,
+                truth,
+                out1.to(torch.float64),
+                v.bad,
+                out_cols=problem.out_cols,
+                dtype=dtype,
+                poison=v.poison,
+                mistakes=ref.mistakes(xd) if ref.mistakes is not None else None,
+                words=hints.load_file(problem.path.parent / "hints.yaml"),
+                # What a kernel that reads row r at r * width (not r * row_stride) computes.
+                unstrided=ref.truth(base.reshape(-1)[: x.numel()].view(x.shape).to(device)) if case.pad else None,
+            )
+            v.details += ["hint: " + f.text for f in v.findings]
         return v
     if not check.same_values(out1, out2):
         n = int((~((out1 == out2) | (out1.isnan() & out2.isnan()))).sum())
@@ -204,7 +229,7 @@ def run_correctness(
                     box = start()
             except WorkerFailure as e:
                 load_error = (f"not run: {e.line}" + (f"\n{e.detail}" if e.detail else ""), failure_reason(e))
-                results.append(_test(impl, case, 0.0, FAILED, *load_error))
+                results.append(_test(impl, case, 0.0, FAILED, *load_error, **_tb(e.full)))
                 continue
             base = inputs.make_input(case, "cpu", secret)
             if case.pad:
@@ -223,7 +248,7 @@ def run_correctness(
                 reply = box.request("run", payload, timeout_s=max(1.0, budget), what=f"case {case.name}")
             except WorkerFailure as e:
                 msg = e.line + (f"\n{e.detail}" if e.detail else "")
-                results.append(_test(impl, case, 0.0, FAILED, msg, failure_reason(e)))
+                results.append(_test(impl, case, 0.0, FAILED, msg, failure_reason(e), **_tb(e.full)))
                 if not e.fatal and e.category == "cuda-fault":
                     # A kernel fault poisons the CUDA context for good: later cases in this process would all
                     # fail with the same error. Start a fresh worker for them instead.
@@ -247,8 +272,11 @@ def run_correctness(
                 # The call raised: the case fails, and the ATen ops it ran before raising still count.
                 line, detail = reply["raised"][:2]
                 category = reply["raised"][2] if len(reply["raised"]) > 2 else "call"
+                full = reply["raised"][3] if len(reply["raised"]) > 3 else ""
                 why = failure_reason(WorkerFailure(line, detail, category=category))
-                results.append(_test(impl, case, 0.0, FAILED, line + (f"\n{detail}" if detail else ""), why))
+                results.append(
+                    _test(impl, case, 0.0, FAILED, line + (f"\n{detail}" if detail else ""), why, **_tb(full))
+                )
                 case_violations += _call_violations(impl.kind, case, reply, False, payload["out_numel"])
                 continue
             bad = _malformed_run_reply(reply)
@@ -286,10 +314,12 @@ def run_correctness(
                     state,
                     verdict.text(),
                     verdict.reason,
+                    findings=verdict.findings,
                     max_abs_err=verdict.max_abs_err,
                     max_rel_err=verdict.max_rel_err,
                     seconds=round(time.monotonic() - t0, 3),
                     later_rows_only=verdict.later_rows_only,
+                    **_first_wrong(verdict),
                 )
             )
         if load_error is None:
@@ -310,7 +340,38 @@ def run_correctness(
             box.close()
     order = {c.name: i for i, c in enumerate(cases)}
     results.sort(key=lambda r: order.get(r.extra.get("case", ""), len(order)))
+    _low_precision_hints(problem, cases, results)
     return results
+
+
+def _tb(full: str) -> dict[str, Any]:
+    """A result's extra for a worker's full traceback (its output keeps only the submission's own frames)."""
+    return {"traceback": full} if full else {}
+
+
+def _first_wrong(v: check.Verdict) -> dict[str, Any]:
+    if v.first_wrong is None:
+        return {}
+    at, expected, got = v.first_wrong
+    return {"first_wrong": {"index": list(at), "expected": expected, "got": got}}
+
+
+def _low_precision_hints(problem: Problem, cases: Sequence[Case], results: list[TestResult]) -> None:
+    """The cross-case pattern: a 16-bit case with wrong values whose float32 twin (same shape, padding and input
+    distribution) passed. Added to the 16-bit case's findings and output."""
+    by_case = {r.extra.get("case"): r for r in results if r.kind == Kind.CORRECTNESS}
+    fp32 = {(c.shape, c.pad, c.dist): c.name for c in cases if c.dtype == "float32"}
+    words = hints.load_file(problem.path.parent / "hints.yaml")
+    for c in cases:
+        r, twin = by_case.get(c.name), fp32.get((c.shape, c.pad, c.dist))
+        if c.dtype == "float32" or r is None or twin is None or r.reason != Reason.WRONG_VALUES:
+            continue
+        first = r.extra.get("first_wrong")
+        if by_case.get(twin) is None or by_case[twin].state != PASSED or not isinstance(first, dict):
+            continue
+        f = patterns.low_precision(c.name, tuple(first["index"]), first["expected"], first["got"], twin, words)
+        r.findings.append(f)
+        r.output += "\n  hint: " + f.text
 
 
 def _malformed_raised(r: dict) -> str:
@@ -318,11 +379,11 @@ def _malformed_raised(r: dict) -> str:
     raised = r.get("raised")
     if not (
         isinstance(raised, list)
-        and len(raised) in (2, 3)
+        and len(raised) in (2, 3, 4)
         and all(isinstance(x, str) for x in raised)
         and (len(raised) == 2 or raised[2] in ERROR_CATEGORIES)
     ):
-        return "'raised' is not [line, detail, category]"
+        return "'raised' is not [line, detail, category, full traceback]"
     if not (isinstance(r.get("ops", []), list) and all(isinstance(o, str) for o in r.get("ops", []))):
         return "'ops' is not a list of names"
     return _malformed_profile(r)

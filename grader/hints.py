@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-SECTIONS = ("reason", "dist", "dtype", "finding", "perf")
+SECTIONS = ("reason", "dist", "dtype", "finding", "perf", "pattern", "formula")
 
 
 @lru_cache(maxsize=16)
@@ -21,7 +21,12 @@ def load(problem: str, root: Path = ROOT) -> dict[str, Any]:
     """{section: {key: text}} plus top-level texts (e.g. 'later_rows'), for a problem name ('' or unknown: {})."""
     if not problem or "/" in problem or "\\" in problem or problem.startswith("."):
         return {}
-    path = root / "reference" / problem / "hints.yaml"
+    return load_file(root / "reference" / problem / "hints.yaml")
+
+
+@lru_cache(maxsize=16)
+def load_file(path: Path) -> dict[str, Any]:
+    """`load`, for a hints.yaml by its path (the grader reads the one beside a problem's spec.yaml)."""
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError, UnicodeDecodeError):

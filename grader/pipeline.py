@@ -7,6 +7,8 @@ Each stage is its own module and never calls the next one; this module passes da
 
 from __future__ import annotations
 
+import dataclasses
+import fnmatch
 import os
 import sys
 import time
@@ -23,7 +25,7 @@ from .performance import run_performance, skipped_tests, start_workers
 from .reference import load_reference
 from .results import FAILED, PASSED, SKIPPED, Code, Finding, Grade, Kind, Reason, TestResult
 from .sandbox import WorkerFailure
-from .spec import Implementation, Problem
+from .spec import Case, Implementation, Problem
 
 
 class GraderError(Exception):
@@ -42,6 +44,33 @@ class Options:
     keyed: bool = False  # a key file was read (cli): the grade can be official, and then it is signed
     scratch: Path | None = None  # where the grade's private scratch is made (default: the system's temp directory)
     correctness: bool = True  # False for `bench`: timing (with its sampled output checks) only
+    # --case: fnmatch patterns; only the correctness and performance cases whose name matches one are run. A
+    # grade of a subset is partial: never official, so never signed (Grade.partial says which patterns).
+    cases: tuple[str, ...] = ()
+
+
+def select_cases(problem: Problem, patterns: tuple[str, ...]) -> Problem:
+    """The problem with only the cases (correctness and performance) whose name matches a pattern (fnmatch,
+    case-sensitive). A pattern that matches no case is an error naming the cases there are."""
+    if not patterns:
+        return problem
+    names = [c.name for c in problem.cases] + [
+        c.name for c in (problem.performance.cases if problem.performance else ())
+    ]
+    for p in patterns:
+        if not any(fnmatch.fnmatchcase(n, p) for n in names):
+            raise GraderError(
+                f"--case {p}: matches no case (cases: {', '.join(dict.fromkeys(n.split('/')[0] for n in names))}; "
+                "a glob such as 'odd_h_1001/*' or '*float16' selects several)"
+            )
+
+    def keep(c: Case) -> bool:
+        return any(fnmatch.fnmatchcase(c.name, p) for p in patterns)
+
+    perf = problem.performance
+    if perf is not None:
+        perf = dataclasses.replace(perf, cases=tuple(c for c in perf.cases if keep(c)))
+    return dataclasses.replace(problem, cases=tuple(c for c in problem.cases if keep(c)), performance=perf)
 
 
 def resolve_device(device: str) -> str:
@@ -97,6 +126,7 @@ def _fail_all(problem: Problem, impl: Implementation, state: str, why: str, reas
 def grade(problem: Problem, opts: Options, progress: Callable[[str], None] = lambda s: None) -> Grade:
     """Grade one submission, its untrusted processes under the grade's own identity and scratch (grader/identity.py)."""
     device = resolve_device(opts.device)
+    problem = select_cases(problem, opts.cases)
     if not opts.staff:
         if not opts.submission.is_dir():
             raise GraderError(f"submission directory {opts.submission} does not exist (pass --submission DIR)")
@@ -105,11 +135,18 @@ def grade(problem: Problem, opts: Options, progress: Callable[[str], None] = lam
                 f"submission directory {opts.submission} is empty: it should hold "
                 + ", ".join(i.file for i in problem.implementations.values())
             )
+    scratch = open_scratch(opts.scratch)
+    with scratch, identity.activate(scratch):
+        return _grade(problem, opts, device, scratch, progress)
+
+
+def open_scratch(base: Path | None = None) -> identity.Scratch:
+    """The grade's identity and private scratch, where student code runs (grader/identity.py)."""
     from . import build
 
     ident = identity.pick_identity()
     trusted_cache = build.default_cache_dir() / "trusted"
-    scratch = _scratch(ident, trusted_cache, opts.scratch)
+    scratch = _scratch(ident, trusted_cache, base)
     why = identity.probe(ident, scratch) if ident.separated else ""
     if why:
         # The untrusted uid cannot start the grader's Python here (e.g. it is installed under /root): run as
@@ -124,9 +161,8 @@ def grade(problem: Problem, opts: Options, progress: Callable[[str], None] = lam
                 "users can read it (the container does)"
             ],
         )
-        scratch = _scratch(ident, trusted_cache, opts.scratch)
-    with scratch, identity.activate(scratch):
-        return _grade(problem, opts, device, scratch, progress)
+        scratch = _scratch(ident, trusted_cache, base)
+    return scratch
 
 
 def _scratch(ident: identity.Identity, trusted_cache: Path, base: Path | None) -> identity.Scratch:
@@ -167,6 +203,16 @@ def _grade(
         g.official_why.append("no key file (--secret-file): a local grade, advisory and unsigned")
     if opts.staff:
         g.official_why.append("--staff grades the staff solutions, not a submission")
+    if opts.cases:
+        g.partial = list(opts.cases)
+        g.official_why.append(
+            f"partial: only the cases matching --case {' '.join(opts.cases)} were run; a grade counts only in full"
+        )
+        g.notes.append(
+            f"partial grade: only the {len(problem.cases)} correctness and "
+            f"{len(problem.performance.cases) if problem.performance else 0} performance case(s) matching --case "
+            f"{' '.join(opts.cases)} were run; the score is of those, not the assignment's"
+        )
     g.official = not g.official_why
     if not opts.staff:
         skipped = scratch.add_submission(opts.submission)

@@ -18,6 +18,9 @@ Fn = Callable[[torch.Tensor], torch.Tensor]
 class Reference:
     truth: Fn
     baselines: dict[str, Fn]  # name -> the reference function (uncompiled: see load_reference)
+    # Optional `mistakes(x) -> {name: float64 tensor}`: known wrong formulas, for the failure-pattern hints
+    # (grader/patterns.py). None: the problem names none.
+    mistakes: Callable[[torch.Tensor], dict[str, torch.Tensor]] | None = None
 
 
 def load_reference(problem: Problem) -> Reference:
@@ -43,4 +46,5 @@ def load_reference(problem: Problem) -> Reference:
         # them. Compiled baselines are compiled in the trusted timing worker, so here the plain function is
         # kept: building a torch.compile wrapper cost the parent ~3 s of start-up for nothing.
         baselines[bname] = fn
-    return Reference(truth=truth, baselines=baselines)
+    mistakes = getattr(mod, "mistakes", None)
+    return Reference(truth=truth, baselines=baselines, mistakes=mistakes if callable(mistakes) else None)

@@ -76,16 +76,24 @@ class Code(StrEnum):
     BELOW_FLOOR = "below-floor"
     # static checks (grader/static.py)
     STATIC = "static"
+    # failure patterns of a correctness case (grader/patterns.py): what the wrong elements' positions and values say
+    HINT_OVERFLOW = "hint-overflow"  # NaN/inf only where an input operand is large (exp overflow)
+    HINT_ROW_STRIDE = "hint-row-stride"  # row 0 right, later rows wrong
+    HINT_TAIL = "hint-tail"  # wrong only at the end of the flat output
+    HINT_ROW_TAIL = "hint-row-tail"  # wrong only in the last columns of rows
+    HINT_LOW_PRECISION = "hint-low-precision"  # wrong in a 16-bit dtype while the float32 case of that input passes
+    HINT_FORMULA = "hint-formula"  # the values equal an input operand or a known wrong formula (reference.mistakes)
 
 
 VIOLATION, FLAG, WARNING = "violation", "flag", "warning"
+HINT = "hint"  # explains a lost point (a failure pattern); costs nothing of its own
 
 
 @dataclass(frozen=True)
 class Finding:
     code: Code
     text: str
-    severity: str = WARNING  # VIOLATION (forfeits the part) | FLAG (a performance finding) | WARNING
+    severity: str = WARNING  # VIOLATION (forfeits the part) | FLAG (a performance finding) | WARNING | HINT
 
     def to_json(self) -> dict[str, str]:
         return {"code": str(self.code), "severity": self.severity, "text": self.text}
@@ -138,6 +146,8 @@ class Grade:
     # grade is signed (report.write_results); any other is advisory, and official_why says why.
     official: bool = False
     official_why: list[str] = field(default_factory=list)  # reasons it is not official
+    # --case patterns when only some cases were run (grader/pipeline.py select_cases): a partial grade, never official
+    partial: list[str] = field(default_factory=list)
 
     @property
     def score(self) -> float:
@@ -168,5 +178,6 @@ class Grade:
                 "performance": self.perf,
                 "official": bool(self.official),
                 "not_official_because": [] if self.official else list(self.official_why),
+                "partial_cases": list(self.partial),
             },
         }

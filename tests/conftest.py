@@ -143,11 +143,12 @@ def problem():
 
 @pytest.fixture(scope="session")
 def grade_dir(problem, tmp_path_factory):
-    """grade_dir(path, only=("triton",), device="cpu", *, staff=False) -> grader.results.Grade
+    """grade_dir(path, only=("triton",), device="cpu", *, staff=False, cases=()) -> grader.results.Grade
 
     Runs grader.pipeline.grade in this process (each graded part still runs in its own child process). Results
-    are cached for the session by (path, only, device, staff): one grade of the Triton part takes ~5-10 s on a
-    CPU, so every test that asks about the same submission shares one grade. Treat the Grade as read-only.
+    are cached for the session by (path, only, device, staff, cases): one grade of the Triton part takes ~5-10 s on a
+    CPU, so every test that asks about the same submission shares one grade (`cases`: --case globs, a partial grade
+    of only those cases, for tests about a few). Treat the Grade as read-only.
 
     grade() is not re-entrant: at its end it kills every child process of the calling process (reap_strays),
     so never call it from two threads at once.
@@ -156,12 +157,13 @@ def grade_dir(problem, tmp_path_factory):
 
     cache: dict[tuple, object] = {}
 
-    def run(path, only=("triton",), device="cpu", *, staff=False):
+    def run(path, only=("triton",), device="cpu", *, staff=False, cases=()):
         path = Path(path)
-        key = (str(path.resolve()), tuple(only), device, staff)
+        key = (str(path.resolve()), tuple(only), device, staff, tuple(cases))
         if key not in cache:
             out = tmp_path_factory.mktemp("grade-out")
-            cache[key] = grade(problem, Options(submission=path, out=out, only=tuple(only), device=device, staff=staff))
+            cache[key] = grade(problem, Options(submission=path, out=out, only=tuple(only), device=device, staff=staff,
+                                                cases=tuple(cases)))
         return cache[key]
 
     return run

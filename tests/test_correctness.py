@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.results import FAILED, PASSED, SKIPPED, Reason
+from grader.results import FAILED, PASSED, SKIPPED, Code, Reason
 
 BROKEN = Path(__file__).resolve().parent / "broken"
 BROKEN_NAMES = sorted(p.name for p in BROKEN.iterdir() if (p / "glu_triton.py").is_file())
@@ -153,7 +153,8 @@ def _ignores_row_stride(cases):
     assert strided, "the spec has no padded case"
     for c, t in cases.values():
         if c.pad and n_out(c):
-            expect(t, FAILED, "wrong values", "check the row stride")
+            expect(t, FAILED, "wrong values", "row_stride")
+            assert Code.HINT_ROW_STRIDE in [f.code for f in t.findings], show(t)
             m = BAD_ROWS.search(t.output)
             assert m and int(m.group(3)) > 0, show(t)  # row 0 is right
         else:
@@ -293,7 +294,45 @@ def _unmasked_store(cases):
             assert "InterpreterError" not in t.output.splitlines()[0], show(t)  # the wrapper is not repeated
 
 
+def _forgets_gate(cases):
+    for c, t in cases.values():
+        if n_out(c) == 0:
+            expect(t, PASSED)
+        else:
+            expect(t, FAILED, "wrong values")
+            if c.dist == "normal":  # the values are a's (inf_nan's NaN where b = +-inf aside)
+                assert Code.HINT_FORMULA in [f.code for f in t.findings], show(t)
+
+
+def _gate_only(cases):
+    for c, t in cases.values():
+        if n_out(c) == 0:
+            expect(t, PASSED)
+        else:
+            expect(t, FAILED, "wrong values")
+
+
+def _fp16_through_bf16(cases):
+    for c, t in cases.values():
+        if c.dtype != "float16" or n_out(c) == 0:
+            expect(t, PASSED)
+        elif c.dist == "normal":
+            expect(t, FAILED, "wrong values", "hint: ")
+
+
+def _row_tail(cases):
+    for c, t in cases.values():
+        if n_out(c) and (c.shape[-1] // 2) % 4:
+            expect(t, FAILED, "wrong values")
+        else:
+            expect(t, PASSED)
+
+
 DIAGNOSES = {
+    "forgets_gate": _forgets_gate,
+    "gate_only": _gate_only,
+    "fp16_through_bf16": _fp16_through_bf16,
+    "row_tail": _row_tail,
     "swapped_halves": _swapped_halves,
     "ignores_row_stride": _ignores_row_stride,
     "wrong_store_dtype": _wrong_store_dtype,

@@ -210,3 +210,191 @@ def test_a_staff_file_on_the_list_stops_the_export(tmp_path, monkeypatch):
     with pytest.raises(handout.HandoutError, match=r"Dockerfile: staff-only"):
         handout.export(tmp_path / "b")
     assert not (tmp_path / "b").exists()
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Every command the handout shows is run (issue 18 item 5): its shell blocks, as a student types them, from the
+# exported repository's root. `nox` is the stand-in above, running the real noxfile: its sessions' commands are
+# recorded, then run for real, with the shared environment (.nox/env) already made: a wrapper for this Python and
+# the stamp of an install, so that nothing is downloaded.
+
+HANDOUT = ROOT / "assignment" / "README.md"
+INSTALL_LINE = "python -m pip install nox"  # the one line not run here: it installs nox from the package registry
+# Shown for a GPU box: run by the gpu test below (on a CPU they cannot work: no CUDA, or a perf case's 1 GiB input
+# in the interpreter).
+GPU_ONLY = ("nox -s bench", "nox -s profile -- --only triton --case lecture_16k")
+
+
+def handout_commands(text: str) -> list[str]:
+    """The commands of the handout's ```bash blocks: one per line (a trailing # comment dropped), a heredoc
+    (`... <<'EOF'` to `EOF`) as one command."""
+    out: list[str] = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        lines = block.splitlines()
+        i = 0
+        while i < len(lines):
+            line = lines[i]
+            if "<<'EOF'" in line:
+                end = lines.index("EOF", i)
+                out.append("\n".join(lines[i : end + 1]))
+                i = end + 1
+                continue
+            cmd = re.sub(r"\s+#\s.*$", "", line).strip()
+            if cmd:
+                out.append(cmd)
+            i += 1
+    return out
+
+
+def _gpu_only(cmd: str) -> bool:
+    return cmd in GPU_ONLY or 'device="cuda"' in cmd
+
+
+def test_every_command_of_the_handout_is_classified():
+    cmds = handout_commands(HANDOUT.read_text(encoding="utf-8"))
+    assert INSTALL_LINE in cmds and len(cmds) >= 12, cmds
+    for c in cmds:
+        assert c == INSTALL_LINE or c.startswith(("nox ", "python - <<'EOF'", ".nox/env/bin/python - <<'EOF'")), c
+    assert set(GPU_ONLY) <= set(cmds), "a GPU-only command is no longer in the handout: update GPU_ONLY"
+
+
+def test_the_handout_s_inline_grader_commands_parse_and_its_nvcc_line_is_the_grader_s():
+    from grader import build
+
+    text = HANDOUT.read_text(encoding="utf-8")
+    inline = re.findall(r"`((?:\.nox/env/bin/)?python -m grader [a-z]+[^`]*?)(?: \.\.\.)?`", text)
+    assert len(inline) >= 3, inline
+    for cmd in inline:
+        cli._parser().parse_args(cmd.split()[3:])  # argparse exits (SystemExit) on anything it does not take
+    sessions = set(re.findall(r"`nox (?:--no-venv )?-s (\w+)", text)) | {
+        m for c in handout_commands(text) for m in re.findall(r"^nox (?:--no-venv )?-s (\w+)", c)}
+    assert {"grade", "profile", "bench"} <= sessions
+    noxfile = (ROOT / "noxfile.py").read_text()
+    for s in sessions:
+        assert re.search(rf"^def {s}\(session", noxfile, re.M), f"nox -s {s}: no such session"
+    shown = re.search(r"^\s+nvcc (.*) -arch=sm_XY -o <cache>/<key>\.so glu_cuda\.cu$", text, re.M)
+    assert shown and tuple(shown.group(1).split()) == build.BASE_FLAGS, shown
+
+
+def _nox_env(root: Path) -> None:
+    """.nox/env as `nox -s grade` leaves it: a python (here a wrapper for this one) and the install's stamp."""
+    bindir = root / ".nox" / "env" / "bin"
+    bindir.mkdir(parents=True)
+    (bindir / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (bindir / "python").chmod(0o755)
+
+
+def _load_noxfile(root: Path, argv: list[str], monkeypatch):
+    monkeypatch.setitem(sys.modules, "nox", _fake_nox())
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.chdir(root)
+    spec = importlib.util.spec_from_file_location("noxfile_handout_cmd", root / "noxfile.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    (root / ".nox" / "env" / "installed-base").write_text(mod._stamp([]) + "\n")
+    return mod
+
+
+def _nox(cmd: str, root: Path, monkeypatch) -> tuple[list[str], dict[str, str]]:
+    """What `cmd` (a `nox ... -s NAME [-- ARGS]` line) runs: the real noxfile's session, with nox stood in for."""
+    words = shlex_split(cmd)
+    before, _, posargs = " ".join(words).partition(" -- ")
+    head = before.split()
+    assert head[0] == "nox" and "-s" in head, cmd
+    name = head[head.index("-s") + 1]
+    mod = _load_noxfile(root, head, monkeypatch)
+    runs: list[tuple] = []
+    session = types.SimpleNamespace(posargs=shlex_split(posargs), env={}, run=lambda *a, **k: runs.append(a),
+                                    log=lambda *a, **k: None, error=lambda msg: pytest.fail(msg),
+                                    install=lambda *a, **k: pytest.fail("the session tried to install"))
+    getattr(mod, name)(session)
+    assert len(runs) == 1, runs
+    env = {**_env(), **session.env}
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])  # `python` for --no-venv
+    return [str(a) for a in runs[0]], env
+
+
+def shlex_split(s: str) -> list[str]:
+    import shlex
+
+    return shlex.split(s)
+
+
+@pytest.fixture(scope="module")
+def student_repo(export, tmp_path_factory) -> Path:
+    """The exported handout as a student has it after a first `nox -s grade`, with the staff Triton solution as
+    their glu_triton.py (so that the quick test, which asserts right answers, can pass)."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("student") / "repo"
+    shutil.copytree(export, root)
+    _nox_env(root)
+    shutil.copy(ROOT / "reference" / "glu" / "solution_triton.py", root / "assignment" / "glu_triton.py")
+    return root
+
+
+CPU_COMMANDS = [c for c in handout_commands(HANDOUT.read_text(encoding="utf-8"))
+                if c != INSTALL_LINE and not _gpu_only(c)]
+
+
+@pytest.mark.slow  # each a CLI grade (or profile) of the handout: 5-25 s
+@pytest.mark.parametrize("cmd", CPU_COMMANDS, ids=[c.splitlines()[0][:60] for c in CPU_COMMANDS])
+def test_each_handout_command_runs(cmd, student_repo, monkeypatch, tmp_path):
+    env = {**_env(), "TRITON_INTERPRET": "1"}  # the handout: prepend it on a machine without a GPU
+    if not cmd.startswith("nox "):
+        r = subprocess.run(["bash", "-c", cmd], cwd=student_repo, env=env, capture_output=True, text=True,
+                           check=False, timeout=300)
+        assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout[-2000:] + r.stderr[-2000:]
+        return
+    argv, nenv = _nox(cmd, student_repo, monkeypatch)
+    assert argv[1:4] == ["-m", "grader", argv[3]] and argv[3] in ("grade", "profile", "bench"), argv
+    if argv[3] == "grade":
+        argv += ["--out", str(tmp_path / "out")]  # the handout's default (grade-results/) is the student's folder
+    if "--watch" in argv:
+        p = subprocess.Popen(argv, cwd=student_repo, env=nenv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
+        seen = []
+        for line in p.stdout:  # type: ignore[union-attr]
+            seen.append(line)
+            if "for changes" in line:
+                p.send_signal(__import__("signal").SIGINT)
+                break
+        rest, _ = p.communicate(timeout=60)
+        assert p.returncode == 0 and "stopped watching" in rest, "".join(seen) + rest
+        assert (tmp_path / "out" / "results.json").is_file()
+        return
+    r = subprocess.run(argv, cwd=student_repo, env=nenv, capture_output=True, text=True, check=False, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    if argv[3] == "grade":
+        import json
+
+        res = json.loads((tmp_path / "out" / "results.json").read_text())
+        graded = {t["extra_data"].get("case") for t in res["tests"] if t["extra_data"]["kind"] == "correctness"}
+        if "--case" in argv:
+            assert res["extra_data"]["partial_cases"] and graded == {"odd_h_1001/float32", "odd_h_1001/float16",
+                                                                     "odd_h_1001/bfloat16", "strided_rows/float32"}
+        assert res["score"] > 0  # the staff Triton kernel stands in for the student's
+    else:
+        assert "== triton (glu_triton.py)" in r.stdout and "glu_kernel[grid" in r.stdout, r.stdout[-2000:]
+
+
+GPU_COMMANDS = [c for c in handout_commands(HANDOUT.read_text(encoding="utf-8")) if _gpu_only(c)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cmd", GPU_COMMANDS, ids=[c.splitlines()[0][:60] for c in GPU_COMMANDS])
+def test_each_gpu_handout_command_runs(cmd, student_repo, monkeypatch):
+    """On the GPU box: the CUDA quick test (with the staff CUDA solution as glu_cuda.cu), the profiler snippet,
+    bench and the profile of a perf case."""
+    import shutil
+
+    shutil.copy(ROOT / "reference" / "glu" / "solution_cuda.cu", student_repo / "assignment" / "glu_cuda.cu")
+    if not cmd.startswith("nox "):
+        env = {**_env(), "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+        r = subprocess.run(["bash", "-c", cmd], cwd=student_repo, env=env, capture_output=True, text=True,
+                           check=False, timeout=600)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        return
+    argv, nenv = _nox(cmd, student_repo, monkeypatch)
+    r = subprocess.run(argv, cwd=student_repo, env=nenv, capture_output=True, text=True, check=False, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]

@@ -144,4 +144,4 @@ def test_the_html_report_expands_a_cut_reason_to_the_whole_output(grade_dir, tmp
     page = page_path.read_text()
     assert "more lines)" in page  # a cut quote ...
     assert "<details><summary>the whole output</summary><pre>" in page  # ... with the whole output behind it
-    assert "hint: row 0 is right but later rows are wrong" in page.split("<details>", 1)[1]
+    assert "hint: strided_rows/float32: row 0 is right, 32 of the 33 rows are wrong" in page.split("<details>", 1)[1]

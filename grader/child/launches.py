@@ -68,6 +68,41 @@ def _int_type(v: int) -> str:
     return "i32" if -(2**31) <= v < 2**31 else ("i64" if -(2**63) <= v < 2**63 else "u64")
 
 
+def describe_grid(fn: Any, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """One launch's grid, as data, for `grader profile`: the kernel's name, the grid (a callable grid is called
+    with the launch's arguments by name, as Triton does), the number of programs, the constexpr values and the
+    launch options. A grid that cannot be worked out is None (the launch itself still runs)."""
+    name = getattr(getattr(fn, "fn", None), "__name__", "?")
+    meta: dict[str, Any] = dict(kwargs)
+    constexprs: dict[str, Any] = {}
+    try:
+        sig = inspect.signature(fn.fn)
+        bound = sig.bind_partial(*args, **{k: v for k, v in kwargs.items() if k in sig.parameters})
+        bound.apply_defaults()
+        meta.update(bound.arguments)
+        constexprs = {
+            k: v
+            for k, v in bound.arguments.items()
+            if _is_constexpr(sig.parameters[k].annotation) and isinstance(v, (int, float, bool, str))
+        }
+    except (TypeError, ValueError, AttributeError):
+        pass
+    grid: Any = kwargs.get("grid")
+    try:
+        if callable(grid):
+            grid = grid(meta)
+        dims = [int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,))][:3]
+    except Exception:  # the student's grid function: whatever it raises, the launch reports it, not this
+        dims = None
+    programs = None
+    if dims is not None:
+        programs = 1
+        for d in dims:
+            programs *= d
+    options = {k: kwargs[k] for k in _OPTIONS if isinstance(kwargs.get(k), int) and not isinstance(kwargs[k], bool)}
+    return {"kernel": name, "grid": dims, "programs": programs, "constexprs": constexprs, "options": options}
+
+
 def _kind(value: Any) -> tuple[str, Any]:
     if value is None:
         return "none", None

@@ -5,7 +5,8 @@ checks them itself against a truth this process never sees. Everything in this f
 so nothing here is trusted for *correctness*: it only moves tensors and reports what happened.
 
 Protocol: the parent sends (command, payload) tuples; each gets exactly one reply ("ok", value) or
-("error", one-line message, traceback text).
+("error", one-line message, detail, category, full traceback): the detail holds the submission's own frames when
+it has any, the full traceback everything (report.md shows it).
 """
 
 from __future__ import annotations
@@ -75,20 +76,52 @@ def _student_line(chain: list[BaseException], source: str | None) -> str:
     return ""
 
 
-def explain_error(e: BaseException, tb: str, source: str | None = None) -> tuple[str, str]:
+def explain_error(e: BaseException, tb: str, source: str | None = None) -> tuple[str, str, str]:
     """`explain`, for a reply: a UserError is its own one line."""
     if isinstance(e, UserError):
-        return str(e), ""
+        return str(e), "", ""
     return explain(e, tb, source)
 
 
-def explain(e: BaseException, tb: str, source: str | None = None) -> tuple[str, str]:
-    """(one line, detail) for an exception raised while running the submission.
+FULL_TRACEBACK_LINES = 200  # of the full traceback kept for report.md (the wire caps a string at 64 KiB)
+
+
+def _is_wrapper(outer: BaseException, inner: BaseException) -> bool:
+    """outer only re-raises inner: its message is inner's repr (Triton's interpreter: InterpreterError(repr(e)),
+    once per @triton.jit call level, so a helper's error arrives wrapped twice) or inner's message."""
+    msg = str(outer).strip()
+    return msg in (repr(inner), str(inner).strip()) or (bool(_gist(inner)) and _gist(inner) in _gist(outer))
+
+
+def _student_frames(chain: list[BaseException], source: str | None) -> str:
+    """The traceback's frames in the submission's own file (from the outermost exception to the root cause, each
+    frame once), named by the file's base name: what the student can act on. '' when there are none."""
+    if not source:
+        return ""
+    seen: set[tuple[int, str]] = set()
+    frames = []
+    for x in chain:
+        for f in traceback.extract_tb(x.__traceback__):
+            if f.filename == source and (f.lineno or 0, f.name) not in seen:
+                seen.add((f.lineno or 0, f.name))
+                frames.append(f)
+    if not frames:
+        return ""
+    for f in frames:
+        f.filename = os.path.basename(source)
+    return "".join(traceback.format_list(frames)).rstrip()
+
+
+def explain(e: BaseException, tb: str, source: str | None = None) -> tuple[str, str, str]:
+    """(one line, detail, full traceback) for an exception raised while running the submission.
 
     Libraries wrap errors ("raise X from cause"): Triton's interpreter re-raises every kernel error as an
     InterpreterError, and its compiler reports an error inside a @triton.jit helper as a CompilationError at the
     call site. The reason is then in the innermost cause, which a traceback's last lines do not show. So the line
-    names the root cause too, and the detail starts with its whole message (a compile error's source excerpt)."""
+    names the root cause too (a pure wrapper, however deep, is dropped from it), and the detail starts with its whole
+    message (a compile error's source excerpt). The detail's traceback is the submission's own frames when it has
+    any (the grader's and Triton's frames are noise to a student); the full traceback is the third value, for
+    report.md."""
     chain = [e]
     while len(chain) < 10:
         last = chain[-1]
@@ -98,18 +131,22 @@ def explain(e: BaseException, tb: str, source: str | None = None) -> tuple[str, 
         chain.append(nxt)
     root = chain[-1]
     at = _student_line(chain, source)
-    line = f"{type(e).__name__}: {_gist(e)}"
-    if root is e:
-        return line + at, _tail(tb)
-    if _gist(root) and _gist(root) in _gist(e):
-        line = f"{type(root).__name__}: {_gist(root)}"  # a pure wrapper (Triton's InterpreterError repeats it)
-    else:
+    full = _tail(tb, FULL_TRACEBACK_LINES)
+    mine = _student_frames(chain, source)
+    trace = f"{mine}\n{type(root).__name__}: {_gist(root)}" if mine else _tail(tb)
+    # The outermost exception that is more than a wrapper of the next one: its own words are worth a line.
+    top = 0
+    while top + 1 < len(chain) and _is_wrapper(chain[top], chain[top + 1]):
+        top += 1
+    head = chain[top]
+    line = f"{type(head).__name__}: {_gist(head)}"
+    if head is not root:
         line += f" (caused by {type(root).__name__}: {_gist(root)})"
     root_lines = str(root).strip().splitlines()
     if len(root_lines) <= 1:  # already all in the line
-        return line + at, _tail(tb)
+        return line + at, trace, full
     root_text = "\n".join(root_lines[:20])
-    return line + at, f"root cause, {type(root).__name__}:\n{root_text}\n\n{_tail(tb)}"
+    return line + at, f"root cause, {type(root).__name__}:\n{root_text}\n\n{trace}", full
 
 
 class Worker:
@@ -278,8 +315,8 @@ class Worker:
                     meta = self._meta(out)
                     copy = snapshot(out, meta)
                 except Exception as e:
-                    raised = list(explain_error(e, traceback.format_exc(), self.source))
-                    raised.append(category_of(e, raised[0]))
+                    line, detail, full = explain_error(e, traceback.format_exc(), self.source)
+                    raised = [line, detail, category_of(e, line), full]
             secs.append(_perf_counter() - t0)
             ops |= seen
             runtime |= device["runtime"]
@@ -358,7 +395,7 @@ class Worker:
                 self._sync()
                 raised = None
             except Exception as e:
-                raised = list(explain_error(e, traceback.format_exc(), self.source))
+                raised = list(explain_error(e, traceback.format_exc(), self.source)[:2])
         ops |= seen
         if raised is not None:
             return {
@@ -377,7 +414,7 @@ class Worker:
                 self._call(x)
                 self._sync()
             except Exception as e:
-                raised = list(explain_error(e, traceback.format_exc(), self.source))
+                raised = list(explain_error(e, traceback.format_exc(), self.source)[:2])
         kernels: list[str] = []
         runtime: set[str] = set()
         for ev in sorted(prof.events(), key=lambda ev: ev.time_range.start):
@@ -398,6 +435,47 @@ class Worker:
         }
         if raised is not None:
             out["raised"] = raised
+        return out
+
+    def profile(self, p: dict[str, Any]) -> dict[str, Any]:
+        """`grader profile` (advisory, never graded): one input made here from p["case"] and p["seed"]; one call
+        records its Triton launches (kernel, grid, constexprs, options); on a GPU, the median time of a call
+        (triton.testing.do_bench: warmed up, L2 flushed, synchronized) and the torch.profiler table and per-kernel
+        totals of p["reps"] calls."""
+        from types import SimpleNamespace
+
+        from .inputs import make_input_seeded
+
+        self._poison(False)
+        case = SimpleNamespace(**p["case"])
+        x = make_input_seeded(case, self.device, int(p["seed"]))
+        if self.launches is not None:
+            self.launches.grids = []
+        try:
+            self._call(x)
+            self._sync()
+        finally:
+            grids = (self.launches.grids or []) if self.launches is not None else []
+            if self.launches is not None:
+                self.launches.grids = None
+        out: dict[str, Any] = {"launches": grids, "jit_names": list(self.jit_names)}
+        if self.device.type != "cuda" or not p.get("time", True):
+            return out
+        import triton.testing
+        from torch.profiler import ProfilerActivity, profile
+
+        out["median_ms"] = float(triton.testing.do_bench(lambda: self._call(x), return_mode="median"))
+        with _stderr_muted(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(int(p.get("reps", 10))):
+                self._call(x)
+            self._sync()
+        avg = prof.key_averages()
+        out["table"] = avg.table(sort_by="device_time_total", row_limit=15)[:30000]
+        out["kernels"] = [
+            [str(e.key), int(e.count), float(e.device_time_total)]
+            for e in sorted(avg, key=lambda e: -float(getattr(e, "device_time_total", 0.0)))
+            if float(getattr(e, "device_time_total", 0.0)) > 0 and not str(e.key).startswith(("aten::", "cuda"))
+        ][:50]
         return out
 
     def launch_records(self, p: Any) -> list[dict[str, Any]]:
@@ -531,12 +609,15 @@ class _LaunchCounter:
 
         self.count = 0
         self.records: dict[str, dict[str, Any]] = {}
+        self.grids: list[dict[str, Any]] | None = None  # while a list: each launch's grid (Worker.profile)
 
         # A closure per function, not default arguments: a kernel parameter may have any name, and every
         # keyword argument of a launch must reach the original `run`.
         def wrap(f: Any, original: Any) -> Callable[..., Any]:
             def run(*args: Any, **kwargs: Any) -> Any:
                 self.count += 1
+                if self.grids is not None and len(self.grids) < gpucompile.MAX_LAUNCHES:
+                    self.grids.append(gpucompile.describe_grid(f, args, kwargs))
                 if record and len(self.records) < gpucompile.MAX_LAUNCHES:
                     d = gpucompile.describe_launch(f, args, kwargs)
                     if d is not None:
@@ -597,13 +678,16 @@ _ERROR_LINE_MAX = 2000  # characters of an error reply's line; its detail keeps 
 _ERROR_DETAIL_MAX = 16000  # (both far below the 64 KiB per string that the parent accepts: grader/wire.py)
 
 
-def _error(line: str, detail: str, category: str = "call") -> tuple[str, str, str, str]:
-    """An error reply, its texts capped: a submission's exception message or traceback can be any size."""
+def _error(line: str, detail: str, category: str = "call", full: str = "") -> tuple[str, str, str, str, str]:
+    """An error reply, its texts capped: a submission's exception message or traceback can be any size. `full`: the
+    whole traceback (detail may hold only the submission's frames)."""
     if len(line) > _ERROR_LINE_MAX:
         line = line[:_ERROR_LINE_MAX] + " [...]"
     if len(detail) > _ERROR_DETAIL_MAX:
         detail = "[...]\n" + detail[-_ERROR_DETAIL_MAX:]
-    return ("error", line, detail, category)
+    if len(full) > _ERROR_DETAIL_MAX:
+        full = "[...]\n" + full[-_ERROR_DETAIL_MAX:]
+    return ("error", line, detail, category, full)
 
 
 def main(conn: Any, device: str, timing: bool = False, compile_only: bool = False) -> None:
@@ -654,7 +738,7 @@ def main(conn: Any, device: str, timing: bool = False, compile_only: bool = Fals
         except UserError as e:
             wire.send(conn, _error(str(e), "", e.category))
         except Exception as e:
-            line, detail = explain(e, traceback.format_exc(), w.source)
-            wire.send(conn, _error(line, detail, category_of(e, line)))
+            line, detail, full = explain(e, traceback.format_exc(), w.source)
+            wire.send(conn, _error(line, detail, category_of(e, line), full))
         if w.spin_s:
             spin_wait(conn, w.spin_s)

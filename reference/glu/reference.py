@@ -34,3 +34,12 @@ def manual(x: torch.Tensor) -> torch.Tensor:
 def eager(x: torch.Tensor) -> torch.Tensor:
     """PyTorch's own fused GLU kernel."""
     return F.glu(x, dim=-1)
+
+
+def mistakes(x: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Known wrong formulas, in float64 (optional; grader/patterns.py): a wrong output that equals one of these is
+    named by it in the hint (hints.yaml's `formula` words). The operands themselves (a, b) the grader tries on its
+    own, from the spec's out_cols."""
+    x64 = x.to(torch.float64)
+    a, b = x64.chunk(2, dim=-1)
+    return {"gate_only": torch.sigmoid(b), "swapped": b * torch.sigmoid(a), "no_sigmoid": a * b}

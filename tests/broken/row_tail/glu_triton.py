@@ -1,0 +1,49 @@
+"""BROKEN on purpose (tests/test_correctness.py, tests/test_hints.py): each row is handled in chunks of 4
+columns (as a float4 CUDA kernel would) and the h % 4 columns left over are never written.
+
+Cases with h a multiple of 4 pass; the others (odd_h_1001, rows_129, strided_3d, tiny_1x2) keep the NaN poison in
+the last columns of every row: the row-tail hint.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def glu_kernel(x_ptr, y_ptr, n_out, h, row_stride, BLOCK: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    row = offs // h
+    col = offs - row * h
+    mask = (offs < n_out) & (col < h - h % 4)  # BUG: the h % 4 leftover columns of a row are skipped
+    a_off = row * row_stride + col
+    a = tl.load(x_ptr + a_off, mask=mask).to(tl.float32)
+    b = tl.load(x_ptr + a_off + h, mask=mask).to(tl.float32)
+    y = a * tl.sigmoid(b)
+    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def glu_triton(x: torch.Tensor) -> torch.Tensor:
+    cols = x.shape[-1]
+    h = cols // 2
+    if x.stride(-1) != 1:
+        x = x.contiguous()
+    # Collapse leading dims to rows without copying when the view allows (padded 2-D/3-D views do).
+    try:
+        x2 = x.view(-1, cols)
+    except RuntimeError:
+        x2 = x.reshape(-1, cols).contiguous()
+    rows = x2.shape[0]
+    y = torch.empty((*x.shape[:-1], h), dtype=x.dtype, device=x.device)
+    n_out = rows * h
+    if n_out == 0:
+        return y
+    row_stride = x2.stride(0) if rows > 1 else cols
+    # 2-byte dtypes: twice the elements per program keeps bytes in flight per program the same.
+    block = 2048 if x.element_size() == 2 else 1024
+    grid = (triton.cdiv(n_out, block),)
+    glu_kernel[grid](x2, y, n_out, h, row_stride, BLOCK=block, num_warps=4)
+    return y
