@@ -26,6 +26,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -41,6 +42,13 @@ LAYER = Path(__file__).resolve().parent / "child" / "cudacpu"
 SANITIZE = ("-fsanitize=address,undefined,alignment", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer")
 BASE = ("-std=c++17", "-O1", "-g", "-w", "-pthread")
 HARNESS = "glu_cuda.cpu"  # the built executable's name in the scratch's libs/
+
+
+# What a student reads beside every CUDA correctness result earned on the CPU.
+CPU_NOTE = (
+    "run on this CPU by the grader's CUDA-on-CPU layer (AddressSanitizer and UBSan on, the grid run in three "
+    "orders); these correctness points count as on a GPU, and the GPU grade re-checks everything"
+)
 
 
 class State(StrEnum):
@@ -228,9 +236,7 @@ def unsupported(preprocessed: str, filename: str) -> list[str]:
 
 def _stage(build_dir: Path, src_name: str, source: str) -> Path:
     """The layer's files and the rewritten source, in the (untrusted) build directory."""
-    if build_dir.exists():
-        shutil.rmtree(build_dir)
-    shutil.copytree(LAYER, build_dir, ignore=shutil.ignore_patterns("__pycache__", "*.py", "*.pyc"))
+    shutil.copytree(LAYER, build_dir, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     unit = build_dir / (src_name + ".cpp")
     # #line keeps every diagnostic, and every sanitizer report, on the student's file and line.
     unit.write_text(f'#line 1 "{src_name}"\n' + rewrite_launches(source))
@@ -243,6 +249,7 @@ def build_cpu(
     src: Path,
     *,
     entry: str,
+    out_name: str = HARNESS,
     scratch: Scratch | None,
     build_dir: Path | None = None,
     timeout_s: float = 180.0,
@@ -257,7 +264,8 @@ def build_cpu(
     if cxx is None:
         return CpuBuild(State.NO_COMPILER, None, how_to_get_a_compiler())
     source = src.read_text(errors="replace")
-    bdir = (scratch.home / "build" / "cpu") if scratch is not None else build_dir
+    # A fresh directory in the scratch's root, which only the grader can write: nothing can be planted at its name.
+    bdir = Path(tempfile.mkdtemp(prefix="cpubuild-", dir=scratch.root)) if scratch is not None else build_dir
     assert bdir is not None, "build_cpu needs a scratch or a build_dir"
     unit = _stage(bdir, src.name, source)
     if scratch is not None and scratch.identity.separated:
@@ -325,10 +333,7 @@ def build_cpu(
         data = _read_output(bdir / "harness")
     except OSError as e:
         return CpuBuild(State.NEEDS_GPU, None, f"needs a GPU: could not run {name}: {e.strerror or e}", name)
-    if scratch is not None:
-        dst = scratch.libs / HARNESS
-    else:
-        dst = bdir / HARNESS
+    dst = (scratch.libs if scratch is not None else bdir) / out_name
     dst.write_bytes(data)
     os.chmod(dst, 0o755)
     how = "with AddressSanitizer and UBSan" if sanitized else "WITHOUT sanitizers (install libasan and libubsan)"

@@ -61,8 +61,11 @@ def _addr(text: str) -> int:
 def explain_report(stderr: str, source: str) -> tuple[str, str]:
     """(one line, category) for a sanitizer report on the harness's stderr; ("", "") when there is none."""
     buffers: list[tuple[str, int, int]] = []
-    for m in _BUFFERS.finditer(stderr):
-        buffers = [("x (the input)", _addr(m.group(1)), int(m.group(2))), ("y (the output)", _addr(m.group(3)), int(m.group(4)))]
+    for b in _BUFFERS.finditer(stderr):
+        buffers = [
+            ("x (the input)", _addr(b.group(1)), int(b.group(2))),
+            ("y (the output)", _addr(b.group(3)), int(b.group(4))),
+        ]
     frames = [f for f in _FRAME.finditer(stderr) if f.group(2) == source]
     where = f"{source}:{frames[0].group(3)} in {frames[0].group(1)}" if frames else f"{source} (line unknown)"
     m = _ASAN.search(stderr)
@@ -93,7 +96,9 @@ def explain_report(stderr: str, source: str) -> tuple[str, str]:
 class CpuRowKernel:
     """A row-wise kernel built for the CPU: x (..., cols) -> y (..., out_cols(cols)), as CudaRowKernel."""
 
-    def __init__(self, harness: Path, symbol: str, out_cols: Callable[[int], int], handout: str, section: str, source: str):
+    def __init__(
+        self, harness: Path, symbol: str, out_cols: Callable[[int], int], handout: str, section: str, source: str
+    ):
         self.harness = str(harness)
         self.symbol = symbol
         self.out_cols = out_cols
@@ -110,7 +115,8 @@ class CpuRowKernel:
             raise KernelCallError(f"{self.symbol} on the CPU layer needs a CPU tensor")
         if x.dtype not in DTYPE_CODES:
             raise KernelCallError(
-                f"{self.symbol} supports float32, float16 and bfloat16 tensors, not {str(x.dtype).replace('torch.', '')}"
+                f"{self.symbol} supports float32, float16 and bfloat16 tensors, not "
+                + str(x.dtype).replace("torch.", "")
             )
         if x.dim() == 0:
             raise KernelCallError(f"{self.symbol} needs a tensor with at least one dimension")
