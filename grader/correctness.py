@@ -41,6 +41,7 @@ class Target:
     impl: Implementation
     path: str  # the .py file (triton) or the built .so (cuda)
     display: str  # the file name as the student knows it
+    cpu_layer: bool = False  # a CUDA part built for the CPU (grader/cudacpu.py): `path` is the harness executable
 
     def payload(self, problem: Problem) -> dict:
         return {
@@ -53,6 +54,7 @@ class Target:
             "out_cols": problem.out_cols,
             "handout": problem.handout,
             "section": self.impl.handout_section,
+            "cpu_layer": self.cpu_layer,
         }
 
 
@@ -90,7 +92,14 @@ def failure_reason(e: WorkerFailure) -> Reason:
         return Reason.PROTOCOL
     if e.reason == "crash" or e.category == "cuda-fault":
         return Reason.CRASHED
-    return {"load": Reason.LOAD_FAILED, "not-implemented": Reason.NOT_IMPLEMENTED}.get(e.category, Reason.RAISED)
+    return {
+        "load": Reason.LOAD_FAILED,
+        "not-implemented": Reason.NOT_IMPLEMENTED,
+        "out-of-bounds": Reason.OUT_OF_BOUNDS,
+        "misaligned": Reason.MISALIGNED,
+        "undefined-behavior": Reason.UNDEFINED,
+        "race": Reason.RACE,
+    }.get(e.category, Reason.RAISED)
 
 
 def check_case(
@@ -181,7 +190,8 @@ def run_correctness(
                     c,
                     0.0,
                     SKIPPED,
-                    "skipped: this case runs only on a GPU (too slow for the Triton interpreter)",
+                    "skipped: this case runs only on a GPU (too slow for "
+                    + ("the CPU layer's sanitized run)" if target.cpu_layer else "the Triton interpreter)"),
                     Reason.NEEDS_GPU,
                 )
             )
@@ -338,6 +348,13 @@ def run_correctness(
     finally:
         if box is not None:
             box.close()
+    if target.cpu_layer:
+        from .cudacpu import CPU_NOTE
+
+        for r in results:
+            if r.kind == Kind.CORRECTNESS and r.reason != Reason.NEEDS_GPU:
+                r.output = f"{r.output}\n({CPU_NOTE})"
+                r.extra["cpu_layer"] = True
     order = {c.name: i for i, c in enumerate(cases)}
     results.sort(key=lambda r: order.get(r.extra.get("case", ""), len(order)))
     _low_precision_hints(problem, cases, results)

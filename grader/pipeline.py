@@ -16,6 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -272,6 +273,14 @@ def _grade(
                 scratch=scratch,
             )
             g.phases["build"] = g.phases.get("build", 0.0) + time.monotonic() - t0
+            no_nvcc = not res.ok and build.find_nvcc() is None
+            if device == "cpu" and (res.ok or no_nvcc):
+                # No GPU: the CUDA-on-CPU layer runs the kernel here (grader/cudacpu.py); nvcc, where it exists,
+                # still gives the build verdict and the compiler report.
+                target = _cuda_on_cpu(problem, impl, src, display, res, g, scratch, progress)
+                if target is not None:
+                    targets.append(target)
+                continue
             if not res.ok:
                 errs = build.error_lines(res.log) or res.log.strip().splitlines()[-20:]
                 g.tests.append(
@@ -286,20 +295,6 @@ def _grade(
                 )
                 continue
             how = "cached" if res.cached else f"{res.seconds:.1f} s"
-            if device == "cpu":
-                g.tests.append(_one_line(impl, Kind.BUILD, PASSED, f"compiled with nvcc ({how}); needs a GPU to run"))
-                # No GPU to run or time it: the compiler's report (access widths, registers, spills) is what there is.
-                from . import cudainfo
-
-                text, info = cudainfo.report(src, timeout_s=problem.limits.build_s, scratch=scratch)
-                row = _one_line(impl, Kind.COMPILER_REPORT, PASSED if info else SKIPPED, text)  # no info: no report
-                row.extra.update(info)
-                g.tests.append(row)
-                g.tests += _fail_all(problem, impl, SKIPPED, "skipped: compiled, needs a GPU to run", Reason.NEEDS_GPU)
-                g.notes.append(
-                    f"{impl.name}: compiled OK; needs a GPU to run, so its points cannot be earned on this machine"
-                )
-                continue
             g.tests.append(_one_line(impl, Kind.BUILD, PASSED, f"compiled with nvcc ({how})"))
             assert res.lib is not None
             target_path = str(scratch.add_file(res.lib, res.lib.name))  # the verified library, read-only to the worker
@@ -393,6 +388,65 @@ def _grade(
     return g
 
 
+def _cuda_on_cpu(
+    problem: Problem,
+    impl: Implementation,
+    src: Path,
+    display: str,
+    res: Any,
+    g: Grade,
+    scratch: identity.Scratch,
+    progress: Callable[[str], None],
+) -> Target | None:
+    """A CUDA part on a machine without a GPU: nvcc's verdict and compiler report (where nvcc exists), then the
+    build for the CPU layer. Its Target when the layer can run it; else its cases are skipped as needing a GPU, with
+    the reason (what the layer cannot run, or no C++ compiler and how to get one), never failed."""
+    from . import build, cudacpu, cudainfo
+
+    if res.ok:
+        how = "cached" if res.cached else f"{res.seconds:.1f} s"
+        g.tests.append(_one_line(impl, Kind.BUILD, PASSED, f"compiled with nvcc ({how})"))
+        # No GPU to time it: the compiler's report (access widths, registers, spills) is what there is for speed.
+        text, info = cudainfo.report(src, timeout_s=problem.limits.build_s, scratch=scratch)
+        row = _one_line(impl, Kind.COMPILER_REPORT, PASSED if info else SKIPPED, text)  # no info: no report
+        row.extra.update(info)
+        g.tests.append(row)
+    else:
+        g.tests.append(
+            _one_line(
+                impl,
+                Kind.BUILD,
+                SKIPPED,
+                f"{build.NVCC_MISSING}; the CPU build checks your kernel's results instead, but only nvcc can say "
+                "that it is valid CUDA",
+                Reason.NEEDS_GPU,
+            )
+        )
+    t0 = time.monotonic()
+    progress(f"{impl.name}: building {display} for the CPU (CUDA-on-CPU layer)")
+    cpu = cudacpu.build_cpu(
+        src,
+        entry=impl.entry,
+        out_name=f"{impl.name}.cpu",
+        scratch=scratch,
+        timeout_s=problem.limits.build_s,
+        nvcc_ok=res.ok,
+    )
+    g.phases["build"] = g.phases.get("build", 0.0) + time.monotonic() - t0
+    ok = cpu.state == cudacpu.State.OK
+    row = _one_line(impl, Kind.CPU_BUILD, PASSED if ok else SKIPPED, cpu.text, Reason.OK if ok else Reason.NEEDS_GPU)
+    row.extra.update({"compiler": cpu.compiler, "sanitized": cpu.sanitized, "needs_gpu": cpu.constructs})
+    g.tests.append(row)
+    if ok:
+        assert cpu.harness is not None
+        g.notes.append(f"{impl.name}: {cudacpu.CPU_NOTE}")
+        return Target(impl, str(cpu.harness), display, cpu_layer=True)
+    first = cpu.text.splitlines()[0]
+    g.tests += _fail_all(problem, impl, SKIPPED, f"skipped: {first} (see '{row.name}')", Reason.NEEDS_GPU)
+    g.notes.append(f"{impl.name}: not run on this machine: {first}")
+    return None
+
+
 def _apply_forfeits(g: Grade) -> None:
     """A part whose kernel check found the work done outside its own kernels earns nothing, however right or fast."""
     for part in {t.part for t in g.tests if t.kind == Kind.KERNEL_CHECK and t.reason == Reason.VIOLATION}:
@@ -411,6 +465,7 @@ _KIND_RANK = {
     Kind.STATIC: 0,
     Kind.BUILD: 1,
     Kind.COMPILER_REPORT: 1,
+    Kind.CPU_BUILD: 1,
     Kind.CORRECTNESS: 2,
     Kind.KERNEL_CHECK: 3,
     Kind.COMPILE_CHECK: 3,

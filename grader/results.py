@@ -19,6 +19,7 @@ class Kind(StrEnum):
     STATIC = "static warnings"
     BUILD = "build"
     COMPILER_REPORT = "compiler report"
+    CPU_BUILD = "CPU build"  # the CUDA part built for the CPU layer (grader/cudacpu.py)
     CORRECTNESS = "correctness"
     KERNEL_CHECK = "kernel check"
     COMPILE_CHECK = "GPU compile check"
@@ -47,6 +48,11 @@ class Reason(StrEnum):
     NAN_COMPUTED = "NaN computed"  # a NaN the kernel computed where a finite value was expected (an overflow?)
     INPUT_MODIFIED = "input modified"
     NOT_DETERMINISTIC = "not deterministic"
+    # the CUDA-on-CPU layer's sanitizers and launch orders (grader/cudacpu.py)
+    OUT_OF_BOUNDS = "out of bounds"  # AddressSanitizer: an access outside x or y
+    MISALIGNED = "misaligned access"  # UBSan: a load or store at an address its type's alignment forbids
+    UNDEFINED = "undefined behaviour"  # UBSan: another kind (integer overflow, a bad shift, ...)
+    RACE = "race"  # two launch orders of the grid gave different outputs
     FORFEIT = "forfeit"  # the kernel check found the work done outside the part's own kernel
     VIOLATION = "violation"  # the kernel check's own row
     COMPILE_FAILED = "does not compile for a GPU"

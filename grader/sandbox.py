@@ -112,7 +112,16 @@ class WorkerFailure(Exception):
 
 # What a worker's error reply may say it was (grader/child/worker.py CATEGORIES; tests/test_boundary.py checks they
 # agree). Anything else is read as "call".
-ERROR_CATEGORIES = ("load", "not-implemented", "call", "cuda-fault")
+ERROR_CATEGORIES = (
+    "load",
+    "not-implemented",
+    "call",
+    "cuda-fault",
+    "out-of-bounds",
+    "misaligned",
+    "undefined-behavior",
+    "race",
+)
 
 
 def describe_exit(code: int | None) -> str:

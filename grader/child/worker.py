@@ -79,7 +79,7 @@ def _student_line(chain: list[BaseException], source: str | None) -> str:
 def explain_error(e: BaseException, tb: str, source: str | None = None) -> tuple[str, str, str]:
     """`explain`, for a reply: a UserError is its own one line."""
     if isinstance(e, UserError):
-        return str(e), "", ""
+        return str(e), e.detail, e.detail
     return explain(e, tb, source)
 
 
@@ -268,10 +268,14 @@ class Worker:
             from .cuda_binding import CudaRowKernel, KernelCallError
 
             half = p["out_cols"] == "half"
+            cols: Callable[[int], int] = (lambda c: c // 2) if half else (lambda c: c)
             try:
-                self.fn = CudaRowKernel(
-                    p["lib"], p["entry"], (lambda c: c // 2) if half else (lambda c: c), p["handout"], p["section"]
-                )
+                if p.get("cpu_layer"):  # built for the CPU (grader/cudacpu.py): an executable, run once per call
+                    from .cudacpu_binding import CpuRowKernel
+
+                    self.fn = CpuRowKernel(p["lib"], p["entry"], cols, p["handout"], p["section"], p["display"])
+                else:
+                    self.fn = CudaRowKernel(p["lib"], p["entry"], cols, p["handout"], p["section"])
             except KernelCallError as e:
                 raise UserError(str(e), "load") from None
         self.fns = {p["impl"]: self._call}
@@ -521,7 +525,8 @@ class Worker:
             from .cuda_binding import KernelCallError
 
             if isinstance(e, KernelCallError):
-                raise UserError(str(e)) from None
+                # The CPU layer's errors say what they are (a sanitizer report, a race): keep that for the parent.
+                raise UserError(str(e), getattr(e, "category", "call"), getattr(e, "detail", "")) from None
             raise
 
     def _sync(self) -> None:
@@ -634,15 +639,27 @@ class UserError(Exception):
     """A problem with the submission, explained in one line for the student; `category` says which kind (one of
     CATEGORIES, sent with the error so that the parent never reads the line to decide)."""
 
-    def __init__(self, line: str, category: str = "call"):
+    def __init__(self, line: str, category: str = "call", detail: str = ""):
         super().__init__(line)
         self.category = category
+        self.detail = detail
 
 
 # What an error reply can say it was: "load" (the file does not import, parse, or have the function), "not-implemented"
 # (the stub's NotImplementedError), "call" (the call raised), "cuda-fault" (a CUDA error that poisons this process's
-# context: the parent starts a fresh worker for the remaining cases).
-CATEGORIES = ("load", "not-implemented", "call", "cuda-fault")
+# context: the parent starts a fresh worker for the remaining cases); from the CUDA-on-CPU layer
+# (child/cudacpu_binding.py): "out-of-bounds", "misaligned", "undefined-behavior" (its sanitizers' reports) and "race"
+# (two launch orders gave different outputs).
+CATEGORIES = (
+    "load",
+    "not-implemented",
+    "call",
+    "cuda-fault",
+    "out-of-bounds",
+    "misaligned",
+    "undefined-behavior",
+    "race",
+)
 _STICKY_CUDA_ERROR = re.compile(
     r"illegal (memory )?(access|address|instruction)|unspecified launch failure|device-side assert|"
     r"misaligned address|cudaErrorIllegal|cudaErrorLaunchFailure|CUDA error",

@@ -1,0 +1,182 @@
+"""Call a CUDA row kernel built for the CPU (grader/cudacpu.py) on CPU tensors: the CUDA-on-CPU twin of
+cuda_binding.CudaRowKernel, with the same ABI and the same messages for the library's return codes.
+
+Each call runs the harness executable (grader/child/cudacpu/harness.cpp) once: x goes in on its stdin as exactly
+the elements the kernel may read, and y comes back, from a buffer of exactly its size that the harness poisoned with
+all-ones bytes. The harness runs the launch in more than one order (blocks and threads forward, reversed, and in
+a seeded permutation) and compares the outputs: a difference is a race. x comes back too and is written into the
+caller's tensor, so that a kernel that writes into its input is caught by the grader's input check.
+
+A sanitizer report (AddressSanitizer: out of bounds; UBSan: misaligned or other undefined behaviour) ends the
+harness; it is turned here into one line naming the student's file and line, and a category the parent reads
+(never its text).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import re
+import struct
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from .cuda_binding import DTYPE_CODES, KernelCallError, describe_return_code, missing_symbol_message
+
+# Forward then a permutation on the first call, reversed on the second: the grader's two runs of a case (whose
+# outputs it compares) see three orders in all.
+ORDERS: tuple[tuple[str, ...], ...] = (("0", "2:{seed}"), ("1",))
+ORDER_NAMES = {"0": "forward", "1": "reversed", "2": "shuffled"}
+ASAN_OPTIONS = "detect_leaks=0:abort_on_error=0:exitcode=86:print_summary=1:halt_on_error=1:allocator_may_return_null=1"
+UBSAN_OPTIONS = "print_stacktrace=1:halt_on_error=1:exitcode=87"
+_HEADER = struct.Struct("<6q")
+_REPLY = struct.Struct("<4q")
+MAX_REPORT = 16000
+
+
+class CpuKernelError(KernelCallError):
+    """A call failed in a way the parent must tell apart: `category` is one of worker.CATEGORIES."""
+
+    def __init__(self, line: str, category: str, detail: str = ""):
+        super().__init__(line)
+        self.category = category
+        self.detail = detail
+
+
+_BUFFERS = re.compile(r"cudacpu-buffers x=(0x[0-9a-f]+|\(nil\)|0)\+(\d+) y=(0x[0-9a-f]+|\(nil\)|0)\+(\d+)")
+_ASAN = re.compile(r"ERROR: AddressSanitizer: ([\w-]+)(?: on (?:unknown )?address (0x[0-9a-f]+))?")
+_ACCESS = re.compile(r"^(READ|WRITE) of size (\d+)", re.MULTILINE)
+_UBSAN = re.compile(r"^(?:.*/)?([^/\s:]+):(\d+):(\d+): runtime error: (.*)$", re.MULTILINE)
+_FRAME = re.compile(r"^\s*#\d+ 0x[0-9a-f]+ in (.+?) (?:\S*/)?([^/\s:]+):(\d+)(?::\d+)?$", re.MULTILINE)
+
+
+def _addr(text: str) -> int:
+    return int(text, 16) if text.startswith("0x") else 0
+
+
+def explain_report(stderr: str, source: str) -> tuple[str, str]:
+    """(one line, category) for a sanitizer report on the harness's stderr; ("", "") when there is none."""
+    buffers: list[tuple[str, int, int]] = []
+    for b in _BUFFERS.finditer(stderr):
+        buffers = [
+            ("x (the input)", _addr(b.group(1)), int(b.group(2))),
+            ("y (the output)", _addr(b.group(3)), int(b.group(4))),
+        ]
+    frames = [f for f in _FRAME.finditer(stderr) if f.group(2) == source]
+    where = f"{source}:{frames[0].group(3)} in {frames[0].group(1)}" if frames else f"{source} (line unknown)"
+    m = _ASAN.search(stderr)
+    if m:
+        kind = m.group(1)
+        access = _ACCESS.search(stderr)
+        what = f"{access.group(1).lower()} of {access.group(2)} bytes" if access else "an access"
+        addr = _addr(m.group(2) or "")
+        near = ""
+        for name, start, size in buffers:
+            if start and start - 4096 <= addr < start:
+                near = f", {start - addr} bytes before {name}"
+            elif start and start + size <= addr < start + size + 4096:
+                near = f", {addr - start - size} bytes past the end of {name} ({size} bytes)"
+        if kind in ("heap-buffer-overflow", "stack-buffer-overflow", "global-buffer-overflow", "SEGV"):
+            return f"out of bounds: {what} at {where}{near} (AddressSanitizer: {kind})", "out-of-bounds"
+        return f"memory error: {what} at {where}{near} (AddressSanitizer: {kind})", "out-of-bounds"
+    u = _UBSAN.search(stderr)
+    if u:
+        at = f"{u.group(1)}:{u.group(2)}" if u.group(1) == source else where
+        text = u.group(4).strip()
+        if "misaligned" in text:
+            return f"misaligned access at {at}: {text} (UBSan)", "misaligned"
+        return f"undefined behaviour at {at}: {text} (UBSan)", "undefined-behavior"
+    return "", ""
+
+
+class CpuRowKernel:
+    """A row-wise kernel built for the CPU: x (..., cols) -> y (..., out_cols(cols)), as CudaRowKernel."""
+
+    def __init__(
+        self, harness: Path, symbol: str, out_cols: Callable[[int], int], handout: str, section: str, source: str
+    ):
+        self.harness = str(harness)
+        self.symbol = symbol
+        self.out_cols = out_cols
+        self.handout = handout
+        self.section = section
+        self.source = source  # the student's file name, as sanitizer reports and messages give it
+        self.poison = True  # (the harness always poisons y: there is no timing on the CPU)
+        self.calls = 0
+        if not os.access(self.harness, os.X_OK):
+            raise KernelCallError(f"the CPU build of {source} is missing or not executable")
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if not isinstance(x, torch.Tensor) or x.device.type != "cpu":
+            raise KernelCallError(f"{self.symbol} on the CPU layer needs a CPU tensor")
+        if x.dtype not in DTYPE_CODES:
+            raise KernelCallError(
+                f"{self.symbol} supports float32, float16 and bfloat16 tensors, not "
+                + str(x.dtype).replace("torch.", "")
+            )
+        if x.dim() == 0:
+            raise KernelCallError(f"{self.symbol} needs a tensor with at least one dimension")
+        if x.stride(-1) != 1:
+            x = x.contiguous()
+        *lead, cols = x.shape
+        rows = math.prod(lead)
+        out_cols = int(self.out_cols(cols))
+        try:
+            x2 = x.view(rows, cols)
+        except RuntimeError:
+            x2 = x.contiguous().view(rows, cols)
+        if rows > 1 and x2.stride(0) < cols:
+            x2 = x2.contiguous()
+        row_stride = x2.stride(0) if rows > 1 else cols
+        # Exactly the elements the kernel may read: up to the end of the last row (not the padding after it).
+        x_elems = (rows - 1) * row_stride + cols if rows > 0 else 0
+        item = x.element_size()
+        x_bytes = ctypes.string_at(x2.data_ptr(), x_elems * item) if x_elems else b""
+        orders = [o.format(seed=1 + self.calls) for o in ORDERS[self.calls % len(ORDERS)]]
+        self.calls += 1
+        header = _HEADER.pack(x_elems, rows * out_cols, rows, out_cols, row_stride, DTYPE_CODES[x.dtype])
+        env = dict(os.environ, ASAN_OPTIONS=ASAN_OPTIONS, UBSAN_OPTIONS=UBSAN_OPTIONS)
+        env.pop("LD_PRELOAD", None)
+        # Same process group as this worker: a hung kernel is killed with it at the case's time limit.
+        proc = subprocess.run([self.harness, *orders], input=header + x_bytes, capture_output=True, env=env)
+        err = proc.stderr.decode(errors="replace")[-200_000:]
+        line, category = explain_report(err, self.source)
+        if line:
+            raise CpuKernelError(line, category, _tail(err))
+        if proc.returncode != 0:
+            sig = -proc.returncode if proc.returncode < 0 else 0
+            what = f"signal {sig}" if sig else f"exit status {proc.returncode}"
+            raise CpuKernelError(f"the kernel's CPU run ended with {what}", "call", _tail(err))
+        out = proc.stdout
+        y_bytes = rows * out_cols * item
+        if len(out) != _REPLY.size + y_bytes + x_elems * item:
+            raise CpuKernelError("the kernel's CPU run sent a reply of the wrong size", "call", _tail(err))
+        status, code, index, order = _REPLY.unpack_from(out)
+        if status == 2:
+            raise KernelCallError(missing_symbol_message(self.symbol))
+        if x_elems:  # the input as the kernel left it: the grader's input check sees any store into x
+            ctypes.memmove(x2.data_ptr(), out[_REPLY.size + y_bytes :], x_elems * item)
+        if code != 0:
+            raise KernelCallError(describe_return_code(code, self.symbol, self.handout, self.section))
+        if status == 1:
+            r, c = divmod(int(index), max(out_cols, 1))
+            first = ORDER_NAMES[orders[0][0]]
+            other = ORDER_NAMES[orders[int(order)][0]]
+            raise CpuKernelError(
+                f"race: the output differs when the grid's blocks and threads run {first} and {other} (first at "
+                f"row {r}, column {c}): two threads write one output element with different values, or a thread "
+                "reads what another writes",
+                "race",
+            )
+        y = torch.empty((rows, out_cols), dtype=x.dtype)
+        if y_bytes:
+            ctypes.memmove(y.data_ptr(), out[_REPLY.size :], y_bytes)
+        return y.view(*lead, out_cols)
+
+
+def _tail(text: str) -> str:
+    return text if len(text) <= MAX_REPORT else "[...]\n" + text[-MAX_REPORT:]
