@@ -345,10 +345,11 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         runtime = args.container_runtime or (
             "apptainer" if args.container_image and args.container_image.endswith((".sif", ".img")) else "pyxis"
         )
-        mounts = sorted(
-            {str(Path(it["path"]).parent) for it in items}
-            | ({str(Path(options["secret_file"]).parent)} if options["secret_file"] else set())
-        )
+        # What the task reads and writes, at the same paths inside the image: the submissions, OUT, the key.
+        src = args.submissions.resolve()
+        mounts = {str(src if src.is_dir() else src.parent), str(out)}
+        if options["secret_file"]:
+            mounts.add(str(Path(options["secret_file"]).parent))
         manifest["slurm"] = {
             "gres": args.gres,
             "max_parallel": args.max_parallel,
@@ -363,14 +364,19 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
             "image": args.container_image,
             "runtime": runtime,
             "workdir": args.container_workdir,
-            "mounts": mounts,
+            "mounts": sorted(mounts),
         }
     state.write_manifest(out, manifest)
-    todo = [it for it in items if not state.is_done(out, it["sid"], it["key"])]
+    # Done, or refused by the grader with the same key (it would refuse it again): skipped.
+    todo = [
+        it
+        for it in items
+        if not state.is_done(out, it["sid"], it["key"]) and not state.is_refused(out, it["sid"], it["key"])
+    ]
     run = uuid.uuid4().hex[:12]
     print(
         f"batch: {len(items)} submission(s) from {args.submissions} ({found.kind}); {len(items) - len(todo)} already "
-        f"graded with this grader, spec and options; {len(todo)} to grade ({args.engine}, device {device})"
+        f"done with this grader, spec and options; {len(todo)} to grade ({args.engine}, device {device})"
     )
     if args.engine == "slurm":
         return _submit_slurm(out, manifest, todo, run, args.dry_run)

@@ -36,6 +36,7 @@ class Summary:
     gpu_seconds: float = 0.0
     resubmit: str = ""  # the command that resubmits the missing tasks (Slurm)
     report_paths: list[str] = field(default_factory=list)
+    unusable: list[tuple[str, str]] = field(default_factory=list)  # the TA report's unreadable files (path, why)
 
     @property
     def per_gpu_hour(self) -> float | None:
@@ -100,8 +101,9 @@ def summarize(out: Path, manifest: dict[str, Any], live: set[int] | None = None,
         from .. import tareport
 
         state.clean_staging(out)  # what killed tasks left: never read as a student's grade
-        csv_path, html_path, subs, _bad = tareport.write_ta_report(out)
+        csv_path, html_path, subs, bad = tareport.write_ta_report(out)
         s.report_paths = [str(csv_path), str(html_path)]
+        s.unusable = [(b.path, b.reason) for b in bad]
         s.flagged = [(x.student, x.flags[0]) for x in subs if x.flags]
     s.models, s.warnings = gpu_models(out, entries)
     uses_gpu = manifest["options"].get("device") != "cpu"
@@ -124,6 +126,7 @@ def write_summary(out: Path, s: Summary) -> tuple[Path, Path]:
         "gpu_hours": round(s.gpu_seconds / 3600, 4),
         "submissions_per_gpu_hour": round(s.per_gpu_hour, 1) if s.per_gpu_hour else None,
         "resubmit": s.resubmit or None,
+        "unusable_in_report": [{"path": p, "why": w} for p, w in s.unusable],
     }
     jp = out / SUMMARY_JSON
     write_json_atomic(jp, data)
@@ -178,6 +181,10 @@ def print_summary(s: Summary) -> None:
         print(f"flagged ({len(s.flagged)}):")
         for who, flag in s.flagged[:50]:
             print(f"  {who}: {flag}")
+    if s.unusable:
+        print(f"the TA report could not use {len(s.unusable)} file(s) or folder(s) (listed in class_summary.html):")
+        for path, why in s.unusable[:50]:
+            print(f"  {path}: {why}")
     for w in s.warnings:
         print(f"warning: {w}")
     if s.models:

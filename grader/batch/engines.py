@@ -85,7 +85,7 @@ def make_slots(gpus: str | None, slots: int | None) -> list[Slot]:
 
 
 def task_command(out: Path, index: int, engine: str, slot: str | None = None) -> list[str]:
-    cmd = [sys.executable, "-m", "grader", "batch", "task", str(out), "--index", str(index), "--engine", engine]
+    cmd = [sys.executable, "-m", "grader.batch", "task", str(out), "--index", str(index), "--engine", engine]
     return cmd + (["--slot", slot] if slot else [])
 
 
@@ -255,7 +255,7 @@ def write_scripts(out: Path, manifest: dict[str, Any]) -> tuple[Path, Path]:
         *common,
         *cd,
         "exec "
-        + shlex.join(_launcher(s, out, gpu) + ["-m", "grader", "batch", "task", str(out)])
+        + shlex.join(_launcher(s, out, gpu) + ["-m", "grader.batch", "task", str(out)])
         + ' --index "$SLURM_ARRAY_TASK_ID" --engine slurm',
     ]
     collect_lines = [
@@ -268,7 +268,7 @@ def write_scripts(out: Path, manifest: dict[str, Any]) -> tuple[Path, Path]:
         "#SBATCH --time=30",
         *common,
         *cd,
-        "exec " + shlex.join(_launcher(s, out, False) + ["-m", "grader", "batch", "collect", str(out)]),
+        "exec " + shlex.join(_launcher(s, out, False) + ["-m", "grader.batch", "collect", str(out)]),
     ]
     task, coll = d / "task.sbatch", d / "collect.sbatch"
     write_text_atomic(task, "\n".join(task_lines) + "\n")

@@ -159,6 +159,10 @@ def run_task(out: Path, index: int, *, engine: str, slot: str | None, task_id: s
             return _record(out, sid, base, Outcome.INFRA, why, t0, TASK_INFRA)
         scratch = Path(tempfile.mkdtemp(prefix=f"grader-batch-{sid}.", dir=tmp_base))
         (scratch / "tmp").mkdir()
+        # Traversable, not listable, by the grade's unprivileged uid: its private scratch is made inside tmp/
+        # (grader/identity.py), and must be reachable for student code to run as that uid.
+        os.chmod(scratch, 0o711)
+        os.chmod(scratch / "tmp", 0o711)
         res, log = scratch / "out", scratch / "grade.log"
         cmd = [*grade_command(), "--problem", opts["problem"], "--submission", item["path"], "--out", str(res)]
         cmd += ["--device", opts.get("device") or "auto"]
@@ -191,15 +195,9 @@ def run_task(out: Path, index: int, *, engine: str, slot: str | None, task_id: s
         if rc != 0:
             what = "grader fault (exit 3)" if rc == 3 else f"the grade died (exit {rc})" if rc > 0 else f"signal {-rc}"
             return _record(out, sid, base, Outcome.INFRA, f"{what}: {_tail(log)}"[:400], t0, TASK_INFRA)
-        try:
-            from ..tareport import BadResults, parse_results
-
-            raw = (res / state.RESULTS).read_bytes()
-            data = parse_results(raw)
-        except (OSError, BadResults) as e:
-            return _record(
-                out, sid, base, Outcome.INFRA, f"the grade wrote no usable results.json ({e})", t0, TASK_INFRA
-            )
+        data = _read_results(res / state.RESULTS)
+        if isinstance(data, str):
+            return _record(out, sid, base, Outcome.INFRA, f"the grade wrote no results.json ({data})", t0, TASK_INFRA)
         data.setdefault("extra_data", {})["graded_on"] = where.graded_on(
             engine=engine,
             task_id=task_id,
@@ -255,6 +253,18 @@ def _record(
     )
     print(f"{sid}: {outcome}{': ' + why if why else ''}", file=sys.stderr if code else sys.stdout, flush=True)
     return code
+
+
+def _read_results(p: Path) -> dict[str, Any] | str:
+    """The grade's results.json as the grader wrote it (JSON, an object with a tests list), or why it is not one.
+    Not the TA report's schema: a grade the schema refuses is still the grade, and the report lists it."""
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        return f"{type(e).__name__}: {e}"[:200]
+    if not isinstance(data, dict) or not isinstance(data.get("tests"), list):
+        return "not a grader results.json"
+    return data
 
 
 def _resign(data: dict[str, Any], secret_file: str | None) -> dict[str, Any]:
