@@ -6,6 +6,8 @@ on purpose. It takes grade's arguments, and
 - logs one JSON line per call to $FAKE_GRADE_LOG/calls.jsonl: the submission, CUDA_VISIBLE_DEVICES,
   GRADER_BATCH_SLOT, TMPDIR, and its start and end times (so a test can check pinning and overlaps);
 - sleeps $FAKE_GRADE_SLEEP seconds (default 0.2) while "grading";
+- with FAKE_GRADE_REAL=1, runs the real `python -m grader grade` with the same arguments once no fault is due
+  (the Slurm test: real grades, and one injected grader fault);
 - injects faults from the submission's `faults` file: one word per attempt, in order: an exit code ("3": a grader
   fault, "2": a refusal), "kill" (SIGKILL its own task wrapper, as a node's OOM killer would) or "ok".
 """
@@ -40,7 +42,9 @@ counter.write_text(str(n + 1))
 faults = (sub / "faults").read_text().split() if (sub / "faults").exists() else []
 fault = faults[n] if n < len(faults) else "ok"
 t0 = time.time()
-time.sleep(float(os.environ.get("FAKE_GRADE_SLEEP", "0.2")))
+real = os.environ.get("FAKE_GRADE_REAL") == "1"
+if not real:
+    time.sleep(float(os.environ.get("FAKE_GRADE_SLEEP", "0.2")))
 entry = {
     "submission": str(sub),
     "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
@@ -59,6 +63,8 @@ if fault == "kill":
 if fault != "ok":
     print(f"fake grade: injected exit {fault}", file=sys.stderr)
     sys.exit(int(fault))
+if real:
+    os.execv(sys.executable, [sys.executable, "-m", "grader", "grade", *sys.argv[1:]])
 score = float((sub / "score").read_text()) if (sub / "score").exists() else 1.0
 doc = {
     "score": score,

@@ -98,7 +98,11 @@ def _sub(cmd: str, argv: list[str]) -> int:
         p.add_argument("--indices", default=None, help="e.g. 3,7-9 (default: the missing ones)")
     a = p.parse_args(argv)
     if cmd == "task":
-        return run_task(a.out, a.index, engine=a.engine, slot=a.slot or os.environ.get("GRADER_BATCH_SLOT"))
+        # The slot: the local engine names it; under Slurm it is the GPU Slurm gave the task (its gres).
+        slot = a.slot or os.environ.get("GRADER_BATCH_SLOT")
+        if slot is None and a.engine == "slurm":
+            slot = os.environ.get("CUDA_VISIBLE_DEVICES") or None
+        return run_task(a.out, a.index, engine=a.engine, slot=slot)
     try:
         manifest = state.read_manifest(a.out)
     except (FileNotFoundError, ValueError, OSError) as e:
