@@ -128,7 +128,6 @@ def run_local(
                     )  # fmt: skip
                 running[slot.name] = (p, it, n_before, avoid)
                 prog.c.running += 1
-                prog.update()
             for name, (p, it, n_before, avoid) in list(running.items()):
                 rc = p.poll()
                 if rc is None:
@@ -141,7 +140,6 @@ def run_local(
                     slot.faults_in_row = 0
                     final[sid] = Outcome.GRADED
                     prog.c.done += 1
-                    prog.update()
                     continue
                 if rc == TASK_REFUSED:
                     slot.faults_in_row = 0
@@ -178,6 +176,7 @@ def run_local(
                     final[it["sid"]] = Outcome.INFRA
                     prog.c.failed += 1
                 queue.clear()
+            prog.update()  # once a round, after the free slots were given work: the counts as they stand
             time.sleep(0.1)
     except KeyboardInterrupt:
         for p, *_ in running.values():
