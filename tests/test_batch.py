@@ -31,6 +31,7 @@ FAKE_SMI = """#!/bin/sh
 # A fake nvidia-smi: GPU 0 an H200 at 40 C, GPU 1 an H100 at 88 C slowing its clocks (hw thermal, 0x40).
 id=""; prev=""
 for a in "$@"; do [ "$prev" = "-i" ] && id="$a"; prev="$a"; done
+case "$1" in --query-gpu=index,uuid) printf '0, GPU-0000\n1, GPU-1111\n'; exit 0 ;; esac
 [ -n "$FAKE_SMI_FAIL" ] && exit 6
 case "$id" in
   0) echo "0, NVIDIA H200, GPU-0000, 580.65.06, P0, 1980, 3201, 1980, 40, 120.50, 0x0000000000000000" ;;
@@ -197,6 +198,13 @@ def test_no_gpu_visible_is_an_infrastructure_fault_before_any_grade(tmp_path, fa
         assert not (out / sid / "results.json").exists()
         assert all(x["outcome"] == "infrastructure" for x in attempts(out, sid))
         assert any("no GPU visible" in x["why"] for x in attempts(out, sid))
+
+
+def test_gpus_must_be_this_host_s(tmp_path, fake, smi, capsys):
+    subs = make_class(tmp_path / "class", {"a": {}})
+    assert batch(subs, "--out", tmp_path / "out", "--gpus", "0,7", "--no-perf") == 2
+    assert "no GPU 7 on this host (nvidia-smi lists 0, GPU-0000, 1, GPU-1111)" in capsys.readouterr().err
+    assert calls(fake) == []
 
 
 def test_graded_on_records_the_gpu_and_the_report_warns_on_mixed_and_hot_gpus(tmp_path, fake, smi, capsys):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import html
 import json
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,30 +44,35 @@ class Summary:
         return self.graded / (self.gpu_seconds / 3600) if self.gpu_seconds > 0 and self.graded else None
 
 
-def _graded_on(out: Path, sid: str) -> dict[str, Any] | None:
+def _results(out: Path, sid: str) -> dict[str, Any] | None:
     try:
         d = json.loads((out / sid / state.RESULTS).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    g = (d.get("extra_data") or {}).get("graded_on") if isinstance(d, dict) else None
-    return g if isinstance(g, dict) else None
+    return d if isinstance(d, dict) else None
 
 
-def gpu_models(out: Path, entries: list[Entry]) -> tuple[dict[str, int], list[str]]:
-    """GPU model -> how many grades were made on it ("CPU" without a GPU), and the warnings: several models in one
-    class (times and so speed points are not comparable across models), a hot or slowed GPU during a grade."""
+def gpu_summary(docs: Iterable[tuple[str, dict[str, Any]]]) -> tuple[dict[str, int], list[str]]:
+    """(student, results.json data) pairs -> GPU model -> how many grades were made on it ("CPU" without a GPU),
+    and the warnings: several models in one class (times, so speed points, are not comparable across models), a
+    hot or slowed GPU during a grade. Reads extra_data.graded_on (grader/batch/where.py), else the grade's own
+    device fields; written to be called from the TA report too (tareport.collect's Submission.student, .data)."""
     models: Counter[str] = Counter()
     hot: list[str] = []
-    for e in entries:
-        if e.status != Status.DONE:
-            continue
-        g = _graded_on(out, e.sid) or {}
+    for student, data in docs:
+        extra = data.get("extra_data") if isinstance(data.get("extra_data"), dict) else {}
+        g = extra.get("graded_on") if isinstance(extra.get("graded_on"), dict) else {}
         gpu = g.get("gpu") if isinstance(g.get("gpu"), dict) else None
         snap = (gpu or {}).get("start") or (gpu or {}).get("end") or {}
-        models[str(snap.get("name") or ("CPU" if gpu is None else "GPU (model not recorded)"))] += 1
+        perf_dev = ((extra.get("performance") or {}).get("device") or {}).get("name")
+        if snap.get("name") or perf_dev:
+            model = str(snap.get("name") or perf_dev)
+        else:
+            model = "CPU" if extra.get("device") == "cpu" else "GPU (model not recorded)"
+        models[model] += 1
         why = sorted({w for s in ("start", "end") for w in where.suspect((gpu or {}).get(s))})
         if why:
-            hot.append(f"{e.sid} ({'; '.join(why)})")
+            hot.append(f"{student} ({'; '.join(why)})")
     warns = []
     if len(models) > 1:
         warns.append(
@@ -81,6 +87,12 @@ def gpu_models(out: Path, entries: list[Entry]) -> tuple[dict[str, int], list[st
             + ", ".join(hot[:20])
         )
     return dict(models), warns
+
+
+def gpu_models(out: Path, entries: list[Entry]) -> tuple[dict[str, int], list[str]]:
+    """gpu_summary over the batch's graded submissions."""
+    docs = ((e.sid, _results(out, e.sid)) for e in entries if e.status == Status.DONE)
+    return gpu_summary((sid, d) for sid, d in docs if d is not None)
 
 
 def gpu_seconds(out: Path, manifest: dict[str, Any]) -> float:

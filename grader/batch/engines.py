@@ -57,18 +57,26 @@ class Slot:
     retired: bool = False
 
 
-def host_gpus() -> list[str]:
-    """The GPUs of this host by nvidia-smi index (empty without nvidia-smi or GPUs)."""
+def host_gpus(with_uuids: bool = False) -> list[str]:
+    """The GPUs of this host by nvidia-smi index (and UUID, with_uuids); empty without nvidia-smi or GPUs."""
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return []
     try:
         r = subprocess.run(
-            [exe, "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True, timeout=30, check=False
+            [exe, "--query-gpu=index,uuid", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
         return []
-    return [ln.strip() for ln in r.stdout.splitlines() if ln.strip().isdigit()] if r.returncode == 0 else []
+    if r.returncode != 0:
+        return []
+    rows = [[x.strip() for x in ln.split(",")] for ln in r.stdout.splitlines() if ln.strip()]
+    rows = [row for row in rows if row and row[0].isdigit()]
+    return [x for row in rows for x in (row[:2] if with_uuids else row[:1])]
 
 
 def make_slots(gpus: str | None, slots: int | None) -> list[Slot]:
@@ -81,6 +89,10 @@ def make_slots(gpus: str | None, slots: int | None) -> list[Slot]:
     ids = [g.strip() for g in gpus.split(",")] if gpus is not None else host_gpus()
     if gpus is not None and (not ids or not all(ids) or len(set(ids)) != len(ids)):
         raise EngineError(f"--gpus {gpus!r}: a comma-separated list of distinct GPU indices or UUIDs (e.g. 0,1,2)")
+    known = host_gpus(with_uuids=True)
+    unknown = [g for g in ids if known and g not in known]
+    if unknown:
+        raise EngineError(f"--gpus: no GPU {', '.join(unknown)} on this host (nvidia-smi lists {', '.join(known)})")
     return [Slot(f"gpu{g}", g) for g in ids]
 
 
@@ -119,7 +131,10 @@ def run_local(
                 it, avoid = queue[i]
                 del queue[i]
                 n_before = len(state.attempts(out, it["sid"]))
-                env = {**os.environ, "CUDA_VISIBLE_DEVICES": slot.cuda, "GRADER_BATCH_SLOT": slot.name}
+                # PCI order: CUDA's index then names the GPU nvidia-smi lists under the same index (CUDA's default
+                # order, fastest first, may differ on a host of mixed GPUs).
+                env = {**os.environ, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": slot.cuda,
+                       "GRADER_BATCH_SLOT": slot.name}  # fmt: skip
                 with open(logs / f"{it['sid']}.log", "ab") as lf:
                     p = subprocess.Popen(
                         task_command(out, int(it["index"]), "local", slot.name),

@@ -88,10 +88,20 @@ def visible_gpu() -> str | None:
 
 
 def query(gpu: str | None) -> dict[str, Any] | None:
-    """nvidia-smi's view of one GPU, or None (no nvidia-smi, no such GPU, a driver that does not answer)."""
+    """nvidia-smi's view of one GPU, or None (no nvidia-smi, no such GPU, a driver that does not answer). Where
+    nvidia-smi does not know `gpu` by that name (a job whose cgroup shows it only its own GPU, renumbered), the
+    only GPU it lists is the one."""
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
+    for which in [gpu, None] if gpu is not None else [None]:
+        got = _ask(exe, which)
+        if got is not None:
+            return got
+    return None
+
+
+def _ask(exe: str, gpu: str | None) -> dict[str, Any] | None:
     names = [n for n, _ in FIELDS]
     for fields in (FIELDS, FIELDS[:-1]):  # an old driver without the throttle-reason field: ask without it
         cmd = [exe, f"--query-gpu={','.join(f for _, f in fields)}", "--format=csv,noheader,nounits"]
