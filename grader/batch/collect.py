@@ -60,8 +60,8 @@ def gpu_summary(docs: Iterable[tuple[str, dict[str, Any]]]) -> tuple[dict[str, i
     models: Counter[str] = Counter()
     hot: list[str] = []
     for student, data in docs:
-        extra = data.get("extra_data") if isinstance(data.get("extra_data"), dict) else {}
-        g = extra.get("graded_on") if isinstance(extra.get("graded_on"), dict) else {}
+        extra: dict[str, Any] = data["extra_data"] if isinstance(data.get("extra_data"), dict) else {}
+        g: dict[str, Any] = extra["graded_on"] if isinstance(extra.get("graded_on"), dict) else {}
         gpu = g.get("gpu") if isinstance(g.get("gpu"), dict) else None
         snap = (gpu or {}).get("start") or (gpu or {}).get("end") or {}
         perf_dev = ((extra.get("performance") or {}).get("device") or {}).get("name")
