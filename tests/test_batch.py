@@ -249,6 +249,7 @@ def test_gradescope_export_zip_names_the_submitters(tmp_path, fake):
         d = exp / f"submission_{n}"
         d.mkdir(parents=True)
         (d / "glu_triton.py").write_text(f"# {sid}\n")
+    (exp / "submission_1" / "results.json").write_text('{"score": 999, "tests": []}')  # a student's own file
     (exp / "submission_metadata.yml").write_text(
         "submission_0:\n  :submitters:\n  - :name: Ada\n    :sid: '1001'\n    :email: ada@x.edu\n"
         "submission_1:\n  :submitters:\n  - :name: Charles\n    :sid: '1002'\n    :email: cb@x.edu\n"
@@ -263,6 +264,9 @@ def test_gradescope_export_zip_names_the_submitters(tmp_path, fake):
     assert (out / "submission_0" / "results.json").is_file() and (out / "submission_metadata.yml").is_file()
     text = (out / "grades.csv").read_text()
     assert "Ada" in text and "1002" in text and "cb@x.edu" in text
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert len(rows) == 2 and "999" not in text  # the unpacked export is outside OUT: its files are not grades
+    assert not list(out.rglob("*.yml"))[1:] and not (out / ".batch" / "inputs").exists()
 
 
 def _commit(repo: Path, text: str, when: str) -> str:
@@ -353,6 +357,21 @@ def test_progress_prints_plain_lines_off_a_terminal():
     assert "x: retried" in lines and all("\x1b" not in ln for ln in lines)
     assert lines[-1].startswith("batch: done 4/4 (1 already graded) · running 0 · failed 0 · left 0")
     assert "ETA" in lines[-1] and "/min" in lines[-1]
+
+
+def test_progress_on_a_terminal_draws_a_live_line():
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    buf = Tty()
+    c = progress.Counts(total=2)
+    with progress.Progress(c, stream=buf) as p:
+        c.done = 1
+        p.event("a: retried")
+        c.done = 2
+    text = buf.getvalue()
+    assert "a: retried" in text and "done 2/2" in text
 
 
 # --- real grades -----------------------------------------------------------------------------------------------

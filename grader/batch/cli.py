@@ -285,7 +285,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
 
     files = tuple(i.file for i in problem.implementations.values())
     try:
-        found = discover(args.submissions, files, state.batch_dir(out) / "inputs", args.deadline)
+        found = discover(args.submissions, files, state.inputs_dir(out), args.deadline)
     except DiscoverError as e:
         return _usage(str(e))
     if found.metadata is not None:  # the TA report names each folder's submitters from it

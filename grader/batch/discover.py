@@ -239,7 +239,7 @@ def fetch_repo(sid: str, url: str, deadline: datetime, cache: Path) -> Item | Sk
 
 
 def discover(src: Path, files: tuple[str, ...], work: Path, deadline: str | None = None) -> Found:
-    """Every submission under src. work: a folder of OUT's for what must be unpacked or cloned."""
+    """Every submission under src. work: where what must be unpacked or cloned goes (state.inputs_dir)."""
     if not src.exists():
         raise DiscoverError(f"{src}: no such file or folder (pass a folder of submissions, an export zip or a list)")
     if src.is_file() and zipfile.is_zipfile(src):

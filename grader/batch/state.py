@@ -6,6 +6,7 @@ one stopped.
     OUT/.batch/manifest.json    the submissions (index = Slurm array index), the options, the key's parts
     OUT/.batch/attempts/<sid>.jsonl   every attempt (append-only): outcome, slot or node, times
     OUT/.batch/running/<sid>.json     a task at work (host, pid, task id); removed when it ends
+    OUT/../.OUT.inputs/               an export zip unpacked, repositories cloned (outside OUT: see inputs_dir)
 
 A result is *done* when batch.json carries the current key (the submission's content hash, the grader's version,
 the problem's hash, the options that change a grade, the image digest when there is one) and results.json still
@@ -109,6 +110,12 @@ def result_key(content: str, parts: dict[str, Any]) -> str:
 
 def batch_dir(out: Path) -> Path:
     return out / BATCH_DIR
+
+
+def inputs_dir(out: Path) -> Path:
+    """Where an export zip is unpacked and repositories are cloned: beside OUT, not in it, since the TA report reads
+    every results.json under OUT (and a Gradescope export, or a student, may bring one of their own)."""
+    return out.parent / f".{out.name}.inputs"
 
 
 def write_manifest(out: Path, manifest: dict[str, Any]) -> Path:
@@ -233,6 +240,8 @@ def install(out: Path, sid: str, files: dict[str, Path | bytes], record: dict[st
         old = None
         if final.exists() or final.is_symlink():
             old = staging / f"{sid}.old.{uuid.uuid4().hex[:8]}"
+            if (final / RESULTS).is_file() and not final.is_symlink():
+                os.replace(final / RESULTS, final / PARTIAL)  # so that no results.json is ever read from staging
             os.rename(final, old)
         os.rename(tmp, final)
         if (final / PARTIAL).exists():
@@ -244,13 +253,19 @@ def install(out: Path, sid: str, files: dict[str, Path | bytes], record: dict[st
         raise
 
 
-def clean_staging(out: Path) -> int:
-    """Remove what killed tasks left in OUT/.staging (call only when no task runs). Returns how many."""
+def clean_staging(out: Path, older_than_s: float = 600) -> int:
+    """Remove what killed tasks left in OUT/.staging: entries older than older_than_s (an install takes seconds, so
+    a task installing now is left alone). Returns how many."""
     d = out / STAGING
     if not d.is_dir():
         return 0
     n = 0
     for p in d.iterdir():
+        try:
+            if time.time() - p.lstat().st_mtime < older_than_s:
+                continue
+        except OSError:
+            continue
         shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
         n += 1
     return n
