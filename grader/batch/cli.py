@@ -271,6 +271,10 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     for o in args.only:
         if o not in problem.implementations:
             return _usage(f"--only {o}: no such implementation (choose from {', '.join(problem.implementations)})")
+    if not args.submissions.exists():  # before anything is made under OUT
+        return _usage(
+            f"{args.submissions}: no such file or folder (pass a folder of submissions, an export zip or a list)"
+        )
     try:
         (state.batch_dir(out)).mkdir(parents=True, exist_ok=True)
     except OSError as e:
