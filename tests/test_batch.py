@@ -169,7 +169,10 @@ def test_faults_past_the_retries_are_not_graded_never_a_zero(tmp_path, fake, cap
     assert st["broken_node"]["status"] == "not graded: infrastructure" and "exit 3" in st["broken_node"]["why"]
     assert "broken_node: not graded: infrastructure" in capsys.readouterr().out
     # batch status agrees, and says how to go on (run the batch again: infrastructure faults get a new budget).
+    capsys.readouterr()
     assert cli.main(["batch", "status", str(out)]) == EXIT_INFRA
+    status = capsys.readouterr().out
+    assert "1 done" in status and "1 not graded: infrastructure" in status and "[0] broken_node" in status
     # The next run retries it (a fresh budget), and the fault is gone now.
     (subs / "broken_node" / "faults").write_text("3 3 3 3")  # same content: same key
     (fake / "broken_node.count").write_text("4")  # its fifth call on: ok

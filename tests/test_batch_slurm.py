@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FAKE = Path(__file__).resolve().parent / "batch_fake_grade.py"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # the daemons end with this module, before any other test runs
 def slurm(tmp_path_factory):
     if not sys.platform.startswith("linux"):
         pytest.skip("Slurm runs on Linux only")
@@ -45,7 +45,7 @@ def slurm(tmp_path_factory):
     try:
         yield c
     finally:
-        c.stop()  # no daemon outlives the session
+        c.stop()  # no daemon outlives the module
 
 
 def _wait_running(out: Path, sid: str, timeout: float = 120) -> dict:
