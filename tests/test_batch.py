@@ -348,6 +348,31 @@ def test_slurm_scripts_array_and_containers(tmp_path, fake, capsys):
     assert state.image_digest("registry/glu-grader@sha256:abc") == "sha256:abc"
 
 
+def _task(out: Path, index: int) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "grader.batch", "task", str(out), "--index", str(index)], cwd=ROOT,
+                          capture_output=True, text=True, check=False, timeout=120)  # fmt: skip
+
+
+def test_a_task_over_its_time_limit_is_an_infrastructure_fault_and_a_done_one_is_skipped(tmp_path, fake, monkeypatch):
+    subs = make_class(tmp_path / "class", {"slow": {}, "quick": {}})
+    out = tmp_path / "out"
+    assert batch(subs, "--out", out, "--engine", "slurm", "--dry-run", "--device", "cpu") == EXIT_OK  # the manifest
+    m = json.loads((out / ".batch" / "manifest.json").read_text())
+    m["options"]["grade_timeout_s"] = 1.0
+    (out / ".batch" / "manifest.json").write_text(json.dumps(m))
+    monkeypatch.setenv("FAKE_GRADE_SLEEP", "30")
+    r = _task(out, 1)
+    assert r.returncode == 3, r.stderr  # the task's exit code for an infrastructure fault
+    (a,) = attempts(out, "slow")
+    assert a["outcome"] == "infrastructure" and a["why"] == "the grade ran past the task's time limit"
+    assert state.running_marker(out, "slow") is None  # its marker is gone with it
+    monkeypatch.setenv("FAKE_GRADE_SLEEP", "0")
+    assert _task(out, 0).returncode == 0 and results(out, "quick")["score"] == 1.0
+    r = _task(out, 0)  # a resubmission that overlaps a finished task: nothing graded again
+    assert r.returncode == 0 and "already graded" in r.stdout and len(attempts(out, "quick")) == 1
+    assert _task(out, 9).returncode == 2  # no such index
+
+
 def test_progress_prints_plain_lines_off_a_terminal():
     buf = io.StringIO()
     c = progress.Counts(total=4, skipped=1)
