@@ -10,7 +10,6 @@ batch task OUT --index I         one submission (what the engines run)
 from __future__ import annotations
 
 import argparse
-import fcntl
 import hashlib
 import os
 import shlex
@@ -81,6 +80,8 @@ def _usage(msg: str) -> int:
 
 
 def main(argv: list[str]) -> int:
+    if os.name != "posix":  # process groups, signals and file locks: a Linux (or macOS) host or cluster
+        return _usage("batch runs on Linux or macOS (process groups and signals); grade one submission with `grade`")
     if argv and argv[0] in SUBCOMMANDS:
         return _sub(argv[0], argv[1:])
     args = _run_parser().parse_args(argv)
@@ -279,6 +280,8 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         (state.batch_dir(out)).mkdir(parents=True, exist_ok=True)
     except OSError as e:
         return _usage(f"cannot write to {out}: {e.strerror or e} (pass --out DIR)")
+    import fcntl  # POSIX only (main checked)
+
     lock = open(state.batch_dir(out) / "lock", "w")  # noqa: SIM115 (held for the whole run)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
