@@ -210,6 +210,16 @@ def test_gpus_must_be_this_host_s(tmp_path, fake, smi, capsys):
     assert calls(fake) == []
 
 
+def test_out_of_disk_is_an_infrastructure_fault_before_any_grade(tmp_path, fake, monkeypatch):
+    monkeypatch.setenv("GRADER_BATCH_MIN_FREE_BYTES", str(2**62))  # more than any disk has free
+    subs = make_class(tmp_path / "class", {"a": {}})
+    out = tmp_path / "out"
+    assert batch(subs, "--out", out, "--slots", "2", "--no-perf", "--retries", "1") == EXIT_INFRA
+    assert calls(fake) == [] and not (out / "a" / "results.json").exists()
+    a = attempts(out, "a")
+    assert len(a) == 2 and all(x["why"].startswith("out of disk:") for x in a) and a[0]["slot"] != a[1]["slot"]
+
+
 def test_graded_on_records_the_gpu_and_the_report_warns_on_mixed_and_hot_gpus(tmp_path, fake, smi, capsys):
     subs = make_class(tmp_path / "class", {f"s{i}": {} for i in range(4)})
     out = tmp_path / "out"
@@ -371,6 +381,51 @@ def test_a_task_over_its_time_limit_is_an_infrastructure_fault_and_a_done_one_is
     r = _task(out, 0)  # a resubmission that overlaps a finished task: nothing graded again
     assert r.returncode == 0 and "already graded" in r.stdout and len(attempts(out, "quick")) == 1
     assert _task(out, 9).returncode == 2  # no such index
+
+
+FAKE_SBATCH = """#!/bin/sh
+# A fake sbatch: logs its arguments, one line a call, and answers a new job id (--parsable).
+echo "$*" >> "$FAKE_SLURM_LOG"
+n=$(wc -l < "$FAKE_SLURM_LOG")
+echo $((100 + n))
+"""
+
+
+def test_slurm_collect_retries_infrastructure_faults_away_from_their_node(tmp_path, fake, monkeypatch, capsys):
+    b = tmp_path / "slurmbin"
+    b.mkdir()
+    for name, text in (("sbatch", FAKE_SBATCH), ("squeue", "#!/bin/sh\nexit 0\n"),
+                       ("sinfo", "#!/bin/sh\nprintf 'nodeA\\nnodeB\\n'\n")):  # fmt: skip
+        (b / name).write_text(text)
+        (b / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{b}{os.pathsep}{os.environ['PATH']}")
+    log = tmp_path / "sbatch.log"
+    monkeypatch.setenv("FAKE_SLURM_LOG", str(log))
+    subs = make_class(tmp_path / "class", {"a": {}, "b": {}, "c": {}})
+    out = tmp_path / "out"
+    assert batch(subs, "--out", out, "--engine", "slurm", "--retries", "1", "--device", "cpu") == EXIT_OK
+    first = log.read_text().splitlines()
+    assert first[0].startswith("--parsable --array=0-2%16 ") and "--dependency=afterany:101" in first[1]
+    keys = {it["sid"]: it["key"] for it in state.read_manifest(out)["items"]}
+    # What the array's tasks would have recorded: a hit a fault on nodeA, b hit two (past --retries 1), c was killed.
+    state.append_attempt(out, "a", {"key": keys["a"], "outcome": "infrastructure", "host": "nodeA", "why": "exit 3"})
+    for _ in range(2):
+        state.append_attempt(out, "b", {"key": keys["b"], "outcome": "infrastructure", "host": "nodeB", "why": "x"})
+    state.append_attempt(out, "c", {"key": keys["c"], "outcome": "killed", "host": "nodeA", "why": "signal 15"})
+    capsys.readouterr()
+    assert cli.main(["batch", "collect", str(out)]) == 5  # still missing: a (retrying) and c
+    text = capsys.readouterr().out
+    calls_ = log.read_text().splitlines()[2:]
+    assert calls_[0] == f"--parsable --array=0%16 --exclude=nodeA {out / '.batch' / 'slurm' / 'task.sbatch'}"
+    assert "--dependency=afterany:103" in calls_[1] and len(calls_) == 2
+    assert "retrying 1 infrastructure fault(s) (tasks 0, not on nodeA)" in text
+    assert "b: not graded: infrastructure" in text and "resubmit only the missing tasks" in text
+    # batch resubmit (the command status prints): the missing ones, a and c; not b, whose retries are spent.
+    capsys.readouterr()
+    assert cli.main(["batch", "resubmit", str(out)]) == EXIT_OK
+    assert log.read_text().splitlines()[4].startswith("--parsable --array=0,2%16 ")
+    jobs = json.loads((out / ".batch" / "slurm" / "jobs.json").read_text())["jobs"]
+    assert [j["indices"] for j in jobs] == [[0, 1, 2], [0], [0, 2]]
 
 
 def test_progress_prints_plain_lines_off_a_terminal():
