@@ -180,6 +180,25 @@ def test_faults_past_the_retries_are_not_graded_never_a_zero(tmp_path, fake, cap
     assert results(out, "broken_node")["score"] == 1.0
 
 
+def test_one_submission_that_always_faults_retires_no_slot(tmp_path, fake):
+    subs = make_class(tmp_path / "class", {"a_bug": {"faults": "3 3 3 3 3"}, "b": {}, "c": {}})
+    out = tmp_path / "out"
+    assert batch(subs, "--out", out, "--slots", "1", "--no-perf", "--retries", "3") == EXIT_INFRA
+    assert len(attempts(out, "a_bug")) == 4  # four faults on the one slot, in a row
+    assert results(out, "b")["score"] == 1.0 and results(out, "c")["score"] == 1.0  # the slot kept grading
+
+
+def test_a_slot_failing_every_submission_is_retired(tmp_path, fake, smi, monkeypatch):
+    # GPU 7 is not there (the fake nvidia-smi knows 0 and 1): every task on it fails its GPU check.
+    monkeypatch.setattr(engines, "host_gpus", lambda with_uuids=False: [])  # --gpus is not checked against the host
+    subs = make_class(tmp_path / "class", {f"s{i}": {} for i in range(6)})
+    out = tmp_path / "out"
+    assert batch(subs, "--out", out, "--gpus", "0,7", "--no-perf") == EXIT_OK  # all graded on GPU 0 in the end
+    on_7 = [a for i in range(6) for a in attempts(out, f"s{i}") if a["slot"] == "gpu7"]
+    assert 1 <= len(on_7) <= 3 and all("no GPU visible" in a["why"] for a in on_7)
+    assert all(results(out, f"s{i}")["extra_data"]["graded_on"]["slot"] == "gpu0" for i in range(6))
+
+
 def test_a_refused_submission_is_not_retried(tmp_path, fake):
     subs = make_class(tmp_path / "class", {"empty": {"faults": "2 2 2"}, "fine": {}})
     out = tmp_path / "out"

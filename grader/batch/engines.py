@@ -3,8 +3,8 @@
 local: one worker per GPU slot on this host (`--gpus 0,1,...`, default every GPU nvidia-smi lists), each task pinned
 with CUDA_VISIBLE_DEVICES, never two tasks on one slot at once; `--slots N` gives N CPU slots instead
 (CUDA_VISIBLE_DEVICES empty: CPU-only grading, and the tests). A task that ends in an infrastructure fault (its
-exit code 3, or killed by a signal) is queued again for another slot, up to --retries times; a slot with three
-faults in a row is retired.
+exit code 3, or killed by a signal) is queued again for another slot, up to --retries times; a slot whose faults
+in a row hit three different submissions is retired.
 
 slurm: writes OUT/.batch/slurm/task.sbatch and collect.sbatch and submits `sbatch --array=<indices>%K task.sbatch`
 (one GPU per task through --gres, the time limit from the spec's stage limits) and the collect job,
@@ -29,7 +29,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,9 @@ from .progress import Progress
 from .state import Outcome
 from .task import ROOT, TASK_OK, TASK_REFUSED
 
-RETIRE_AFTER = 3  # infrastructure faults in a row that take a local slot out of the batch
+# A local slot is taken out of the batch after infrastructure faults in a row on this many different submissions
+# (one submission that always faults, a grader bug, retires nothing: it fails on every slot).
+RETIRE_AFTER = 3
 
 
 class EngineError(Exception):
@@ -53,7 +55,7 @@ class EngineError(Exception):
 class Slot:
     name: str  # "gpu0", "cpu1": what the task records as its slot
     cuda: str  # the task's CUDA_VISIBLE_DEVICES: a GPU index or UUID, or "" (no GPU)
-    faults_in_row: int = 0
+    faults_in_row: list[str] = field(default_factory=list)  # the submissions of its faults since its last grade
     retired: bool = False
 
 
@@ -152,12 +154,12 @@ def run_local(
                 slot = next(s for s in slots if s.name == name)
                 sid = it["sid"]
                 if rc == TASK_OK:
-                    slot.faults_in_row = 0
+                    slot.faults_in_row.clear()
                     final[sid] = Outcome.GRADED
                     prog.c.done += 1
                     continue
                 if rc == TASK_REFUSED:
-                    slot.faults_in_row = 0
+                    slot.faults_in_row.clear()
                     final[sid] = Outcome.REFUSED
                     prog.c.failed += 1
                     prog.event(f"{sid}: not gradable (the grader refused it; see {out / sid / 'grade.log'})")
@@ -171,10 +173,12 @@ def run_local(
                     )  # fmt: skip
                 last = state.last_attempt(state.attempts(out, sid), it["key"]) or {}
                 faults[sid] += 1
-                slot.faults_in_row += 1
-                if slot.faults_in_row >= RETIRE_AFTER and not slot.retired:
+                slot.faults_in_row.append(sid)
+                if len(set(slot.faults_in_row)) >= RETIRE_AFTER and not slot.retired:
                     slot.retired = True
-                    prog.event(f"slot {name} retired after {RETIRE_AFTER} infrastructure faults in a row")
+                    prog.event(
+                        f"slot {name} retired: infrastructure faults in a row on {RETIRE_AFTER} different submissions"
+                    )
                 if faults[sid] <= retries and any(not s.retired for s in slots):
                     queue.append((it, avoid | {name}))
                     prog.event(f"{sid}: infrastructure fault on {name} ({last.get('why', '')}); retry {faults[sid]}")
