@@ -5,6 +5,7 @@
     nox -s profile   -- [grader args]   profile the kernels: torch.profiler, bandwidth, ncu (GPU); grids (CPU)
     nox -s autograde -- [grader args]   the container's entry command (Gradescope paths)
     nox -s report    -- DIR [--out D]   TA reports over a directory of results.json files
+    nox -s batch     -- SUBS --out OUT  grade a whole class (local GPUs or Slurm; `-- status OUT`, `-- --help`)
     nox -s keygen    -- --out FILE      a new 256-bit grading key (mode 0600) for --secret-file
     nox -s handout   -- --out DIR       staff: the repository students get (no staff solutions, tests or notes)
     nox -s gradescope -- --out ZIP      staff: Gradescope's autograder zip (CPU checks; GPU points graded later)
@@ -159,6 +160,12 @@ def autograde(session: nox.Session) -> None:
 def report(session: nox.Session) -> None:
     """TA reports: grades.csv and class_summary.html from a directory of results.json files."""
     _grader(session, "report")
+
+
+@nox.session
+def batch(session: nox.Session) -> None:
+    """Grade a class: `nox -s batch -- SUBMISSIONS --out OUT [--engine local|slurm] ...` (grader/batch/)."""
+    _grader(session, "batch")
 
 
 @nox.session

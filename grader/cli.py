@@ -165,6 +165,12 @@ def _parser() -> argparse.ArgumentParser:
         "correctness case on a CPU",
     )
     pr.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    sub.add_parser(
+        "batch",
+        help="grade a whole class (folders, a Gradescope export, git repositories) on local GPUs or Slurm; "
+        "`batch --help`, `batch status OUT` (grader/batch/)",
+        add_help=False,
+    )
     k = sub.add_parser("keygen", help="write a new 256-bit grading key (64 hex characters) to a new file of mode 0600")
     k.add_argument("--out", type=Path, required=True, metavar="FILE", help="where the key goes (never overwritten)")
     return p
@@ -186,6 +192,11 @@ def _key(path: Path | None, *, missing_ok: bool = False) -> keyfile.Key | None:
 
 def main(argv: list[str] | None = None) -> int:
     make_undumpable()  # before anything else: keep other processes of this user out of our memory
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["batch"]:  # its own commands and options (grader/batch/cli.py)
+        from .batch.cli import main as batch_main
+
+        return batch_main(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "report":
         return _ta_report(args.dir, args.out, args.secret_file, args.roster, args.canvas_column)

@@ -1,0 +1,279 @@
+"""SUBMISSIONS -> the list of submissions to grade, one `Item` each, whatever the source:
+
+- a folder of per-student folders (`class/alice/glu_triton.py`, ...): the student id is the folder's name;
+- a Gradescope "export submissions" folder or zip (`submission_metadata.yml` beside `submission_<id>/` folders):
+  the id is the submission folder's name, and the metadata file is copied into OUT so that the TA report (and
+  `report --roster`) names each folder's submitters;
+- a text file listing git repositories (GitHub Classroom), one a line: `URL` or `ID URL` (blank lines and `#`
+  comments skipped): each is cloned and graded at its last commit before `--deadline`.
+
+In every case a student's files may sit one or two folders down (a repository's `assignment/`): the submission is
+the shallowest folder that holds one of the problem's files. Nothing here runs submission code: files are copied,
+hashed and, for git, read with `git archive`.
+
+Git dates are written by the committer's own machine, so "the last commit before the deadline" trusts them; a
+course that needs push times should read them from GitHub Classroom's own export instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import stat
+import subprocess
+import tarfile
+import zipfile
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+GRADESCOPE_METADATA = "submission_metadata.yml"  # the same name grader/tareport.py reads
+MAX_ZIP_BYTES = 4 * 2**30  # a class's export, unpacked; a zip that claims more is refused
+MAX_ZIP_MEMBERS = 200_000
+NESTED_DEPTH = 3  # how far down a student's files may sit
+SAFE_ID = re.compile(r"[^A-Za-z0-9._@+-]")
+GIT_TIMEOUT_S = 300
+
+
+class DiscoverError(Exception):
+    """SUBMISSIONS cannot be read; one line saying what is wrong and how to fix it."""
+
+
+@dataclass
+class Item:
+    sid: str  # the student (or Gradescope submission) id: also the name of its folder under OUT
+    path: Path  # the folder that is graded
+    meta: dict[str, Any] = field(default_factory=dict)  # where it came from: source, commit, repository
+    content: str = ""  # content_hash(path)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sid": self.sid, "path": str(self.path), "meta": self.meta, "content": self.content}
+
+
+@dataclass
+class Skipped:
+    """A submission that could not be fetched (a repository that does not clone, no commit before the deadline)."""
+
+    sid: str
+    why: str
+
+
+@dataclass
+class Found:
+    items: list[Item]
+    skipped: list[Skipped]
+    kind: str  # "folders" | "gradescope" | "git"
+    metadata: Path | None = None  # Gradescope's submission_metadata.yml, copied into OUT
+
+
+def safe_id(name: str) -> str:
+    """A folder name for OUT: the id with anything but letters, digits and ._@+- replaced (never empty, never
+    hidden, never '..')."""
+    s = SAFE_ID.sub("_", name.strip())[:200].lstrip(".")
+    return s or "_"
+
+
+def content_hash(root: Path) -> str:
+    """sha256 over every file under root (relative path, executable bit, bytes; a link by its target), in sorted
+    order: the same files give the same hash wherever they are, and any change of a byte or a name changes it."""
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*"), key=lambda q: q.relative_to(root).as_posix()):
+        rel = p.relative_to(root).as_posix()
+        if "/.git/" in f"/{rel}/" or rel == ".git":
+            continue
+        st = p.lstat()
+        if stat.S_ISLNK(st.st_mode):
+            h.update(b"L" + rel.encode() + b"\0" + os.readlink(p).encode() + b"\0")
+        elif stat.S_ISREG(st.st_mode):
+            h.update(b"F" + rel.encode() + b"\0" + (b"x" if st.st_mode & 0o111 else b"-"))
+            with open(p, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+            h.update(b"\0")
+    return h.hexdigest()
+
+
+def submission_root(folder: Path, files: tuple[str, ...]) -> Path:
+    """The shallowest folder under `folder` (itself included, at most NESTED_DEPTH down) holding one of `files`;
+    `folder` itself when none does (the grade then says which files are missing)."""
+    level = [folder]
+    for _ in range(NESTED_DEPTH + 1):
+        hits = [d for d in level if any((d / f).is_file() for f in files)]
+        if hits:
+            return sorted(hits)[0]
+        level = sorted(c for d in level for c in d.iterdir() if c.is_dir() and not c.is_symlink() and c.name[0] != ".")
+    return folder
+
+
+def _unique(items: list[Item]) -> list[Item]:
+    seen: dict[str, int] = {}
+    for it in items:
+        n = seen.get(it.sid, 0)
+        seen[it.sid] = n + 1
+        if n:
+            it.sid = f"{it.sid}-{n + 1}"
+    return items
+
+
+def _folders(root: Path, files: tuple[str, ...]) -> list[Item]:
+    subs = sorted(d for d in root.iterdir() if d.is_dir() and not d.name.startswith(".") and not d.is_symlink())
+    return [Item(safe_id(d.name), submission_root(d, files), {"source": "folder"}) for d in subs]
+
+
+def _gradescope(root: Path, files: tuple[str, ...]) -> tuple[list[Item], Path] | None:
+    """Gradescope's export: submission_metadata.yml at root or one folder down (the export's own top folder)."""
+    metas = [root / GRADESCOPE_METADATA, *sorted(root.glob(f"*/{GRADESCOPE_METADATA}"))]
+    meta = next((m for m in metas if m.is_file()), None)
+    if meta is None:
+        return None
+    from .. import tareport  # its reader: the same names and submitters as the TA report
+
+    try:
+        folders = tareport.read_gradescope_metadata(meta)
+    except tareport.BadResults as e:
+        raise DiscoverError(f"{meta}: {e}") from None
+    items = []
+    for name, people in sorted(folders.items()):
+        d = meta.parent / name
+        if d.is_dir() and not d.is_symlink():
+            sids = [p.get("sid") or p.get("email") or p.get("name") or "" for p in people]
+            items.append(Item(safe_id(name), submission_root(d, files), {"source": "gradescope", "submitters": sids}))
+    return items, meta
+
+
+def _unzip(zpath: Path, dest: Path) -> Path:
+    """Gradescope's export zip, unpacked into dest once (again when the zip changes). Refuses absolute names,
+    '..', links and more than MAX_ZIP_BYTES unpacked."""
+    stamp = dest / ".unpacked-from"
+    sig = f"{zpath.resolve()} {zpath.stat().st_size} {zpath.stat().st_mtime_ns}"
+    if stamp.is_file() and stamp.read_text() == sig:
+        return dest
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    try:
+        with zipfile.ZipFile(zpath) as z:
+            infos = z.infolist()
+            if len(infos) > MAX_ZIP_MEMBERS or sum(i.file_size for i in infos) > MAX_ZIP_BYTES:
+                raise DiscoverError(f"{zpath}: over {MAX_ZIP_MEMBERS} files or {MAX_ZIP_BYTES >> 30} GiB unpacked")
+            for i in infos:
+                name = Path(i.filename)
+                if name.is_absolute() or ".." in name.parts or stat.S_ISLNK(i.external_attr >> 16):
+                    raise DiscoverError(f"{zpath}: unsafe member {i.filename!r} (absolute, '..' or a link)")
+                z.extract(i, dest)
+    except zipfile.BadZipFile as e:
+        raise DiscoverError(f"{zpath}: not a zip file ({e})") from None
+    stamp.write_text(sig)
+    return dest
+
+
+def parse_deadline(text: str) -> datetime:
+    try:
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise DiscoverError(f"--deadline {text!r}: not an ISO 8601 time (e.g. 2026-12-01T23:59:59-08:00)") from None
+    if when.tzinfo is None:
+        raise DiscoverError(f"--deadline {text!r}: give a time zone (e.g. -08:00 or Z), or git reads it as local")
+    return when
+
+
+def read_repo_list(path: Path) -> list[tuple[str, str]]:
+    """(id, url) per line: `URL` (the id is the repository's name) or `ID URL` / `ID,URL`."""
+    out = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        line = line.split("#", 1)[0].strip() if line.lstrip().startswith("#") else line.strip()
+        if not line:
+            continue
+        parts = [p for p in re.split(r"[\s,]+", line) if p]
+        if len(parts) == 1:
+            url = parts[0]
+            sid = re.sub(r"\.git$", "", url.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1])
+        elif len(parts) == 2:
+            sid, url = parts
+        else:
+            raise DiscoverError(f"{path}:{n}: expected `URL` or `ID URL`, got {len(parts)} fields")
+        out.append((safe_id(sid), url))
+    if not out:
+        raise DiscoverError(f"{path}: lists no repositories (one `URL` or `ID URL` a line)")
+    return out
+
+
+def _git(*args: str, cwd: Path | None = None) -> str:
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}  # a private repository without credentials fails, not waits
+    r = subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=GIT_TIMEOUT_S, env=env, check=False
+    )
+    if r.returncode != 0:
+        raise DiscoverError(" ".join((r.stderr or r.stdout).split())[-300:] or f"git {args[0]} failed")
+    return r.stdout.strip()
+
+
+def fetch_repo(sid: str, url: str, deadline: datetime, cache: Path) -> Item | Skipped:
+    """Clone (or fetch again) url into cache/<sid>.git and export its last commit before the deadline (committer
+    date, on the default branch's first-parent history) into cache/<sid>.tree."""
+    repo, tree = cache / f"{sid}.git", cache / f"{sid}.tree"
+    try:
+        if (repo / "HEAD").is_file():
+            _git("fetch", "--quiet", "--force", "origin", "+HEAD:refs/grader/head", cwd=repo)
+            ref = "refs/grader/head"
+        else:
+            shutil.rmtree(repo, ignore_errors=True)
+            _git("clone", "--quiet", "--bare", url, str(repo))
+            ref = "HEAD"
+        sha = _git("rev-list", "-n", "1", "--first-parent", f"--before={deadline.isoformat()}", ref, cwd=repo)
+        if not sha:
+            return Skipped(sid, f"no commit before the deadline {deadline.isoformat()} in {url}")
+        shutil.rmtree(tree, ignore_errors=True)
+        tree.mkdir(parents=True)
+        tarball = tree.parent / f"{sid}.tar"
+        _git("archive", "--format=tar", "-o", str(tarball), sha, cwd=repo)
+        with tarfile.open(tarball) as t:
+            t.extractall(tree, filter="data")  # no links out, no absolute names, no device files
+        tarball.unlink()
+        when = _git("show", "-s", "--format=%cI", sha, cwd=repo)
+    except (DiscoverError, subprocess.TimeoutExpired, OSError, tarfile.TarError) as e:
+        return Skipped(sid, f"could not fetch {url}: {e}")
+    return Item(sid, tree, {"source": "git", "repository": url, "commit": sha, "committed": when})
+
+
+def discover(src: Path, files: tuple[str, ...], work: Path, deadline: str | None = None) -> Found:
+    """Every submission under src. work: where what must be unpacked or cloned goes (state.inputs_dir)."""
+    if not src.exists():
+        raise DiscoverError(f"{src}: no such file or folder (pass a folder of submissions, an export zip or a list)")
+    if src.is_file() and zipfile.is_zipfile(src):
+        found = _gradescope(_unzip(src, work / "unzipped"), files)
+        if found is None:
+            raise DiscoverError(f"{src}: a zip without {GRADESCOPE_METADATA} (not a Gradescope export)")
+        return _content(Found(_unique(found[0]), [], "gradescope", found[1]))
+    if src.is_file():
+        if deadline is None:
+            raise DiscoverError(
+                f"{src}: a list of repositories needs --deadline (grade each at its last commit before)"
+            )
+        when = parse_deadline(deadline)
+        (work / "git").mkdir(parents=True, exist_ok=True)
+        items, skipped = [], []
+        for sid, url in read_repo_list(src):
+            r = fetch_repo(sid, url, when, work / "git")
+            if isinstance(r, Item):
+                r.path = submission_root(r.path, files)
+                items.append(r)
+            else:
+                skipped.append(r)
+        return _content(Found(_unique(items), skipped, "git"))
+    gs = _gradescope(src, files)
+    if gs is not None:
+        return _content(Found(_unique(gs[0]), [], "gradescope", gs[1]))
+    items = _folders(src, files)
+    if not items:
+        raise DiscoverError(f"{src}: holds no submission folders (one folder per student, each with its files)")
+    return _content(Found(_unique(items), [], "folders"))
+
+
+def _content(found: Found) -> Found:
+    for it in found.items:
+        it.path = it.path.resolve()
+        it.content = content_hash(it.path)
+    return found

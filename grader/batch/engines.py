@@ -1,0 +1,383 @@
+"""Where the tasks run. Both engines start the same task (grader/batch/task.py) once per submission.
+
+local: one worker per GPU slot on this host (`--gpus 0,1,...`, default every GPU nvidia-smi lists), each task pinned
+with CUDA_VISIBLE_DEVICES, never two tasks on one slot at once; `--slots N` gives N CPU slots instead
+(CUDA_VISIBLE_DEVICES empty: CPU-only grading, and the tests). A task that ends in an infrastructure fault (its
+exit code 3, or killed by a signal) is queued again for another slot, up to --retries times; a slot whose faults
+in a row hit three different submissions is retired.
+
+slurm: writes OUT/.batch/slurm/task.sbatch and collect.sbatch and submits `sbatch --array=<indices>%K task.sbatch`
+(one GPU per task through --gres, the time limit from the spec's stage limits) and the collect job,
+`--dependency=afterany:<array>`, which writes the TA report and resubmits the tasks that ended in an
+infrastructure fault (excluding the node they failed on where the partition has others), up to --retries times.
+With --container-image the task runs in the course image: `srun --container-image` (pyxis/enroot) or
+`apptainer exec --nv`; without, in this host's Python environment.
+"""
+
+from __future__ import annotations
+
+import collections
+import getpass
+import json
+import math
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..report import write_json_atomic, write_text_atomic
+from . import state
+from .progress import Progress
+from .state import Outcome
+from .task import ROOT, TASK_OK, TASK_REFUSED
+
+# A local slot is taken out of the batch after infrastructure faults in a row on this many different submissions
+# (one submission that always faults, a grader bug, retires nothing: it fails on every slot).
+RETIRE_AFTER = 3
+
+
+class EngineError(Exception):
+    """The engine cannot start (no sbatch, a bad --gpus list); one line saying why."""
+
+
+# --- local -------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Slot:
+    name: str  # "gpu0", "cpu1": what the task records as its slot
+    cuda: str  # the task's CUDA_VISIBLE_DEVICES: a GPU index or UUID, or "" (no GPU)
+    faults_in_row: list[str] = field(default_factory=list)  # the submissions of its faults since its last grade
+    retired: bool = False
+
+
+def host_gpus(with_uuids: bool = False) -> list[str]:
+    """The GPUs of this host by nvidia-smi index (and UUID, with_uuids); empty without nvidia-smi or GPUs."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return []
+    try:
+        r = subprocess.run(
+            [exe, "--query-gpu=index,uuid", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if r.returncode != 0:
+        return []
+    rows = [[x.strip() for x in ln.split(",")] for ln in r.stdout.splitlines() if ln.strip()]
+    rows = [row for row in rows if row and row[0].isdigit()]
+    return [x for row in rows for x in (row[:2] if with_uuids else row[:1])]
+
+
+def make_slots(gpus: str | None, slots: int | None) -> list[Slot]:
+    if gpus is not None and slots is not None:
+        raise EngineError("--gpus and --slots: choose one (GPU slots, or CPU slots)")
+    if slots is not None:
+        if slots < 1:
+            raise EngineError(f"--slots {slots}: at least 1")
+        return [Slot(f"cpu{i}", "") for i in range(slots)]
+    ids = [g.strip() for g in gpus.split(",")] if gpus is not None else host_gpus()
+    if gpus is not None and (not ids or not all(ids) or len(set(ids)) != len(ids)):
+        raise EngineError(f"--gpus {gpus!r}: a comma-separated list of distinct GPU indices or UUIDs (e.g. 0,1,2)")
+    known = host_gpus(with_uuids=True)
+    unknown = [g for g in ids if known and g not in known]
+    if unknown:
+        raise EngineError(f"--gpus: no GPU {', '.join(unknown)} on this host (nvidia-smi lists {', '.join(known)})")
+    return [Slot(f"gpu{g}", g) for g in ids]
+
+
+def task_command(out: Path, index: int, engine: str, slot: str | None = None) -> list[str]:
+    cmd = [sys.executable, "-m", "grader.batch", "task", str(out), "--index", str(index), "--engine", engine]
+    return cmd + (["--slot", slot] if slot else [])
+
+
+def run_local(
+    out: Path, manifest: dict[str, Any], todo: list[dict[str, Any]], slots: list[Slot], prog: Progress
+) -> dict[str, Outcome]:
+    """Grade `todo` (manifest items) on `slots`; returns each sid's final outcome for this run."""
+    retries = int(manifest["options"].get("retries", 0))
+    queue: collections.deque[tuple[dict[str, Any], set[str]]] = collections.deque((it, set()) for it in todo)
+    running: dict[str, tuple[subprocess.Popen, dict[str, Any], int, set[str]]] = {}
+    faults: collections.Counter[str] = collections.Counter()
+    final: dict[str, Outcome] = {}
+    logs = state.batch_dir(out) / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+
+    def pick(slot: Slot) -> int | None:
+        usable = {s.name for s in slots if not s.retired}
+        for i, (_, avoid) in enumerate(queue):
+            if slot.name not in avoid or usable <= avoid:  # another slot first; this one when no other is left
+                return i
+        return None
+
+    try:
+        while queue or running:
+            for slot in slots:
+                if slot.retired or slot.name in running or not queue:
+                    continue
+                i = pick(slot)
+                if i is None:
+                    continue
+                it, avoid = queue[i]
+                del queue[i]
+                n_before = len(state.attempts(out, it["sid"]))
+                # PCI order: CUDA's index then names the GPU nvidia-smi lists under the same index (CUDA's default
+                # order, fastest first, may differ on a host of mixed GPUs).
+                env = {**os.environ, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": slot.cuda,
+                       "GRADER_BATCH_SLOT": slot.name}  # fmt: skip
+                with open(logs / f"{it['sid']}.log", "ab") as lf:
+                    p = subprocess.Popen(
+                        task_command(out, int(it["index"]), "local", slot.name),
+                        stdout=lf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=ROOT,
+                        start_new_session=True,
+                    )  # fmt: skip
+                running[slot.name] = (p, it, n_before, avoid)
+                prog.c.running += 1
+            for name, (p, it, n_before, avoid) in list(running.items()):
+                rc = p.poll()
+                if rc is None:
+                    continue
+                del running[name]
+                prog.c.running -= 1
+                slot = next(s for s in slots if s.name == name)
+                sid = it["sid"]
+                if rc == TASK_OK:
+                    slot.faults_in_row.clear()
+                    final[sid] = Outcome.GRADED
+                    prog.c.done += 1
+                    continue
+                if rc == TASK_REFUSED:
+                    slot.faults_in_row.clear()
+                    final[sid] = Outcome.REFUSED
+                    prog.c.failed += 1
+                    prog.event(f"{sid}: not gradable (the grader refused it; see {out / sid / 'grade.log'})")
+                    continue
+                # Anything else is the machine's or the grader's fault, never the submission's grade.
+                if len(state.attempts(out, sid)) == n_before:  # the task died before it could record it
+                    why = f"task killed by signal {-rc}" if rc < 0 else f"task exited {rc}"
+                    state.append_attempt(
+                        out, sid, {"key": it["key"], "engine": "local", "slot": name, "outcome": str(Outcome.INFRA),
+                                   "why": why},
+                    )  # fmt: skip
+                last = state.last_attempt(state.attempts(out, sid), it["key"]) or {}
+                faults[sid] += 1
+                slot.faults_in_row.append(sid)
+                if len(set(slot.faults_in_row)) >= RETIRE_AFTER and not slot.retired:
+                    slot.retired = True
+                    prog.event(
+                        f"slot {name} retired: infrastructure faults in a row on {RETIRE_AFTER} different submissions"
+                    )
+                if faults[sid] <= retries and any(not s.retired for s in slots):
+                    queue.append((it, avoid | {name}))
+                    prog.event(f"{sid}: infrastructure fault on {name} ({last.get('why', '')}); retry {faults[sid]}")
+                else:
+                    final[sid] = Outcome.INFRA
+                    prog.c.failed += 1
+                    prog.event(f"{sid}: not graded: infrastructure ({last.get('why', '')})")
+            if queue and all(s.retired for s in slots) and not running:
+                for it, _ in queue:
+                    state.append_attempt(
+                        out, it["sid"], {"key": it["key"], "engine": "local", "outcome": str(Outcome.INFRA),
+                                         "why": "no working slot left"},
+                    )  # fmt: skip
+                    final[it["sid"]] = Outcome.INFRA
+                    prog.c.failed += 1
+                queue.clear()
+            prog.update()  # once a round, after the free slots were given work: the counts as they stand
+            time.sleep(0.1)
+    except KeyboardInterrupt:
+        for p, *_ in running.values():
+            try:
+                os.killpg(p.pid, signal.SIGTERM)  # the task records "killed" and stops its grade
+            except OSError:
+                pass
+        for p, *_ in running.values():
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+        raise
+    return final
+
+
+# --- slurm -------------------------------------------------------------------------------------------------------
+
+
+def array_spec(indices: list[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] -> "0-2,5,7-8"."""
+    out: list[str] = []
+    xs = sorted(set(indices))
+    i = 0
+    while i < len(xs):
+        j = i
+        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
+            j += 1
+        out.append(str(xs[i]) if i == j else f"{xs[i]}-{xs[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def slurm_dir(out: Path) -> Path:
+    return state.batch_dir(out) / "slurm"
+
+
+def _minutes(seconds: float) -> int:
+    return max(1, math.ceil(seconds / 60))
+
+
+def _launcher(s: dict[str, Any], out: Path, gpu: bool) -> list[str]:
+    """The command prefix that starts the grader: the course image (pyxis or Apptainer), or this host's Python."""
+    image = s.get("image")
+    if not image:
+        return [sys.executable]
+    mounts = sorted({str(out), *s.get("mounts", [])})
+    if s.get("runtime") == "apptainer":
+        return ["apptainer", "exec", *(["--nv"] if gpu else []), "--bind", ",".join(mounts),
+                "--pwd", s["workdir"], image, "python"]  # fmt: skip
+    binds = ",".join(f"{m}:{m}" for m in mounts)
+    return ["srun", "--ntasks=1", f"--container-image={image}", f"--container-mounts={binds}",
+            f"--container-workdir={s['workdir']}", "python"]  # fmt: skip
+
+
+def write_scripts(out: Path, manifest: dict[str, Any]) -> tuple[Path, Path]:
+    """task.sbatch (one array task = one submission, --index $SLURM_ARRAY_TASK_ID) and collect.sbatch."""
+    s = manifest["slurm"]
+    d = slurm_dir(out)
+    (d / "logs").mkdir(parents=True, exist_ok=True)
+    gpu = s.get("gres") not in (None, "", "none")
+    common = [f"#SBATCH --{k}={s[k]}" for k in ("partition", "account", "qos") if s.get(k)]
+    common += [f"#SBATCH {a}" for a in s.get("sbatch_args", [])]
+    cd = [] if s.get("image") else [f"cd {shlex.quote(str(ROOT))}"]
+    task_lines = [
+        "#!/bin/bash",
+        "# One submission of the batch per array task (grader/batch/engines.py); written by `python -m grader batch`.",
+        f"#SBATCH --job-name={s['job_name']}",
+        f"#SBATCH --output={d / 'logs' / 'task-%A_%a.out'}",
+        *([f"#SBATCH --gres={s['gres']}"] if gpu else []),
+        f"#SBATCH --cpus-per-task={s['cpus']}",
+        f"#SBATCH --mem={s['mem']}",
+        f"#SBATCH --time={s['time_min']}",
+        "#SBATCH --requeue",
+        *common,
+        *cd,
+        "exec "
+        + shlex.join(_launcher(s, out, gpu) + ["-m", "grader.batch", "task", str(out)])
+        + ' --index "$SLURM_ARRAY_TASK_ID" --engine slurm',
+    ]
+    collect_lines = [
+        "#!/bin/bash",
+        "# After the array (afterany): the TA report, and the retries of infrastructure faults.",
+        f"#SBATCH --job-name={s['job_name']}-collect",
+        f"#SBATCH --output={d / 'logs' / 'collect-%j.out'}",
+        "#SBATCH --cpus-per-task=1",
+        "#SBATCH --mem=4G",
+        "#SBATCH --time=30",
+        *common,
+        *cd,
+        "exec " + shlex.join(_launcher(s, out, False) + ["-m", "grader.batch", "collect", str(out)]),
+    ]
+    task, coll = d / "task.sbatch", d / "collect.sbatch"
+    write_text_atomic(task, "\n".join(task_lines) + "\n")
+    write_text_atomic(coll, "\n".join(collect_lines) + "\n")
+    return task, coll
+
+
+def _sbatch(args: list[str]) -> str:
+    exe = shutil.which("sbatch")
+    if exe is None:
+        raise EngineError("sbatch not found: --engine slurm runs on a Slurm login node (or use --engine local)")
+    r = subprocess.run([exe, "--parsable", *args], capture_output=True, text=True, timeout=120, check=False)
+    if r.returncode != 0:
+        raise EngineError(f"sbatch {' '.join(args)}: {' '.join((r.stderr or r.stdout).split())[:300]}")
+    return r.stdout.strip().split(";")[0]
+
+
+def sbatch_lines(
+    out: Path, manifest: dict[str, Any], indices: list[int], exclude: Sequence[str] = ()
+) -> list[list[str]]:
+    """The two sbatch calls of a submission (array, then collect; JOBID stands for the array's id)."""
+    task, coll = slurm_dir(out) / "task.sbatch", slurm_dir(out) / "collect.sbatch"
+    k = int(manifest["slurm"].get("max_parallel") or 0)
+    arr = f"--array={array_spec(indices)}" + (f"%{k}" if k else "")
+    ex = [f"--exclude={','.join(exclude)}"] if exclude else []
+    return [[arr, *ex, str(task)], ["--dependency=afterany:JOBID", "--kill-on-invalid-dep=no", str(coll)]]
+
+
+def submit(
+    out: Path, manifest: dict[str, Any], indices: list[int], exclude: Sequence[str] = (), why: str = ""
+) -> tuple[str, str]:
+    """Submit the array for `indices` and its collect job; recorded in OUT/.batch/slurm/jobs.json."""
+    first, second = sbatch_lines(out, manifest, indices, exclude)
+    array = _sbatch(first)
+    coll = _sbatch([a.replace("JOBID", array) for a in second])
+    jobs = read_jobs(out)
+    jobs.append({"array": array, "collect": coll, "indices": sorted(indices), "at": time.time(), "why": why})
+    write_json_atomic(slurm_dir(out) / "jobs.json", {"jobs": jobs})
+    return array, coll
+
+
+def read_jobs(out: Path) -> list[dict[str, Any]]:
+    try:
+        return list(json.loads((slurm_dir(out) / "jobs.json").read_text())["jobs"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+TASK_RE = re.compile(r"^(\d+)_(\d+)$")
+
+
+def live_indices(out: Path) -> set[int] | None:
+    """The indices whose array task Slurm still has (pending, running, completing); None when squeue cannot be
+    asked (then running markers are believed)."""
+    exe = shutil.which("squeue")
+    jobs = read_jobs(out)
+    if exe is None:
+        return None
+    ours = {j["array"] for j in jobs}
+    try:
+        r = subprocess.run(
+            [exe, "-h", "-r", "-u", getpass.getuser(), "-o", "%i %T"], capture_output=True, text=True, timeout=60,
+            check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if r.returncode != 0:
+        return None
+    live: set[int] = set()
+    for ln in r.stdout.splitlines():
+        parts = ln.split()
+        m = TASK_RE.match(parts[0]) if parts else None
+        if m and m.group(1) in ours:
+            live.add(int(m.group(2)))
+    return live
+
+
+def other_nodes(exclude: set[str]) -> bool:
+    """Whether the cluster has nodes besides `exclude` (so a retry can avoid the node that failed)."""
+    exe = shutil.which("sinfo")
+    if exe is None:
+        return False
+    try:
+        r = subprocess.run([exe, "-h", "-N", "-o", "%N"], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    nodes = {ln.strip() for ln in r.stdout.splitlines() if ln.strip()}
+    return bool(nodes - exclude)
+
+
+def resubmit_command(out: Path, indices: list[int]) -> str:
+    """The exact command that resubmits only these tasks (and a collect job after them)."""
+    cmd = [sys.executable, "-m", "grader", "batch", "resubmit", str(out), "--indices", array_spec(indices)]
+    return f"cd {shlex.quote(str(ROOT))} && {shlex.join(cmd)}"

@@ -1,0 +1,294 @@
+"""One batch task: grade submission number INDEX of a batch, by the same code path as a single grade.
+
+    python -m grader batch task OUT --index I [--engine local|slurm] [--slot S]
+
+The local engine starts one of these per submission, pinned to its GPU; a Slurm array task runs it with
+--index $SLURM_ARRAY_TASK_ID. It
+1. skips a submission whose current result is already in place (a resubmission that overlaps a finished task);
+2. checks the machine before any submission code runs: disk space, and with --device cuda a visible GPU;
+3. runs `python -m grader grade --submission ... --out <scratch> [--secret-file KEY] ...` in its own process
+   group, with a scratch folder (TMPDIR) of its own, under a time limit (the spec's stage limits plus a margin);
+4. reads nvidia-smi before and after (grader/batch/where.py) and adds `extra_data.graded_on` to results.json
+   (re-signing it when it was signed and verifies: the wrapper holds the same key as the grade);
+5. installs OUT/<sid>/ whole (grader/batch/state.py) and appends the attempt to OUT/.batch/attempts/<sid>.jsonl.
+
+Its exit code says what happened (the engines decide by it, never by output text):
+    0  graded (any score: a submission that crashes or hangs is graded), or already graded
+    2  cannot run (no such batch, bad index)
+    3  infrastructure fault: the grade exited 3 (grader fault), crashed, ran out of time, or the machine failed
+       its checks (no GPU visible, out of disk); nothing was graded, so the engine retries it elsewhere
+    4  not gradable: the grader refused the submission (its exit 2, e.g. an empty folder); never retried
+    143  stopped by SIGTERM (scancel, a time limit, Ctrl-C): nothing graded
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from .. import keyfile, signing
+from . import state, where
+from .state import Outcome
+
+TASK_OK, TASK_USAGE, TASK_INFRA, TASK_REFUSED, TASK_KILLED = 0, 2, 3, 4, 143
+GRADE_COMMAND_ENV = "GRADER_BATCH_GRADE_COMMAND"  # tests: a JSON argv that stands in for `python -m grader grade`
+MIN_FREE_BYTES = 2 * 2**30  # scratch: a CUDA build and Triton's caches; less is an infrastructure fault
+MIN_FREE_ENV = "GRADER_BATCH_MIN_FREE_BYTES"  # another floor, for nodes whose scratch is small (or tests)
+LOG_KEEP_BYTES = 256 * 1024
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+class _Stop(Exception):
+    pass
+
+
+def grade_command() -> list[str]:
+    """The grade's argv prefix: `python -m grader grade`, the single-grade code path. GRADER_BATCH_GRADE_COMMAND
+    (a JSON list) replaces it, for tests that inject faults; a result made so records it in graded_on."""
+    raw = os.environ.get(GRADE_COMMAND_ENV)
+    if raw:
+        cmd = json.loads(raw)
+        if not (isinstance(cmd, list) and cmd and all(isinstance(c, str) for c in cmd)):
+            raise ValueError(f"{GRADE_COMMAND_ENV}: a JSON list of strings")
+        return cmd
+    return [sys.executable, "-m", "grader", "grade"]
+
+
+def _gpu_visible(gpu: str | None) -> str:
+    """'' when a GPU can be used here; else why not. nvidia-smi where there is one, else PyTorch."""
+    if shutil.which("nvidia-smi"):
+        return "" if where.query(gpu) is not None else f"no GPU visible (nvidia-smi answers nothing for {gpu or 'any'})"
+    probe = (
+        "import sys, torch; "
+        "sys.exit(0 if torch.cuda.is_available() and torch.zeros(1, device='cuda').sum() == 0 else 1)"
+    )
+    try:
+        r = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return "no GPU visible (the CUDA probe did not finish)"
+    return "" if r.returncode == 0 else "no GPU visible (PyTorch cannot initialise CUDA)"
+
+
+def _free(path: Path) -> int:
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return 0
+
+
+def _tail(log: Path) -> str:
+    """The last non-empty line of the grade's log, for people (the status listing); never a decision."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, f.seek(0, 2) - 4096))
+            lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:300] if lines else ""
+
+
+def _log_bytes(log: Path) -> bytes:
+    try:
+        with open(log, "rb") as f:
+            size = f.seek(0, 2)
+            f.seek(max(0, size - LOG_KEEP_BYTES))
+            data = f.read()
+    except OSError:
+        return b""
+    return (b"[... earlier output cut]\n" if size > LOG_KEEP_BYTES else b"") + data
+
+
+def run_task(out: Path, index: int, *, engine: str, slot: str | None, task_id: str | None = None) -> int:
+    out = out.resolve()
+    try:
+        manifest = state.read_manifest(out)
+        item = next(it for it in manifest["items"] if int(it["index"]) == index)
+    except StopIteration:
+        print(f"batch task: no submission with index {index} in {out}", file=sys.stderr)
+        return TASK_USAGE
+    except (FileNotFoundError, ValueError, OSError) as e:
+        print(f"batch task: {e}", file=sys.stderr)
+        return TASK_USAGE
+    sid, key = item["sid"], item["key"]
+    if state.is_done(out, sid, key):
+        print(f"{sid}: already graded (result key {key[:12]}), nothing to do")
+        return TASK_OK
+    opts: dict[str, Any] = manifest["options"]
+    task_id = task_id or _task_id(engine, index)
+    history = state.attempts(out, sid)
+    attempt = 1 + sum(1 for a in history if a.get("event") is None and a.get("key") == key)
+    stop: dict[str, Any] = {"child": None, "signal": 0}
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        stop["signal"] = signum
+        child = stop["child"]
+        if child is not None and child.poll() is None:
+            try:
+                os.killpg(child.pid, signal.SIGKILL)  # its whole group: the grade and its workers
+            except OSError:
+                pass
+        raise _Stop
+
+    old = {s: signal.signal(s, on_term) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    base = {"key": key, "engine": engine, "task_id": task_id, "slot": slot, "attempt": attempt, "host": _host()}
+    t0, started_at = time.monotonic(), where.now()
+    scratch = None
+    state.mark_running(out, sid, {"task_id": task_id, "index": index, "engine": engine, "slot": slot})
+    try:
+        gpu = where.visible_gpu()
+        tmp_base = os.environ.get("TMPDIR") or tempfile.gettempdir()
+        why = ""
+        need = int(os.environ.get(MIN_FREE_ENV) or MIN_FREE_BYTES)
+        if _free(Path(tmp_base)) < need:
+            why = f"out of disk: {_free(Path(tmp_base)) >> 20} MiB free in {tmp_base} (needs {need >> 20} MiB)"
+        elif _free(out) < 64 * 2**20:
+            why = f"out of disk: {_free(out) >> 20} MiB free in {out}"
+        elif opts.get("device") == "cuda":
+            why = _gpu_visible(gpu)
+        if why:
+            return _record(out, sid, base, Outcome.INFRA, why, t0, TASK_INFRA)
+        scratch = Path(tempfile.mkdtemp(prefix=f"grader-batch-{sid}.", dir=tmp_base))
+        (scratch / "tmp").mkdir()
+        # Traversable, not listable, by the grade's unprivileged uid: its private scratch is made inside tmp/
+        # (grader/identity.py), and must be reachable for student code to run as that uid.
+        os.chmod(scratch, 0o711)
+        os.chmod(scratch / "tmp", 0o711)
+        res, log = scratch / "out", scratch / "grade.log"
+        cmd = [*grade_command(), "--problem", opts["problem"], "--submission", item["path"], "--out", str(res)]
+        cmd += ["--device", opts.get("device") or "auto"]
+        cmd += [] if opts.get("perf", True) else ["--no-perf"]
+        for o in opts.get("only") or ():
+            cmd += ["--only", o]
+        if opts.get("secret_file"):
+            cmd += ["--secret-file", opts["secret_file"]]
+        start = where.query(gpu)
+        env = {**os.environ, "TMPDIR": str(scratch / "tmp")}
+        with open(log, "wb") as lf:
+            child = subprocess.Popen(
+                cmd, stdout=lf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=ROOT,
+                start_new_session=True,
+            )  # fmt: skip
+            stop["child"] = child
+            try:
+                rc = child.wait(timeout=float(opts.get("grade_timeout_s") or 3600))
+            except subprocess.TimeoutExpired:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+                return _record(
+                    out, sid, base, Outcome.INFRA, "the grade ran past the task's time limit", t0, TASK_INFRA
+                )
+        end = where.query(gpu)
+        if rc == 2:
+            rec = {**base, "outcome": Outcome.REFUSED, "why": _tail(log) or "the grader refused it (exit 2)"}
+            state.install(out, sid, {"grade.log": _log_bytes(log)}, {**rec, "sid": sid, "finished_at": where.now()})
+            return _record(out, sid, base, Outcome.REFUSED, rec["why"], t0, TASK_REFUSED)
+        if rc != 0:
+            what = "grader fault (exit 3)" if rc == 3 else f"the grade died (exit {rc})" if rc > 0 else f"signal {-rc}"
+            return _record(out, sid, base, Outcome.INFRA, f"{what}: {_tail(log)}"[:400], t0, TASK_INFRA)
+        data = _read_results(res / state.RESULTS)
+        if isinstance(data, str):
+            return _record(out, sid, base, Outcome.INFRA, f"the grade wrote no results.json ({data})", t0, TASK_INFRA)
+        data.setdefault("extra_data", {})["graded_on"] = where.graded_on(
+            engine=engine,
+            task_id=task_id,
+            slot=slot,
+            attempt=attempt,
+            start=start,
+            end=end,
+            started_at=started_at,
+            wall_s=time.monotonic() - t0,
+            result_key=key,
+            image=opts.get("image"),
+            image_digest=opts.get("image_digest"),
+            source={
+                **item.get("meta", {}),
+                **({"grade_command": grade_command()} if os.environ.get(GRADE_COMMAND_ENV) else {}),
+            },
+        )
+        data = _resign(data, opts.get("secret_file"))
+        body = json.dumps(data, indent=2).encode()
+        files: dict[str, Path | bytes] = {state.RESULTS: body, "grade.log": _log_bytes(log)}
+        for name in ("report.md", "report.html"):
+            if (res / name).is_file():
+                files[name] = res / name
+        rec = {
+            **base,
+            "sid": sid,
+            "outcome": Outcome.GRADED,
+            "score": data.get("score"),
+            "max_score": data.get("max_score"),
+            "results_sha256": hashlib.sha256(body).hexdigest(),
+            "finished_at": where.now(),
+            "wall_s": round(time.monotonic() - t0, 2),
+        }
+        state.install(out, sid, files, rec)
+        return _record(out, sid, base, Outcome.GRADED, "", t0, TASK_OK, score=data.get("score"))
+    except _Stop:
+        return _record(out, sid, base, Outcome.KILLED, f"stopped by signal {stop['signal']}", t0, TASK_KILLED)
+    except OSError as e:  # ENOSPC while installing, an unreadable scratch: the machine's fault
+        return _record(out, sid, base, Outcome.INFRA, f"{type(e).__name__}: {e}"[:300], t0, TASK_INFRA)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        state.clear_running(out, sid)
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _record(
+    out: Path, sid: str, base: dict[str, Any], outcome: Outcome, why: str, t0: float, code: int, **kw: Any
+) -> int:
+    state.append_attempt(
+        out, sid, {**base, "outcome": str(outcome), "why": why, "wall_s": round(time.monotonic() - t0, 2), **kw}
+    )
+    print(f"{sid}: {outcome}{': ' + why if why else ''}", file=sys.stderr if code else sys.stdout, flush=True)
+    return code
+
+
+def _read_results(p: Path) -> dict[str, Any] | str:
+    """The grade's results.json as the grader wrote it (JSON, an object with a tests list), or why it is not one.
+    Not the TA report's schema: a grade the schema refuses is still the grade, and the report lists it."""
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        return f"{type(e).__name__}: {e}"[:200]
+    if not isinstance(data, dict) or not isinstance(data.get("tests"), list):
+        return "not a grader results.json"
+    return data
+
+
+def _resign(data: dict[str, Any], secret_file: str | None) -> dict[str, Any]:
+    """A signed results.json that verifies under the batch's key is signed again with graded_on in it; any other
+    file keeps its state (unsigned stays unsigned, a bad signature stays bad)."""
+    if not secret_file or not isinstance(data.get("extra_data"), dict) or not data["extra_data"].get("signature"):
+        return data
+    key = keyfile.load(Path(secret_file)).signing
+    without = json.loads(json.dumps(data))
+    without["extra_data"].pop("graded_on", None)
+    if signing.verify(without, key) != signing.VALID:
+        return data
+    return signing.sign(data, key)
+
+
+def _host() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
+def _task_id(engine: str, index: int) -> str:
+    if engine == "slurm" and os.environ.get("SLURM_ARRAY_JOB_ID"):
+        return f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ.get('SLURM_ARRAY_TASK_ID', index)}"
+    if engine == "slurm" and os.environ.get("SLURM_JOB_ID"):
+        return os.environ["SLURM_JOB_ID"]
+    return f"{engine}:{index}:{os.getpid()}"

@@ -1,0 +1,105 @@
+"""The batch's GPU check (issue 19): ~10 submissions (the staff kernels, the stubs, correct kernels of other designs,
+broken ones, exploits) graded by `python -m grader batch --engine local` on this host's GPUs, then each graded once
+more by a single `python -m grader grade`; every score must be the same. Prints the throughput in submissions per
+GPU-hour (the batch's own figure: task wall time summed over GPU slots) and the wall-clock figure.
+
+    python scripts/batch_gpu_check.py --out DIR [--gpus 0,1] [--phase batch|single|compare|all] [--secret-file KEY]
+
+Each phase fits in one 10-minute device command on an H200 (10 grades of ~42 s; the batch phase is faster with more
+GPUs); `--phase all` runs the three in a row. Exit 0 when every score matches, 1 when one differs, 2 on bad use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+T = ROOT / "tests"
+CLASS = {  # id -> files (target name -> source)
+    "staff": {"glu_triton.py": ROOT / "reference/glu/solution_triton.py", "glu_cuda.cu": ROOT / "reference/glu/solution_cuda.cu"},
+    "stubs": {"glu_triton.py": ROOT / "assignment/glu_triton.py", "glu_cuda.cu": ROOT / "assignment/glu_cuda.cu"},
+    "correct_rows_2d_grid": {"glu_triton.py": T / "correct/rows_2d_grid/glu_triton.py"},
+    "correct_persistent_row_loop": {"glu_triton.py": T / "correct/persistent_row_loop/glu_triton.py"},
+    "correct_cuda_pairs": {"glu_cuda.cu": T / "correct/cuda_pairs/glu_cuda.cu"},
+    "broken_swapped_halves": {"glu_triton.py": T / "broken/swapped_halves/glu_triton.py"},
+    "broken_missing_mask": {"glu_triton.py": T / "broken/missing_mask/glu_triton.py"},
+    "exploit_numpy_compute": {"glu_triton.py": T / "exploits/numpy_compute/glu_triton.py"},
+    "exploit_cache_by_ptr": {"glu_triton.py": T / "exploits/cache_by_ptr/glu_triton.py"},
+    "exploit_gpu_side_stream": {"glu_triton.py": T / "exploits/gpu_side_stream/glu_triton.py"},
+}  # fmt: skip
+
+
+def make_class(d: Path) -> Path:
+    for sid, files in CLASS.items():
+        (d / sid).mkdir(parents=True, exist_ok=True)
+        for name, src in files.items():
+            shutil.copyfile(src, d / sid / name)
+    return d
+
+
+def scores(p: Path) -> tuple[float, list[tuple[str, float]]]:
+    r = json.loads(p.read_text())
+    return float(r["score"]), [(t["name"], float(t["score"])) for t in r["tests"]]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--gpus", default=None, help="default: every GPU")
+    ap.add_argument("--phase", choices=("batch", "single", "compare", "all"), default="all")
+    ap.add_argument("--secret-file", default=None)
+    a = ap.parse_args()
+    out = a.out.resolve()
+    cls = make_class(out / "class")
+    key = ["--secret-file", a.secret_file] if a.secret_file else []
+    if a.phase in ("batch", "all"):
+        cmd = [sys.executable, "-m", "grader", "batch", str(cls), "--out", str(out / "batch"), "--engine", "local"]
+        cmd += (["--gpus", a.gpus] if a.gpus else []) + key
+        t0 = time.monotonic()
+        rc = subprocess.run(cmd, cwd=ROOT, check=False).returncode
+        wall = time.monotonic() - t0
+        n = len(CLASS)
+        print(f"batch: exit {rc}, {n} submissions in {wall:.0f} s wall: {n / (wall / 3600):.0f} per hour on this host")
+        (out / "batch_wall_s").write_text(f"{wall}\n")
+    if a.phase in ("single", "all"):
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": (a.gpus or "0").split(",")[0]}
+        for sid in CLASS:
+            dest = out / "single" / sid
+            if (dest / "results.json").is_file():
+                continue
+            cmd = [sys.executable, "-m", "grader", "grade", "--submission", str(cls / sid), "--out", str(dest), *key]
+            t0 = time.monotonic()
+            rc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, check=False).returncode
+            print(f"single grade of {sid}: exit {rc} in {time.monotonic() - t0:.0f} s", flush=True)
+    if a.phase in ("compare", "all"):
+        bad = 0
+        for sid in CLASS:
+            b, s = out / "batch" / sid / "results.json", out / "single" / sid / "results.json"
+            if not (b.is_file() and s.is_file()):
+                print(f"{sid}: missing ({'batch' if not b.is_file() else 'single'})")
+                bad += 1
+                continue
+            (bt, btests), (st, stests) = scores(b), scores(s)
+            diff = [(n, x, y) for (n, x), (_, y) in zip(btests, stests, strict=False) if x != y]
+            same = bt == st and not diff and len(btests) == len(stests)
+            bad += not same
+            print(f"{sid:32s} batch {bt:7.3f}  single {st:7.3f}  {'same' if same else 'DIFFERENT'}")
+            for n, x, y in diff[:5]:
+                print(f"    {n}: batch {x:g}, single {y:g}")
+        summary = json.loads((out / "batch" / "batch_summary.json").read_text())
+        print(f"GPU models: {summary['gpu_models']}; warnings: {summary['warnings'] or 'none'}")
+        print(f"submissions per GPU-hour (task time on GPU slots): {summary['submissions_per_gpu_hour']}")
+        print(f"{'all scores identical' if not bad else f'{bad} submission(s) differ'}")
+        return 1 if bad else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

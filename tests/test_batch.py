@@ -1,0 +1,505 @@
+"""`python -m grader batch` on CPU (grader/batch/): the local engine with fake GPU slots, resumability, faults.
+
+Most tests replace the grade itself with tests/batch_fake_grade.py (GRADER_BATCH_GRADE_COMMAND), which is quick,
+logs what each task saw (CUDA_VISIBLE_DEVICES, its slot, its scratch, its start and end) and fails on purpose
+where a submission's `faults` file says so; a fake nvidia-smi on PATH plays the GPUs. Everything else (discovery,
+keys, the task wrapper, the engine, the install of results, the TA report) is the real code. The tests marked slow
+grade real submissions on CPU and compare each score with a single `grade` of the same submission.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from grader import cli, keyfile, signing
+from grader.batch import EXIT_INFRA, EXIT_NOT_GRADABLE, EXIT_OK, discover, engines, progress, state
+
+ROOT = Path(__file__).resolve().parent.parent
+FAKE = Path(__file__).resolve().parent / "batch_fake_grade.py"
+
+FAKE_SMI = """#!/bin/sh
+# A fake nvidia-smi: GPU 0 an H200 at 40 C, GPU 1 an H100 at 88 C slowing its clocks (hw thermal, 0x40).
+id=""; prev=""
+for a in "$@"; do [ "$prev" = "-i" ] && id="$a"; prev="$a"; done
+case "$1" in --query-gpu=index,uuid) printf '0, GPU-0000\n1, GPU-1111\n'; exit 0 ;; esac
+[ -n "$FAKE_SMI_FAIL" ] && exit 6
+case "$id" in
+  0) echo "0, NVIDIA H200, GPU-0000, 580.65.06, P0, 1980, 3201, 1980, 40, 120.50, 0x0000000000000000" ;;
+  1) echo "1, NVIDIA H100 80GB HBM3, GPU-1111, 580.65.06, P0, 1410, 2619, 1980, 88, 650.00, 0x0000000000000040" ;;
+  *) echo "No devices were found" >&2; exit 6 ;;
+esac
+"""
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    """The fake grade (and its log folder) for every task of this test."""
+    log = tmp_path / "fakelog"
+    monkeypatch.setenv("GRADER_BATCH_GRADE_COMMAND", json.dumps([sys.executable, str(FAKE)]))
+    monkeypatch.setenv("FAKE_GRADE_LOG", str(log))
+    monkeypatch.setenv("FAKE_GRADE_SLEEP", "0.3")
+    return log
+
+
+@pytest.fixture
+def smi(tmp_path, monkeypatch):
+    b = tmp_path / "bin"
+    b.mkdir()
+    (b / "nvidia-smi").write_text(FAKE_SMI)
+    (b / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{b}{os.pathsep}{os.environ['PATH']}")
+    return b
+
+
+def make_class(root: Path, students: dict[str, dict[str, str]]) -> Path:
+    for sid, files in students.items():
+        d = root / sid
+        d.mkdir(parents=True)
+        (d / "glu_triton.py").write_text(files.pop("glu_triton.py", f"# {sid}'s kernel\n"))
+        for name, text in files.items():
+            (d / name).write_text(text)
+    return root
+
+
+def calls(log: Path) -> list[dict]:
+    p = log / "calls.jsonl"
+    return [json.loads(x) for x in p.read_text().splitlines()] if p.exists() else []
+
+
+def batch(*args: str | Path) -> int:
+    return cli.main(["batch", *map(str, args)])
+
+
+def results(out: Path, sid: str) -> dict:
+    return json.loads((out / sid / "results.json").read_text())
+
+
+def attempts(out: Path, sid: str) -> list[dict]:
+    return [a for a in state.attempts(out, sid) if a.get("event") is None]
+
+
+def test_each_task_is_pinned_to_its_own_slot_and_no_slot_runs_two(tmp_path, fake, capsys):
+    subs = make_class(tmp_path / "class", {f"s{i}": {"score": str(i)} for i in range(6)})
+    out = tmp_path / "out"
+    assert batch(subs, "--out", out, "--gpus", "3,5", "--device", "cpu", "--no-perf") == EXIT_OK
+    got = calls(fake)
+    assert len(got) == 6
+    for c in got:  # pinned: the GPU the slot owns, and the slot's name says which
+        assert c["cuda"] in ("3", "5") and c["slot"] == f"gpu{c['cuda']}", c
+    assert {c["cuda"] for c in got} == {"3", "5"}  # both slots were used
+    for gpu in ("3", "5"):
+        spans = sorted((c["start"], c["end"]) for c in got if c["cuda"] == gpu)
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False)), f"two grades at once on {gpu}"
+    assert len({c["tmpdir"] for c in got}) == 6  # every grade its own scratch
+    for i in range(6):
+        r = results(out, f"s{i}")
+        assert r["score"] == float(i)
+        on = r["extra_data"]["graded_on"]
+        assert on["engine"] == "local" and on["slot"] in ("gpu3", "gpu5") and on["gpu"] is None  # no nvidia-smi
+        assert on["result_key"] == state.read_record(out, f"s{i}")["key"]
+    rows = list(csv.DictReader(io.StringIO((out / "grades.csv").read_text())))
+    assert sorted(r["student_id"] for r in rows) == [f"s{i}" for i in range(6)]
+    assert (out / "batch_summary.json").is_file() and (out / "class_summary.html").is_file()
+
+
+def test_a_rerun_grades_only_what_changed_or_broke(tmp_path, fake):
+    subs = make_class(tmp_path / "class", {f"s{i}": {} for i in range(5)})
+    out = tmp_path / "out"
+    assert batch(subs, "--out", out, "--slots", "2", "--no-perf") == EXIT_OK
+    assert len(calls(fake)) == 5
+    assert batch(subs, "--out", out, "--slots", "2", "--no-perf") == EXIT_OK
+    assert len(calls(fake)) == 5  # all done: nothing graded again
+    (subs / "s1" / "glu_triton.py").write_text("# changed\n")  # a new submission
+    (out / "s2" / "results.json").write_text('{"score": 1, "tes')  # a corrupt result
+    shutil.rmtree(out / "s3")  # a lost result
+    (out / "s4" / "batch.json").unlink()  # a result without its record
+    before = {sid: attempts(out, sid) for sid in ("s0", "s1")}
+    assert batch(subs, "--out", out, "--slots", "2", "--no-perf") == EXIT_OK
+    again = sorted(Path(c["submission"]).name for c in calls(fake)[5:])
+    assert again == ["s1", "s2", "s3", "s4"]
+    assert attempts(out, "s0") == before["s0"]  # untouched
+    assert results(out, "s2")["score"] == 1.0 and results(out, "s3")["score"] == 1.0
+    # Changing an option that changes the grade (here --only) regrades everyone.
+    assert batch(subs, "--out", out, "--slots", "2", "--no-perf", "--only", "triton") == EXIT_OK
+    assert len(calls(fake)) == 9 + 5
+
+
+def test_an_infrastructure_fault_is_retried_on_another_slot(tmp_path, fake):
+    subs = make_class(tmp_path / "class", {"flaky": {"faults": "3", "score": "2"}, "ok": {}})
+    out = tmp_path / "out"
+    assert batch(subs, "--out", out, "--slots", "2", "--no-perf") == EXIT_OK
+    a = attempts(out, "flaky")
+    assert [x["outcome"] for x in a] == ["infrastructure", "graded"]
+    assert a[0]["slot"] != a[1]["slot"]  # retried elsewhere
+    assert results(out, "flaky")["score"] == 2.0  # the grade, made on the second try
+    assert results(out, "flaky")["extra_data"]["graded_on"]["attempt"] == 2
+
+
+def test_a_killed_task_is_retried_and_its_death_recorded(tmp_path, fake):
+    subs = make_class(tmp_path / "class", {"oom": {"faults": "kill"}})
+    out = tmp_path / "out"
+    assert batch(subs, "--out", out, "--slots", "2", "--no-perf") == EXIT_OK
+    a = attempts(out, "oom")
+    assert [x["outcome"] for x in a] == ["infrastructure", "graded"]
+    assert a[0]["why"] == "task killed by signal 9"
+    assert not list((out / ".staging").glob("*")) if (out / ".staging").exists() else True
+
+
+def test_faults_past_the_retries_are_not_graded_never_a_zero(tmp_path, fake, capsys):
+    subs = make_class(tmp_path / "class", {"broken_node": {"faults": "3 3 3 3"}, "fine": {}})
+    out = tmp_path / "out"
+    code = batch(subs, "--out", out, "--slots", "2", "--no-perf", "--retries", "2")
+    assert code == EXIT_INFRA
+    assert len(attempts(out, "broken_node")) == 3  # the first try and two retries
+    assert not (out / "broken_node" / "results.json").exists()
+    rows = list(csv.DictReader(io.StringIO((out / "grades.csv").read_text())))
+    assert [r["student_id"] for r in rows] == ["fine"]  # no zero for it in the grades
+    summary = json.loads((out / "batch_summary.json").read_text())
+    st = {x["sid"]: x for x in summary["submissions"]}
+    assert st["broken_node"]["status"] == "not graded: infrastructure" and "exit 3" in st["broken_node"]["why"]
+    assert "broken_node: not graded: infrastructure" in capsys.readouterr().out
+    # batch status agrees, and says how to go on (run the batch again: infrastructure faults get a new budget).
+    capsys.readouterr()
+    assert cli.main(["batch", "status", str(out)]) == EXIT_INFRA
+    status = capsys.readouterr().out
+    assert "1 done" in status and "1 not graded: infrastructure" in status and "[0] broken_node" in status
+    # The next run retries it (a fresh budget), and the fault is gone now.
+    (subs / "broken_node" / "faults").write_text("3 3 3 3")  # same content: same key
+    (fake / "broken_node.count").write_text("4")  # its fifth call on: ok
+    assert batch(subs, "--out", out, "--slots", "2", "--no-perf") == EXIT_OK
+    assert results(out, "broken_node")["score"] == 1.0
+
+
+def test_one_submission_that_always_faults_retires_no_slot(tmp_path, fake):
+    subs = make_class(tmp_path / "class", {"a_bug": {"faults": "3 3 3 3 3"}, "b": {}, "c": {}})
+    out = tmp_path / "out"
+    assert batch(subs, "--out", out, "--slots", "1", "--no-perf", "--retries", "3") == EXIT_INFRA
+    assert len(attempts(out, "a_bug")) == 4  # four faults on the one slot, in a row
+    assert results(out, "b")["score"] == 1.0 and results(out, "c")["score"] == 1.0  # the slot kept grading
+
+
+def test_a_slot_failing_every_submission_is_retired(tmp_path, fake, smi, monkeypatch):
+    # GPU 7 is not there (the fake nvidia-smi knows 0 and 1): every task on it fails its GPU check.
+    monkeypatch.setattr(engines, "host_gpus", lambda with_uuids=False: [])  # --gpus is not checked against the host
+    subs = make_class(tmp_path / "class", {f"s{i}": {} for i in range(6)})
+    out = tmp_path / "out"
+    assert batch(subs, "--out", out, "--gpus", "0,7", "--no-perf") == EXIT_OK  # all graded on GPU 0 in the end
+    on_7 = [a for i in range(6) for a in attempts(out, f"s{i}") if a["slot"] == "gpu7"]
+    assert 1 <= len(on_7) <= 3 and all("no GPU visible" in a["why"] for a in on_7)
+    assert all(results(out, f"s{i}")["extra_data"]["graded_on"]["slot"] == "gpu0" for i in range(6))
+
+
+def test_a_refused_submission_is_not_retried(tmp_path, fake):
+    subs = make_class(tmp_path / "class", {"empty": {"faults": "2 2 2"}, "fine": {}})
+    out = tmp_path / "out"
+    assert batch(subs, "--out", out, "--slots", "1", "--no-perf") == EXIT_NOT_GRADABLE
+    assert [x["outcome"] for x in attempts(out, "empty")] == ["refused"]
+    assert state.read_record(out, "empty")["outcome"] == "refused"
+    assert "injected exit 2" in (out / "empty" / "grade.log").read_text()
+    assert batch(subs, "--out", out, "--slots", "1", "--no-perf") == EXIT_NOT_GRADABLE
+    assert len(attempts(out, "empty")) == 1  # the same submission is not tried again
+
+
+def test_no_gpu_visible_is_an_infrastructure_fault_before_any_grade(tmp_path, fake, smi, monkeypatch):
+    monkeypatch.setenv("FAKE_SMI_FAIL", "1")
+    subs = make_class(tmp_path / "class", {"a": {}, "b": {}})
+    out = tmp_path / "out"
+    assert batch(subs, "--out", out, "--gpus", "0,1", "--no-perf") == EXIT_INFRA
+    assert calls(fake) == []  # nothing was graded on a machine without its GPU
+    for sid in ("a", "b"):
+        assert not (out / sid / "results.json").exists()
+        assert all(x["outcome"] == "infrastructure" for x in attempts(out, sid))
+        assert any("no GPU visible" in x["why"] for x in attempts(out, sid))
+
+
+def test_gpus_must_be_this_host_s(tmp_path, fake, smi, capsys):
+    subs = make_class(tmp_path / "class", {"a": {}})
+    assert batch(subs, "--out", tmp_path / "out", "--gpus", "0,7", "--no-perf") == 2
+    assert "no GPU 7 on this host (nvidia-smi lists 0, GPU-0000, 1, GPU-1111)" in capsys.readouterr().err
+    assert calls(fake) == []
+
+
+def test_out_of_disk_is_an_infrastructure_fault_before_any_grade(tmp_path, fake, monkeypatch):
+    monkeypatch.setenv("GRADER_BATCH_MIN_FREE_BYTES", str(2**62))  # more than any disk has free
+    subs = make_class(tmp_path / "class", {"a": {}})
+    out = tmp_path / "out"
+    assert batch(subs, "--out", out, "--slots", "2", "--no-perf", "--retries", "1") == EXIT_INFRA
+    assert calls(fake) == [] and not (out / "a" / "results.json").exists()
+    a = attempts(out, "a")
+    assert len(a) == 2 and all(x["why"].startswith("out of disk:") for x in a) and a[0]["slot"] != a[1]["slot"]
+
+
+def test_graded_on_records_the_gpu_and_the_report_warns_on_mixed_and_hot_gpus(tmp_path, fake, smi, capsys):
+    subs = make_class(tmp_path / "class", {f"s{i}": {} for i in range(4)})
+    out = tmp_path / "out"
+    assert batch(subs, "--out", out, "--gpus", "0,1", "--no-perf") == EXIT_OK
+    seen = set()
+    for i in range(4):
+        on = results(out, f"s{i}")["extra_data"]["graded_on"]
+        start, end = on["gpu"]["start"], on["gpu"]["end"]
+        assert start["uuid"] == end["uuid"] and start["driver"] == "580.65.06"
+        if on["slot"] == "gpu1":
+            assert start["name"] == "NVIDIA H100 80GB HBM3" and start["temperature_c"] == 88.0
+            assert start["throttled"] == ["hw_thermal"] and start["throttle_reasons"] == 0x40
+        else:
+            assert start["name"] == "NVIDIA H200" and start["throttled"] == [] and start["sm_clock_mhz"] == 1980.0
+        seen.add(on["slot"])
+    assert seen == {"gpu0", "gpu1"}
+    summary = json.loads((out / "batch_summary.json").read_text())
+    assert set(summary["gpu_models"]) == {"NVIDIA H200", "NVIDIA H100 80GB HBM3"}
+    text = capsys.readouterr().out
+    assert "more than one kind of device" in text and "hot or slowing its clocks" in text
+    assert summary["submissions_per_gpu_hour"] and summary["submissions_per_gpu_hour"] > 0
+
+
+def test_a_signed_grade_stays_valid_with_graded_on_added(tmp_path, fake):
+    key = tmp_path / "key"
+    keyfile.keygen(key)
+    subs = make_class(tmp_path / "class", {"a": {}})
+    out = tmp_path / "out"
+    assert batch(subs, "--out", out, "--slots", "1", "--no-perf", "--secret-file", key) == EXIT_OK
+    r = results(out, "a")
+    assert "graded_on" in r["extra_data"]
+    assert signing.verify(r, keyfile.load(key).signing) == signing.VALID
+    r["extra_data"]["graded_on"]["host"] = "elsewhere"  # the record is covered by the signature
+    assert signing.verify(r, keyfile.load(key).signing) == signing.INVALID
+
+
+def test_gradescope_export_zip_names_the_submitters(tmp_path, fake):
+    exp = tmp_path / "export"
+    for n, (sid, email) in enumerate([("1001", "ada@x.edu"), ("1002", "cb@x.edu")]):
+        d = exp / f"submission_{n}"
+        d.mkdir(parents=True)
+        (d / "glu_triton.py").write_text(f"# {sid}\n")
+    (exp / "submission_1" / "results.json").write_text('{"score": 999, "tests": []}')  # a student's own file
+    (exp / "submission_metadata.yml").write_text(
+        "submission_0:\n  :submitters:\n  - :name: Ada\n    :sid: '1001'\n    :email: ada@x.edu\n"
+        "submission_1:\n  :submitters:\n  - :name: Charles\n    :sid: '1002'\n    :email: cb@x.edu\n"
+    )
+    z = tmp_path / "export.zip"
+    with zipfile.ZipFile(z, "w") as zf:
+        for p in sorted(exp.rglob("*")):
+            if p.is_file():
+                zf.write(p, f"assignment_123_export/{p.relative_to(exp)}")
+    out = tmp_path / "out"
+    assert batch(z, "--out", out, "--slots", "2", "--no-perf") == EXIT_OK
+    assert (out / "submission_0" / "results.json").is_file() and (out / "submission_metadata.yml").is_file()
+    text = (out / "grades.csv").read_text()
+    assert "Ada" in text and "1002" in text and "cb@x.edu" in text
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert len(rows) == 2 and "999" not in text  # the unpacked export is outside OUT: its files are not grades
+    assert not list(out.rglob("*.yml"))[1:] and not (out / ".batch" / "inputs").exists()
+
+
+def _commit(repo: Path, text: str, when: str) -> str:
+    (repo / "assignment").mkdir(exist_ok=True)
+    (repo / "assignment" / "glu_triton.py").write_text(text)
+    env = {**os.environ, "GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when, "GIT_AUTHOR_NAME": "s",
+           "GIT_AUTHOR_EMAIL": "s@x", "GIT_COMMITTER_NAME": "s", "GIT_COMMITTER_EMAIL": "s@x"}
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True, env=env)
+    subprocess.run(["git", "commit", "-qm", text], cwd=repo, check=True, env=env)
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True, env=env, capture_output=True,
+                          text=True).stdout.strip()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_git_list_grades_the_last_commit_before_the_deadline(tmp_path, fake):
+    repos = {}
+    for name in ("glu-alice", "glu-bob"):
+        r = tmp_path / "repos" / name
+        r.mkdir(parents=True)
+        subprocess.run(["git", "init", "-q", "-b", "main"], cwd=r, check=True)
+        repos[name] = r
+    on_time = _commit(repos["glu-alice"], "# on time\n", "2026-12-01T20:00:00+00:00")
+    _commit(repos["glu-alice"], "# late\n", "2026-12-02T09:00:00+00:00")
+    _commit(repos["glu-bob"], "# only late\n", "2026-12-03T09:00:00+00:00")
+    lst = tmp_path / "repos.txt"
+    lst.write_text(f"# GitHub Classroom\n{repos['glu-alice']}\nbobby {repos['glu-bob']}\n")
+    out = tmp_path / "out"
+    code = batch(lst, "--out", out, "--slots", "1", "--no-perf", "--deadline", "2026-12-01T23:59:59Z")
+    assert code == EXIT_NOT_GRADABLE  # bob has no commit before the deadline: listed, not graded
+    (c,) = calls(fake)
+    assert Path(c["submission"]).joinpath("glu_triton.py").read_text() == "# on time\n"
+    on = results(out, "glu-alice")["extra_data"]["graded_on"]
+    assert on["source"]["commit"] == on_time and on["source"]["source"] == "git"
+    m = state.read_manifest(out)
+    assert [s["sid"] for s in m["skipped"]] == ["bobby"] and "no commit before the deadline" in m["skipped"][0]["why"]
+    assert batch(lst, "--out", out, "--slots", "1", "--no-perf") == 2  # a list without --deadline: one clear error
+
+
+def test_discovery_finds_nested_files_and_unique_ids(tmp_path):
+    root = tmp_path / "c"
+    (root / "alice" / "repo" / "assignment").mkdir(parents=True)
+    (root / "alice" / "repo" / "assignment" / "glu_triton.py").write_text("x")
+    (root / "b o b").mkdir()
+    (root / "b o b" / "glu_cuda.cu").write_text("y")
+    (root / ".hidden").mkdir()
+    f = discover.discover(root, ("glu_triton.py", "glu_cuda.cu"), tmp_path / "work")
+    assert [(i.sid, i.path.name) for i in f.items] == [("alice", "assignment"), ("b_o_b", "b o b")]
+    h = f.items[0].content
+    (root / "alice" / "repo" / "assignment" / "glu_triton.py").write_text("x ")
+    assert discover.content_hash(f.items[0].path) != h
+    with pytest.raises(discover.DiscoverError, match="no such file"):
+        discover.discover(tmp_path / "nope", ("glu_triton.py",), tmp_path / "work")
+
+
+def test_slurm_scripts_array_and_containers(tmp_path, fake, capsys):
+    subs = make_class(tmp_path / "class", {f"s{i}": {} for i in range(5)})
+    out = tmp_path / "out"
+    assert batch(subs, "--out", out, "--engine", "slurm", "--dry-run", "--max-parallel", "2",
+                 "--partition", "gpu", "--sbatch-arg=--constraint=h200") == EXIT_OK  # fmt: skip
+    text = capsys.readouterr().out
+    assert "--array=0-4%2" in text and "--dependency=afterany:JOBID" in text
+    task = (out / ".batch" / "slurm" / "task.sbatch").read_text()
+    assert "#SBATCH --gres=gpu:1" in task and "#SBATCH --partition=gpu" in task and "#SBATCH --constraint=h200" in task
+    # The time limit is the spec's stage limits (180 + 600 + 600 s) plus the grade's start and the task's margin.
+    assert "#SBATCH --time=33" in task and '--index "$SLURM_ARRAY_TASK_ID" --engine slurm' in task
+    m = state.read_manifest(out)
+    m["slurm"].update(image="registry/glu-grader@sha256:abc", runtime="pyxis")
+    t, _ = engines.write_scripts(out, m)
+    assert "srun --ntasks=1 --container-image=registry/glu-grader@sha256:abc" in t.read_text()
+    assert f"{out}:{out}" in t.read_text() and f"{subs}:{subs}" in t.read_text()
+    assert "--container-workdir=/grader python -m grader.batch task" in t.read_text()
+    m["slurm"].update(image="/images/glu.sif", runtime="apptainer")
+    t, c = engines.write_scripts(out, m)
+    assert "apptainer exec --nv --bind" in t.read_text() and "--nv" not in c.read_text()
+    assert engines.array_spec([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8" and engines.array_spec([4]) == "4"
+    assert state.image_digest("registry/glu-grader@sha256:abc") == "sha256:abc"
+
+
+def _task(out: Path, index: int) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "grader.batch", "task", str(out), "--index", str(index)], cwd=ROOT,
+                          capture_output=True, text=True, check=False, timeout=120)  # fmt: skip
+
+
+def test_a_task_over_its_time_limit_is_an_infrastructure_fault_and_a_done_one_is_skipped(tmp_path, fake, monkeypatch):
+    subs = make_class(tmp_path / "class", {"slow": {}, "quick": {}})
+    out = tmp_path / "out"
+    assert batch(subs, "--out", out, "--engine", "slurm", "--dry-run", "--device", "cpu") == EXIT_OK  # the manifest
+    m = json.loads((out / ".batch" / "manifest.json").read_text())
+    m["options"]["grade_timeout_s"] = 1.0
+    (out / ".batch" / "manifest.json").write_text(json.dumps(m))
+    monkeypatch.setenv("FAKE_GRADE_SLEEP", "30")
+    r = _task(out, 1)
+    assert r.returncode == 3, r.stderr  # the task's exit code for an infrastructure fault
+    (a,) = attempts(out, "slow")
+    assert a["outcome"] == "infrastructure" and a["why"] == "the grade ran past the task's time limit"
+    assert state.running_marker(out, "slow") is None  # its marker is gone with it
+    monkeypatch.setenv("FAKE_GRADE_SLEEP", "0")
+    assert _task(out, 0).returncode == 0 and results(out, "quick")["score"] == 1.0
+    r = _task(out, 0)  # a resubmission that overlaps a finished task: nothing graded again
+    assert r.returncode == 0 and "already graded" in r.stdout and len(attempts(out, "quick")) == 1
+    assert _task(out, 9).returncode == 2  # no such index
+
+
+FAKE_SBATCH = """#!/bin/sh
+# A fake sbatch: logs its arguments, one line a call, and answers a new job id (--parsable).
+echo "$*" >> "$FAKE_SLURM_LOG"
+n=$(wc -l < "$FAKE_SLURM_LOG")
+echo $((100 + n))
+"""
+
+
+def test_slurm_collect_retries_infrastructure_faults_away_from_their_node(tmp_path, fake, monkeypatch, capsys):
+    b = tmp_path / "slurmbin"
+    b.mkdir()
+    for name, text in (("sbatch", FAKE_SBATCH), ("squeue", "#!/bin/sh\nexit 0\n"),
+                       ("sinfo", "#!/bin/sh\nprintf 'nodeA\\nnodeB\\n'\n")):  # fmt: skip
+        (b / name).write_text(text)
+        (b / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{b}{os.pathsep}{os.environ['PATH']}")
+    log = tmp_path / "sbatch.log"
+    monkeypatch.setenv("FAKE_SLURM_LOG", str(log))
+    subs = make_class(tmp_path / "class", {"a": {}, "b": {}, "c": {}})
+    out = tmp_path / "out"
+    assert batch(subs, "--out", out, "--engine", "slurm", "--retries", "1", "--device", "cpu") == EXIT_OK
+    first = log.read_text().splitlines()
+    assert first[0].startswith("--parsable --array=0-2%16 ") and "--dependency=afterany:101" in first[1]
+    keys = {it["sid"]: it["key"] for it in state.read_manifest(out)["items"]}
+    # What the array's tasks would have recorded: a hit a fault on nodeA, b hit two (past --retries 1), c was killed.
+    state.append_attempt(out, "a", {"key": keys["a"], "outcome": "infrastructure", "host": "nodeA", "why": "exit 3"})
+    for _ in range(2):
+        state.append_attempt(out, "b", {"key": keys["b"], "outcome": "infrastructure", "host": "nodeB", "why": "x"})
+    state.append_attempt(out, "c", {"key": keys["c"], "outcome": "killed", "host": "nodeA", "why": "signal 15"})
+    capsys.readouterr()
+    assert cli.main(["batch", "collect", str(out)]) == 5  # still missing: a (retrying) and c
+    text = capsys.readouterr().out
+    calls_ = log.read_text().splitlines()[2:]
+    assert calls_[0] == f"--parsable --array=0%16 --exclude=nodeA {out / '.batch' / 'slurm' / 'task.sbatch'}"
+    assert "--dependency=afterany:103" in calls_[1] and len(calls_) == 2
+    assert "retrying 1 infrastructure fault(s) (tasks 0, not on nodeA)" in text
+    assert "b: not graded: infrastructure" in text and "resubmit only the missing tasks" in text
+    # batch resubmit (the command status prints): the missing ones, a and c; not b, whose retries are spent.
+    capsys.readouterr()
+    assert cli.main(["batch", "resubmit", str(out)]) == EXIT_OK
+    assert log.read_text().splitlines()[4].startswith("--parsable --array=0,2%16 ")
+    jobs = json.loads((out / ".batch" / "slurm" / "jobs.json").read_text())["jobs"]
+    assert [j["indices"] for j in jobs] == [[0, 1, 2], [0], [0, 2]]
+
+
+def test_progress_prints_plain_lines_off_a_terminal():
+    buf = io.StringIO()
+    c = progress.Counts(total=4, skipped=1)
+    with progress.Progress(c, stream=buf, every_s=0.0) as p:
+        c.running = 1
+        p.update()
+        c.running, c.done = 0, 3
+        p.event("x: retried")
+    lines = buf.getvalue().splitlines()
+    assert "x: retried" in lines and all("\x1b" not in ln for ln in lines)
+    assert lines[-1].startswith("batch: done 4/4 (1 already graded) · running 0 · failed 0 · left 0")
+    assert "ETA" in lines[-1] and "/min" in lines[-1]
+
+
+def test_progress_on_a_terminal_draws_a_live_line():
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    buf = Tty()
+    c = progress.Counts(total=2)
+    with progress.Progress(c, stream=buf) as p:
+        c.done = 1
+        p.event("a: retried")
+        c.done = 2
+    text = buf.getvalue()
+    assert "a: retried" in text and "done 2/2" in text
+
+
+# --- real grades -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_batch_scores_equal_single_grades_on_cpu(tmp_path):
+    """The stubs, the staff Triton kernel as a submission and a broken one, graded by the batch (two CPU slots) and
+    one by one with `grade`: the same scores."""
+    subs = tmp_path / "class"
+    for sid, src in (("stub", ROOT / "assignment" / "glu_triton.py"),
+                     ("staff", ROOT / "reference" / "glu" / "solution_triton.py"),
+                     ("swapped", ROOT / "tests" / "broken" / "swapped_halves" / "glu_triton.py")):  # fmt: skip
+        (subs / sid).mkdir(parents=True)
+        shutil.copy(src, subs / sid / "glu_triton.py")
+    out = tmp_path / "out"
+    assert batch(subs, "--out", out, "--slots", "2", "--no-perf", "--only", "triton") == EXIT_OK
+    for sid in ("stub", "staff", "swapped"):
+        single = tmp_path / f"single-{sid}"
+        # In a process of its own: `grade` makes its caller a subreaper and kills the caller's other children.
+        r = subprocess.run([sys.executable, "-m", "grader", "grade", "--submission", str(subs / sid), "--out",
+                            str(single), "--no-perf", "--only", "triton", "--device", "cpu"], cwd=ROOT,
+                           capture_output=True, text=True, check=False)  # fmt: skip
+        assert r.returncode == 0, r.stderr[-2000:]
+        one = json.loads((single / "results.json").read_text())
+        got = results(out, sid)
+        assert got["score"] == one["score"], sid
+        assert [t["score"] for t in got["tests"]] == [t["score"] for t in one["tests"]], sid
+    assert results(out, "staff")["score"] > results(out, "swapped")["score"] >= results(out, "stub")["score"]
