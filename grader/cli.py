@@ -171,8 +171,11 @@ def main(argv: list[str] | None = None) -> int:
                 )
         key_path = getattr(args, "secret_file", None)
         key = _key(key_path, missing_ok=args.command == "autograde")
+        submission = args.submission
+        if submission == DEFAULT_SUBMISSION and problem.stubs != "assignment":
+            submission = DEFAULT_SUBMISSION.parent / problem.stubs  # the problem's own stubs (spec `stubs:`)
         opts = Options(
-            submission=args.submission,
+            submission=submission,
             out=args.out,
             only=tuple(getattr(args, "only", []) or ()),
             device=args.device,
