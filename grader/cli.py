@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from . import keyfile, report, signing
+from . import anchor, keyfile, report, signing
 from .pipeline import GraderError, Options, grade
 from .sandbox import GraderFault, become_subreaper, make_undumpable, reap_strays
 from .spec import SpecError, find_problem, load_problem
@@ -211,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_GRADER_FAULT
     if args.command == "bench":
         report.print_bench(g)
+        anchor.print_anchor(problem, g.perf, report.make_console())  # the published table beside (spec anchor)
     else:
         report.print_summary(g)
     Console().print(f"results written to {path}", highlight=False)
