@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from . import keyfile, report, signing
+from . import anchor, keyfile, report, signing
 from .pipeline import GraderError, Options, grade
 from .sandbox import GraderFault, become_subreaper, make_undumpable, reap_strays
 from .spec import SpecError, find_problem, load_problem
@@ -224,8 +224,11 @@ def _run(args: argparse.Namespace) -> int:
                 )
         key_path = getattr(args, "secret_file", None)
         key = _key(key_path, missing_ok=args.command == "autograde")
+        submission = args.submission
+        if submission == DEFAULT_SUBMISSION and problem.stubs != "assignment":
+            submission = DEFAULT_SUBMISSION.parent / problem.stubs  # the problem's own stubs (spec `stubs:`)
         opts = Options(
-            submission=args.submission,
+            submission=submission,
             out=args.out,
             only=tuple(getattr(args, "only", []) or ()),
             device=args.device,
@@ -262,6 +265,7 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_GRADER_FAULT
     if args.command == "bench":
         report.print_bench(g)
+        anchor.print_anchor(problem, g.perf, report.make_console())  # the published table beside (spec anchor)
     else:
         report.print_summary(g)
     Console().print(f"results written to {path}", highlight=False)

@@ -133,8 +133,8 @@ def plan(root: Path = ROOT) -> list[Item]:
     problems = _problems(root)
     for prob in problems:
         add(root / prob.handout)
-        for impl in prob.implementations.values():
-            add(root / "assignment" / impl.file)
+        for impl in prob.student_implementations.values():
+            add(root / prob.stubs / impl.file)
     for p in _tree(root / "grader", (".py", ".json", ".j2", ".css")):  # .j2, .css: the report templates
         add(p)
     add(root / "reference" / "__init__.py")

@@ -54,6 +54,9 @@ class Implementation:
     entry: str
     staff: Path
     handout_section: str
+    # A staff-only row (e.g. the lecture's naive CUDA kernel): graded and timed with --staff (bench), never asked of
+    # a student, never in the handout.
+    staff_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,17 @@ class Performance:
     margin: float
     curve: Curve
     cases: tuple[Case, ...]
+    anchor: Anchor | None = None
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """Published figures a bench table prints beside the measured ones (e.g. the lecture's H100 table): on `case`,
+    `ms[row]` for rows named like the spec's baselines and implementations. Display only; never scored."""
+
+    source: str
+    case: str
+    ms: dict[str, float]
 
 
 @dataclass(frozen=True)
@@ -97,6 +111,14 @@ class Problem:
     # The baseline whose own error on each input sets the fp16/bf16 tolerance (`eager_factor` tolerances); None: the
     # spec has no such tolerance. Named in the spec (`tolerance_baseline`), else "eager" when there is one.
     tolerance_baseline: str | None = None
+    # Where the stubs live, relative to the repository root: the default submission directory and the handout's
+    # copy of each implementation's `file:` (GLU: assignment/; later problems: assignment/<name>/).
+    stubs: str = "assignment"
+
+    @property
+    def student_implementations(self) -> dict[str, Implementation]:
+        """The parts a student submits (every implementation but the staff-only rows)."""
+        return {n: i for n, i in self.implementations.items() if not i.staff_only}
 
     def out_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         cols = shape[-1]
@@ -211,6 +233,21 @@ def _cases(v: _V, raw: Any, key: str, defaults: dict[str, Any], out_cols: str, m
     return tuple(out)
 
 
+def _anchor(
+    v: _V, raw: Any, cases: tuple[Case, ...], baselines: dict[str, Any], impls: dict[str, Implementation]
+) -> Anchor:
+    k = "performance.anchor"
+    r = v.mapping(raw, k, {"source", "case", "ms"}, set())
+    case = v.string(r["case"], f"{k}.case", tuple(c.name for c in cases))
+    rows = tuple(baselines) + tuple(impls)
+    ms = v.mapping(r["ms"], f"{k}.ms", set(), set(rows))
+    return Anchor(
+        source=v.string(r["source"], f"{k}.source"),
+        case=case,
+        ms={n: v.number(x, f"{k}.ms.{n}", 0, 1e6) for n, x in ms.items()},
+    )
+
+
 def load_problem(path: str | Path) -> Problem:
     """Read and validate a problem spec. Raises SpecError (one line) on any problem."""
     # Absolute: the files it names are opened by workers that run from other folders (the trusted worker from
@@ -228,7 +265,7 @@ def load_problem(path: str | Path) -> Problem:
         raise SpecError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
     v = _V(path)
     top_req = {"name", "title", "reference", "implementations", "baselines", "tolerances", "correctness"}
-    raw = v.mapping(raw, "", top_req, {"handout", "out_cols", "performance", "limits", "tolerance_baseline"})
+    raw = v.mapping(raw, "", top_req, {"handout", "out_cols", "performance", "limits", "tolerance_baseline", "stubs"})
     here = path.parent
 
     ref = here / v.string(raw["reference"], "reference")
@@ -248,7 +285,7 @@ def load_problem(path: str | Path) -> Problem:
         # under "spare:N" and its baselines under "baselines").
         if not (isinstance(name, str) and re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name)) or name == "baselines":
             raise v.fail(k, "an implementation name of letters, digits and _ (not 'baselines')", name)
-        r = v.mapping(r, k, {"kind", "file", "entry", "staff"}, {"handout_section"})
+        r = v.mapping(r, k, {"kind", "file", "entry", "staff"}, {"handout_section", "staff_only"})
         staff = here / v.string(r["staff"], f"{k}.staff")
         # Not checked here: the grading image ships without staff solutions (docs/SECURITY.md); only --staff
         # needs the file, and says so when it is missing.
@@ -259,7 +296,10 @@ def load_problem(path: str | Path) -> Problem:
             entry=v.string(r["entry"], f"{k}.entry"),
             staff=staff,
             handout_section=str(r.get("handout_section", name)),
+            staff_only=v.boolean(r.get("staff_only", False), f"{k}.staff_only"),
         )
+    if all(i.staff_only for i in impls.values()):
+        raise v.fail("implementations", "at least one implementation that is not staff_only", sorted(impls))
 
     baselines: dict[str, dict[str, str]] = {}
     rb = raw["baselines"]
@@ -296,7 +336,7 @@ def load_problem(path: str | Path) -> Problem:
 
     perf = None
     if "performance" in raw:
-        rp = v.mapping(raw["performance"], "performance", {"cases", "curve"}, {"points_per_case", "margin"})
+        rp = v.mapping(raw["performance"], "performance", {"cases", "curve"}, {"points_per_case", "margin", "anchor"})
         rcurve = v.mapping(rp["curve"], "performance.curve", {"zero_at", "partial_at", "full_at"}, set())
         rpart = v.mapping(rcurve["partial_at"], "performance.curve.partial_at", {"baseline", "credit"}, set())
         full = rcurve["full_at"]
@@ -320,6 +360,8 @@ def load_problem(path: str | Path) -> Problem:
             curve=curve,
             cases=_cases(v, rp["cases"], "performance.cases", pdefaults, out_cols, multi=False),
         )
+        if "anchor" in rp:
+            perf = Performance(**{**perf.__dict__, "anchor": _anchor(v, rp["anchor"], perf.cases, baselines, impls)})
 
     limits = Limits()
     if "limits" in raw:
@@ -351,7 +393,16 @@ def load_problem(path: str | Path) -> Problem:
         performance=perf,
         limits=limits,
         tolerance_baseline=tol_base,
+        stubs=_stubs(v, raw.get("stubs", "assignment")),
     )
+
+
+def _stubs(v: _V, obj: Any) -> str:
+    s = v.string(obj, "stubs")
+    parts = s.replace("\\", "/").split("/")
+    if s.startswith("/") or ":" in s or any(p in ("", ".", "..") for p in parts):
+        raise v.fail("stubs", "a relative folder inside the repository, e.g. assignment/gelu", obj)
+    return "/".join(parts)
 
 
 def find_problem(name_or_path: str, root: Path) -> Path:
