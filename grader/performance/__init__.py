@@ -15,11 +15,12 @@ torch.compile), one untrusted worker per implementation runs the submission. Eac
      excess recurs it is scored on the event median plus that excess, with a flag.
 
 One module per job:
-- workers.py: start the timing workers (and the spares), load them, replace them for a re-timing;
+- workers.py: start the timing workers (and the spares), load them, replace them for a re-timing, and how long
+  idle ones spin;
 - rounds.py: the per-round call plan, the timed rounds (step 2), the shape of the workers' replies;
 - verification.py: the timed outputs against the parent's truth, sampled elements and every call's checksum (3);
 - judgement.py: the wall-clock check and its re-timings, the host-clock cross-check, flags and credit (4), with
-  the constants that set them; the result row's text;
+  the constants that set them; the bytes a case moves (for the floor and the rates); the result row's text;
 - stage.py: the orchestration, run_performance over the cases and _time_case through the steps above.
 The typed records they pass are in grader/perfrecords.py. The names below are what the pipeline, the scripts and
 the tests use.

@@ -4,7 +4,8 @@
   call on the parent's clock than the baselines' requests is re-timed in fresh workers, and only the last pass
   counts for it;
 - `describe`: one function's times, and which of them is scored (the host-clock cross-check);
-- `judge`: an implementation's flags and credit; `perf_text`: its performance row's output.
+- `judge`: an implementation's flags and credit; `perf_text`: its performance row's output;
+- `bytes_moved`: the traffic that the rates and the physical floor are computed from.
 """
 
 from __future__ import annotations
