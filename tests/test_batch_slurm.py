@@ -95,8 +95,9 @@ def test_slurm_batch_kill_status_resubmit_and_report(slurm, tmp_path, monkeypatc
     slurm.wait_idle()  # the array, its collect job, the collect's retry of dave and that retry's collect job
 
     jobs = json.loads((out / ".batch" / "slurm" / "jobs.json").read_text())["jobs"]
-    assert [j["why"] for j in jobs] == ["batch", "retry of infrastructure faults"]
-    assert jobs[1]["indices"] == [3]  # only dave was retried by the collect job
+    why = (jobs, {s: state.attempts(out, s) for s in ("bob", "dave")})  # what to read when this fails
+    assert [j["why"] for j in jobs] == ["batch", "retry of infrastructure faults"], why
+    assert jobs[1]["indices"] == [3], why  # only dave was retried by the collect job
     collect_logs = sorted((out / ".batch" / "slurm" / "logs").glob("collect-*.out"))
     assert len(collect_logs) == 2 and "retrying 1 infrastructure fault" in collect_logs[0].read_text()
     dave = [a["outcome"] for a in state.attempts(out, "dave") if a.get("event") is None]

@@ -187,6 +187,11 @@ def run_task(out: Path, index: int, *, engine: str, slot: str | None, task_id: s
                 return _record(
                     out, sid, base, Outcome.INFRA, "the grade ran past the task's time limit", t0, TASK_INFRA
                 )
+        if rc < 0:
+            # The grade was killed by a signal. When the scheduler stops the whole task (scancel signals every
+            # process of the job at once), ours may land a moment after the child died: wait for it, so that the
+            # attempt reads "killed", not an infrastructure fault (an OOM kill of the grade alone stays one).
+            time.sleep(1.0)
         end = where.query(gpu)
         if rc == 2:
             rec = {**base, "outcome": Outcome.REFUSED, "why": _tail(log) or "the grader refused it (exit 2)"}
