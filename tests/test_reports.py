@@ -701,3 +701,22 @@ def test_report_html_renders_in_headless_chromium(tmp_path):
 def test_fixture_has_no_paths_of_a_machine():
     text = FIXTURE.read_text()
     assert not re.search(r'"/(work|home|root|tmp)/', text)
+
+
+def test_huge_numbers_a_wrong_kernel_produces_are_written_within_the_schema(tmp_path):
+    # A wrong kernel's max relative error can be 1e32 (a NaN-free garbage output) and an int can be as large: the
+    # writer clamps them to the schema's bound, so the TA report reads the file instead of listing it unusable.
+    from grader.report.output import NUMBER_BOUND
+    from grader.report.validate import parse_results
+
+    g = grade_from_results(fixture())
+    t = next(t for t in g.tests if t.stage == "correctness")
+    t.extra.update(max_rel_err=1.2e32, worst_index=10**30, neg=-7.5e58, ok=True)
+    path = report.write_results(g, tmp_path)
+    doc = parse_results(path.read_bytes())  # the TA report's own reader: raises BadResults if the file fails
+    found = json.dumps(doc)
+    assert "1.2e+32" not in found and str(10**30) not in found
+    # written, as the bound itself (the sign kept): the values are there, clamped
+    assert "1e+18" in found and "-1e+18" in found and str(10**18) in found, found[:2000]
+    schema = json.loads((Path(report.__file__).parent.parent / "results.schema.json").read_text())
+    assert NUMBER_BOUND == schema["$defs"]["number"]["maximum"]

@@ -50,10 +50,21 @@ def write_text_atomic(path: Path, text: str) -> None:
         raise
 
 
+# The schema's bound on numbers other than points (grader/results.schema.json, $defs.number): a grade's own values
+# beyond it (a wrong kernel's max relative error of 1e32, say) are written as the bound, so that the file the
+# grader writes always passes the schema the TA report checks it against.
+NUMBER_BOUND = 1e18
+
+
 def finite(obj: Any) -> Any:
-    """A copy with every NaN/inf float replaced by None: Gradescope's parser (like every strict one) rejects NaN."""
+    """A copy with every NaN/inf float replaced by None (Gradescope's parser, like every strict one, rejects NaN)
+    and every number clamped to +-NUMBER_BOUND."""
+    if isinstance(obj, bool):
+        return obj
     if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
+        return max(-NUMBER_BOUND, min(NUMBER_BOUND, obj)) if math.isfinite(obj) else None
+    if isinstance(obj, int):
+        return obj if abs(obj) <= NUMBER_BOUND else int(math.copysign(NUMBER_BOUND, obj))
     if isinstance(obj, dict):
         return {k: finite(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
