@@ -239,7 +239,7 @@ def run_correctness(
                     box = start()
             except WorkerFailure as e:
                 load_error = (f"not run: {e.line}" + (f"\n{e.detail}" if e.detail else ""), failure_reason(e))
-                results.append(_test(impl, case, 0.0, FAILED, *load_error, **_tb(e.full)))
+                results.append(_test(impl, case, 0.0, FAILED, *load_error, **_own(e.line, e.own)))
                 continue
             base = inputs.make_input(case, "cpu", secret)
             if case.pad:
@@ -258,7 +258,7 @@ def run_correctness(
                 reply = box.request("run", payload, timeout_s=max(1.0, budget), what=f"case {case.name}")
             except WorkerFailure as e:
                 msg = e.line + (f"\n{e.detail}" if e.detail else "")
-                results.append(_test(impl, case, 0.0, FAILED, msg, failure_reason(e), **_tb(e.full)))
+                results.append(_test(impl, case, 0.0, FAILED, msg, failure_reason(e), **_own(e.line, e.own)))
                 if not e.fatal and e.category == "cuda-fault":
                     # A kernel fault poisons the CUDA context for good: later cases in this process would all
                     # fail with the same error. Start a fresh worker for them instead.
@@ -282,10 +282,10 @@ def run_correctness(
                 # The call raised: the case fails, and the ATen ops it ran before raising still count.
                 line, detail = reply["raised"][:2]
                 category = reply["raised"][2] if len(reply["raised"]) > 2 else "call"
-                full = reply["raised"][3] if len(reply["raised"]) > 3 else ""
+                own = reply["raised"][3] if len(reply["raised"]) > 3 else ""
                 why = failure_reason(WorkerFailure(line, detail, category=category))
                 results.append(
-                    _test(impl, case, 0.0, FAILED, line + (f"\n{detail}" if detail else ""), why, **_tb(full))
+                    _test(impl, case, 0.0, FAILED, line + (f"\n{detail}" if detail else ""), why, **_own(line, own))
                 )
                 case_violations += _call_violations(impl.kind, case, reply, False, payload["out_numel"])
                 continue
@@ -361,9 +361,10 @@ def run_correctness(
     return results
 
 
-def _tb(full: str) -> dict[str, Any]:
-    """A result's extra for a worker's full traceback (its output keeps only the submission's own frames)."""
-    return {"traceback": full} if full else {}
+def _own(line: str, own: str) -> dict[str, Any]:
+    """A result's extra for an error's short form: its line and only the submission's own frames (the output holds
+    the whole traceback). What a terminal shows; absent when the error has no frames of the submission's."""
+    return {"own_frames": f"{line}\n{own}"} if own else {}
 
 
 def _first_wrong(v: check.Verdict) -> dict[str, Any]:

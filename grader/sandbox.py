@@ -99,12 +99,12 @@ class WorkerFailure(Exception):
         fatal: bool = False,
         reason: str = "error",
         category: str = "call",
-        full: str = "",
+        own: str = "",
     ):
         super().__init__(line)
         self.line = line
-        self.detail = detail  # for a worker's error: the submission's own frames when it has any
-        self.full = full  # the whole traceback, for report.md ('' when the worker sent none)
+        self.detail = detail  # for a worker's error: the whole traceback
+        self.own = own  # the same with only the submission's own frames ('' when none, or the worker sent none)
         self.fatal = fatal  # True: the process is gone (or killed); a new one must be started
         self.reason = reason
         self.category = category  # for reason "error": one of ERROR_CATEGORIES, as the worker classified it
@@ -255,9 +255,9 @@ class Sandbox:
             if not all(type(x) is str for x in reply[1:3]):
                 self._protocol_violation(what, "an error reply whose line or detail is not text")
             category = reply[3] if len(reply) > 3 and reply[3] in ERROR_CATEGORIES else "call"
-            full = reply[4] if len(reply) > 4 and type(reply[4]) is str else ""
+            own = reply[4] if len(reply) > 4 and type(reply[4]) is str else ""
             raise WorkerFailure(
-                reply[1], reply[2] if len(reply) > 2 else "", reason="error", category=category, full=full
+                reply[1], reply[2] if len(reply) > 2 else "", reason="error", category=category, own=own
             )
         return reply[1]
 

@@ -1,7 +1,7 @@
 """Error messages from the worker (issue 18 item 3): the one line names the root cause without repeating a pure
 wrapper (Triton's interpreter wraps once per @triton.jit call level: InterpreterError('InterpreterError("ValueError(
-...)")')), the detail shows only the submission's own frames, and the full traceback is kept (a result's
-extra 'traceback', for report.md)."""
+...)")')), the detail keeps the whole traceback (the result's output, for report.md), and a short form with only
+the submission's own frames goes with it (the result's extra 'own_frames', for the terminal)."""
 
 from __future__ import annotations
 
@@ -52,16 +52,16 @@ def test_a_doubly_wrapped_interpreter_error_is_named_by_its_root_cause(student):
         except Exception as e:
             raise InterpreterError(repr(e)) from e  # the kernel's level
     except Exception as e:
-        line, detail, full = explain(e, traceback.format_exc(), source)
+        line, detail, own = explain(e, traceback.format_exc(), source)
     assert line.startswith("ValueError: Expected dtype ['fp32', 'fp64'] but got fp16 (h=7)"), line
     assert "InterpreterError" not in line and "caused by" not in line, line
     assert line.endswith(", at glu_triton.py line 3"), line
-    # The detail: the student's frames (file by its base name), ending with the root cause; no grader frames.
-    assert 'File "glu_triton.py", line 7, in glu_triton' in detail and 'line 3, in helper' in detail, detail
-    assert "test_tracebacks.py" not in detail and "InterpreterError" not in detail, detail
-    assert detail.rstrip().endswith("ValueError: Expected dtype ['fp32', 'fp64'] but got fp16 (h=7)"), detail
-    # The full traceback keeps every frame, the grader's and the wrappers included.
-    assert "_grader_frame" in full and "InterpreterError" in full and "helper" in full, full
+    # The short form: the student's frames (file by its base name), ending with the root cause; no grader frames.
+    assert 'File "glu_triton.py", line 7, in glu_triton' in own and 'line 3, in helper' in own, own
+    assert "test_tracebacks.py" not in own and "InterpreterError" not in own, own
+    assert own.rstrip().endswith("ValueError: Expected dtype ['fp32', 'fp64'] but got fp16 (h=7)"), own
+    # The detail keeps every frame, the grader's and the wrappers included.
+    assert "_grader_frame" in detail and "InterpreterError" in detail and "helper" in detail, detail
 
 
 def test_a_real_wrapper_with_words_of_its_own_is_kept(student):
@@ -72,13 +72,22 @@ def test_a_real_wrapper_with_words_of_its_own_is_kept(student):
         except ValueError as e:
             raise RuntimeError("launch failed") from e
     except RuntimeError as e:
-        line, detail, full = explain(e, traceback.format_exc(), source)
+        line, detail, own = explain(e, traceback.format_exc(), source)
     assert line.startswith("RuntimeError: launch failed (caused by ValueError: Expected dtype"), line
 
 
-def test_without_student_frames_the_traceback_tail_is_the_detail():
+def test_without_student_frames_there_is_no_short_form():
     try:
         _grader_frame(int, "x")
     except ValueError as e:
-        line, detail, full = explain(e, traceback.format_exc(), "/nonexistent/glu_triton.py")
-    assert line.startswith("ValueError: invalid literal") and "_grader_frame" in detail and "_grader_frame" in full
+        line, detail, own = explain(e, traceback.format_exc(), "/nonexistent/glu_triton.py")
+    assert line.startswith("ValueError: invalid literal") and "_grader_frame" in detail and own == ""
+
+
+def test_a_live_error_keeps_the_whole_traceback_and_its_own_frames(grade_dir, repo_root):
+    g = grade_dir(repo_root / "tests" / "broken" / "chained_error", cases=("odd_h_1001/float32",))
+    (t,) = [t for t in g.tests if t.stage == "correctness"]
+    assert 'File "grader/child/worker.py"' in t.output and 'File "glu_triton.py", line 16' in t.output, t.output
+    own = t.extra["own_frames"]
+    assert own.splitlines()[0] == t.output.splitlines()[0] and "worker.py" not in own, own
+    assert 'File "glu_triton.py", line 28, in glu_triton' in own and own.rstrip().endswith("multiple of 4096"), own

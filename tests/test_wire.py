@@ -85,9 +85,9 @@ def test_replies_stay_within_the_parents_bounds_when_the_worker_wrote_them():
     assert len(long[1]) == wire.MAX_STR and len(long[2]) == wire.MAX_STR
     from grader.child.worker import _error
 
-    line, detail, category, full = _error("x" * 10**6, "tb\n" * 10**6, "load", "fr\n" * 10**6)[1:]
+    line, detail, category, own = _error("x" * 10**6, "tb\n" * 10**6, "load", "fr\n" * 10**6)[1:]
     assert len(line) < 3000 and len(detail) < 20000 and detail.endswith("tb\n") and category == "load"
-    assert len(full) < 20000 and full.endswith("fr\n")
+    assert len(own) < 20000 and own.endswith("fr\n")
 
 
 def test_the_grader_cannot_send_anything_but_data():

@@ -5,8 +5,8 @@ checks them itself against a truth this process never sees. Everything in this f
 so nothing here is trusted for *correctness*: it only moves tensors and reports what happened.
 
 Protocol: the parent sends (command, payload) tuples; each gets exactly one reply ("ok", value) or
-("error", one-line message, detail, category, full traceback): the detail holds the submission's own frames when
-it has any, the full traceback everything (report.md shows it).
+("error", one-line message, detail, category, own frames): the detail holds the whole traceback (report.md shows
+it), the last field the same with only the submission's own frames (what a terminal shows).
 """
 
 from __future__ import annotations
@@ -119,9 +119,9 @@ def explain(e: BaseException, tb: str, source: str | None = None) -> tuple[str, 
     InterpreterError, and its compiler reports an error inside a @triton.jit helper as a CompilationError at the
     call site. The reason is then in the innermost cause, which a traceback's last lines do not show. So the line
     names the root cause too (a pure wrapper, however deep, is dropped from it), and the detail starts with its whole
-    message (a compile error's source excerpt). The detail's traceback is the submission's own frames when it has
-    any (the grader's and Triton's frames are noise to a student); the full traceback is the third value, for
-    report.md."""
+    message (a compile error's source excerpt), then the whole traceback (report.md shows it). The third value is
+    the same with only the submission's own frames ('' when it has none): what a terminal shows a student, for
+    whom the grader's and Triton's frames are noise."""
     chain = [e]
     while len(chain) < 10:
         last = chain[-1]
@@ -133,7 +133,7 @@ def explain(e: BaseException, tb: str, source: str | None = None) -> tuple[str, 
     at = _student_line(chain, source)
     full = _tail(tb, FULL_TRACEBACK_LINES)
     mine = _student_frames(chain, source)
-    trace = f"{mine}\n{type(root).__name__}: {_gist(root)}" if mine else _tail(tb)
+    own = f"{mine}\n{type(root).__name__}: {_gist(root)}" if mine else ""
     # The outermost exception that is more than a wrapper of the next one: its own words are worth a line.
     top = 0
     while top + 1 < len(chain) and _is_wrapper(chain[top], chain[top + 1]):
@@ -144,9 +144,9 @@ def explain(e: BaseException, tb: str, source: str | None = None) -> tuple[str, 
         line += f" (caused by {type(root).__name__}: {_gist(root)})"
     root_lines = str(root).strip().splitlines()
     if len(root_lines) <= 1:  # already all in the line
-        return line + at, trace, full
-    root_text = "\n".join(root_lines[:20])
-    return line + at, f"root cause, {type(root).__name__}:\n{root_text}\n\n{trace}", full
+        return line + at, full, own
+    cause = f"root cause, {type(root).__name__}:\n" + "\n".join(root_lines[:20]) + "\n\n"
+    return line + at, cause + full, cause + own if own else ""
 
 
 class Worker:
@@ -319,8 +319,8 @@ class Worker:
                     meta = self._meta(out)
                     copy = snapshot(out, meta)
                 except Exception as e:
-                    line, detail, full = explain_error(e, traceback.format_exc(), self.source)
-                    raised = [line, detail, category_of(e, line), full]
+                    line, detail, own = explain_error(e, traceback.format_exc(), self.source)
+                    raised = [line, detail, category_of(e, line), own]
             secs.append(_perf_counter() - t0)
             ops |= seen
             runtime |= device["runtime"]
@@ -695,16 +695,16 @@ _ERROR_LINE_MAX = 2000  # characters of an error reply's line; its detail keeps 
 _ERROR_DETAIL_MAX = 16000  # (both far below the 64 KiB per string that the parent accepts: grader/wire.py)
 
 
-def _error(line: str, detail: str, category: str = "call", full: str = "") -> tuple[str, str, str, str, str]:
-    """An error reply, its texts capped: a submission's exception message or traceback can be any size. `full`: the
-    whole traceback (detail may hold only the submission's frames)."""
+def _error(line: str, detail: str, category: str = "call", own: str = "") -> tuple[str, str, str, str, str]:
+    """An error reply, its texts capped: a submission's exception message or traceback can be any size. `own`: the
+    detail with only the submission's own frames (explain)."""
     if len(line) > _ERROR_LINE_MAX:
         line = line[:_ERROR_LINE_MAX] + " [...]"
     if len(detail) > _ERROR_DETAIL_MAX:
         detail = "[...]\n" + detail[-_ERROR_DETAIL_MAX:]
-    if len(full) > _ERROR_DETAIL_MAX:
-        full = "[...]\n" + full[-_ERROR_DETAIL_MAX:]
-    return ("error", line, detail, category, full)
+    if len(own) > _ERROR_DETAIL_MAX:
+        own = "[...]\n" + own[-_ERROR_DETAIL_MAX:]
+    return ("error", line, detail, category, own)
 
 
 def main(conn: Any, device: str, timing: bool = False, compile_only: bool = False) -> None:
@@ -755,7 +755,7 @@ def main(conn: Any, device: str, timing: bool = False, compile_only: bool = Fals
         except UserError as e:
             wire.send(conn, _error(str(e), "", e.category))
         except Exception as e:
-            line, detail, full = explain(e, traceback.format_exc(), w.source)
-            wire.send(conn, _error(line, detail, category_of(e, line), full))
+            line, detail, own = explain(e, traceback.format_exc(), w.source)
+            wire.send(conn, _error(line, detail, category_of(e, line), own))
         if w.spin_s:
             spin_wait(conn, w.spin_s)
