@@ -108,7 +108,7 @@ def _kernel_start(src: str, end: int) -> int:
     i = end
     while True:
         j = i
-        while j > 0 and src[j - 1] in " \t":
+        while j > 0 and src[j - 1].isspace():
             j -= 1
         if j > 0 and src[j - 1] == ">":  # template arguments: back over the balanced <...>
             depth, k = 0, j - 1
@@ -120,7 +120,7 @@ def _kernel_start(src: str, end: int) -> int:
             if k < 0:
                 return i
             j = k
-            while j > 0 and src[j - 1] in " \t":
+            while j > 0 and src[j - 1].isspace():
                 j -= 1
         m = _KERNEL_TAIL.search(src, 0, j)
         if not m:
@@ -180,14 +180,15 @@ def rewrite_launches(src: str) -> str:
         if close == -1:
             break
         start = _kernel_start(src, i)
-        kernel = src[start:i].strip()
+        kernel = " ".join(src[start:i].split())
         args = src[p + 1 : close]
-        gap = src[cfg_end + 3 : p]  # whitespace between >>> and (, possibly newlines: kept as newlines
+        # Newlines in the kernel's name or between >>> and ( are kept (as newlines), so later lines do not move.
+        newlines = src[start:i].count("\n") + src[cfg_end + 3 : p].count("\n")
         out.append(src[pos:start])
         out.append(
             f"::cudacpu::launch(::cudacpu::Config({src[i + 3 : cfg_end]}), "
             f"[&](auto... cudacpu_a) {{ {kernel}(cudacpu_a...); }}"
-            + ("\n" * gap.count("\n"))
+            + ("\n" * newlines)
             + (f", {args})" if args.strip() else args + ")")
         )
         pos = close + 1
