@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader import cudacpu
+from grader import cudacpu, sanitizer
 from grader.build import find_nvcc
 from grader.pipeline import Options, grade
 from grader.results import FAILED, PASSED, SKIPPED, Kind, Reason
@@ -253,16 +253,84 @@ def test_without_nvcc_the_cpu_layer_still_checks_the_kernel(problem, tmp_path, m
     assert set(_cases(g, PASSED)) == _runnable(problem)
 
 
-# -- on the GPU: the same verdicts --------------------------------------------------------------------------------
+# -- on the GPU: compute-sanitizer, and the same verdicts ----------------------------------------------------------
 
-# Where a GPU run alone cannot see the bug: a store one element past y lands in the allocator's slack, and a race's
-# winner depends on scheduling. (The compute-sanitizer pass is what catches the first there.)
+MEMCHECK_LOG = """========= COMPUTE-SANITIZER
+========= Invalid __global__ write of size 4 bytes
+=========     at void glu_kernel<float>(const float *, float *, long, long, long)+0x2b0 in /s/cpubuild-1/glu_cuda.cu:21
+=========     by thread (1,0,0) in block (0,0,0)
+=========     Address 0x7f2e9a000204 is out of bounds
+=========     and is 1 bytes after the nearest allocation at 0x7f2e9a000200 of size 4 bytes
+=========     Saved host backtrace up to driver entry point at kernel launch time
+=========         Host Frame: [0x2dfbef] in libcuda.so.1
+=========
+========= ERROR SUMMARY: 1 error
+"""
+
+
+def test_compute_sanitizer_reports_become_typed_failures_with_file_and_line():
+    from grader.child.cudacpu_binding import explain_sanitizer
+
+    line, category = explain_sanitizer(MEMCHECK_LOG, "glu_cuda.cu")
+    assert category == "out-of-bounds" and "glu_cuda.cu:21" in line and "write of 4 bytes" in line
+    line, category = explain_sanitizer(MEMCHECK_LOG.replace("is out of bounds", "is misaligned"), "glu_cuda.cu")
+    assert category == "misaligned"
+    race = "========= Error: Race reported between Write access at void k(float*)+0x90 in /b/glu_cuda.cu:30\n"
+    assert explain_sanitizer(race, "glu_cuda.cu")[1] == "race"
+    assert explain_sanitizer("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n", "glu_cuda.cu") == (
+        "",
+        "",
+    )
+    assert sanitizer.tools_for((SUBS / "shared_sync" / "glu_cuda.cu").read_text()) == ["memcheck", "racecheck"]
+    assert sanitizer.tools_for("// __shared__ in a comment only\n__global__ void k() {}") == ["memcheck"]
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found")
+def test_the_compute_sanitizer_harness_builds_with_the_student_s_file(tmp_path):
+    harness, why = sanitizer.build_harness(
+        SUBS / "scalar" / "glu_cuda.cu",
+        entry="glu_cuda_forward",
+        arch=None,
+        scratch=None,
+        timeout_s=180,
+        out_name="h",
+        build_dir=tmp_path,
+    )
+    assert harness is not None and harness.stat().st_mode & 0o111, why
+
+
+def _rows_by_kind(g):
+    return {t.kind: t for t in g.tests if t.part == "cuda"}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.skipif(sanitizer.find_compute_sanitizer() is None, reason="compute-sanitizer not found")
+@pytest.mark.parametrize(
+    "name, state, reason",
+    [
+        ("scalar", PASSED, Reason.OK),
+        ("oob_write", FAILED, Reason.OUT_OF_BOUNDS),  # every value right on the GPU: only the sanitizer sees it
+        ("misaligned_float4", FAILED, Reason.MISALIGNED),
+    ],
+)
+def test_gpu_compute_sanitizer_row(name, state, reason, problem, tmp_path):
+    g = grade(problem, Options(SUBS / name, tmp_path, only=("cuda",), device="cuda", perf=False))
+    row = _rows_by_kind(g)[Kind.SANITIZER]
+    assert row.state == state and row.reason == reason, row.output
+    if state == FAILED:
+        assert "glu_cuda.cu:" in row.output, row.output
+
+
+# Where a GPU run alone cannot see the bug: a store one element past y lands in the allocator's slack (the
+# compute-sanitizer row catches it, above), and a race's winner depends on the scheduling.
 GPU_BLIND = {"oob_write", "racy"}
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.skipif(find_nvcc() is None or shutil.which("g++") is None, reason="needs nvcc and g++")
+@pytest.mark.skipif(find_nvcc() is None or cudacpu.find_compiler() is None, reason="needs nvcc and g++")
 @pytest.mark.parametrize("name", sorted(p.name for p in SUBS.iterdir() if p.name != "hangs"))
 def test_gpu_the_same_submissions_get_the_same_verdicts_as_on_cpu(name, problem, tmp_path):
     verdicts = {}
