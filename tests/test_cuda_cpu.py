@@ -189,6 +189,7 @@ BROKEN = {
     ),
     "misaligned_float4": (lambda c: c.dtype == "float32" and _h(c) % 4 and _h(c) >= 8, Reason.MISALIGNED, ":35"),
     "racy": (lambda c: 0 not in c.shape, Reason.RACE, "race:"),
+    "host_compute": (lambda c: 0 not in c.shape, Reason.RAISED, "without launching a kernel"),
 }
 
 

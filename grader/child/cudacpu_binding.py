@@ -36,7 +36,7 @@ ORDER_NAMES = {"0": "forward", "1": "reversed", "2": "shuffled"}
 ASAN_OPTIONS = "detect_leaks=0:abort_on_error=0:exitcode=86:print_summary=1:halt_on_error=1:allocator_may_return_null=1"
 UBSAN_OPTIONS = "print_stacktrace=1:halt_on_error=1:exitcode=87"
 _HEADER = struct.Struct("<6q")
-_REPLY = struct.Struct("<4q")
+_REPLY = struct.Struct("<5q")
 MAX_REPORT = 16000
 
 
@@ -201,13 +201,20 @@ class CpuRowKernel:
         y_bytes = rows * out_cols * item
         if len(out) != _REPLY.size + y_bytes + x_elems * item:
             raise CpuKernelError("the kernel's CPU run sent a reply of the wrong size", "call", _tail(err))
-        status, code, index, order = _REPLY.unpack_from(out)
+        status, code, index, order, launched = _REPLY.unpack_from(out)
         if status == 2:
             raise KernelCallError(missing_symbol_message(self.symbol))
         if x_elems:  # the input as the kernel left it: the grader's input check sees any store into x
             ctypes.memmove(x2.data_ptr(), out[_REPLY.size + y_bytes :], x_elems * item)
         if code != 0:
             raise KernelCallError(describe_return_code(code, self.symbol, self.handout, self.section))
+        if launched == 0 and rows * out_cols > 0:
+            # On a GPU the kernel check forfeits the part for this; here it is each case's failure.
+            raise CpuKernelError(
+                f"{self.symbol} returned without launching a kernel: the output must be computed by a __global__ "
+                "kernel of your file, not on the host",
+                "call",
+            )
         if status == 1:
             r, c = divmod(int(index), max(out_cols, 1))
             first = ORDER_NAMES[orders[0][0]]

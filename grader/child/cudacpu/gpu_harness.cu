@@ -24,7 +24,7 @@ int main() {
     if (cudaMalloc(&x, xb ? xb : 1) != cudaSuccess || cudaMalloc(&y, yb ? yb : 1) != cudaSuccess) return 4;
     cudaMemcpy(x, hx, xb, cudaMemcpyHostToDevice);
     cudaMemset(y, 0xff, yb ? yb : 1);  // the poison
-    int64_t reply[4] = {0, 0, -1, -1};
+    int64_t reply[5] = {0, 0, -1, -1, -1};  // launches: not counted here (the GPU's kernel check does that)
     reply[1] = CUDACPU_ENTRY(x, y, h[2], h[3], h[4], (int)h[5], nullptr);
     const cudaError_t sync = cudaDeviceSynchronize();
     if (reply[1] == 0 && sync != cudaSuccess) reply[1] = (int64_t)sync;
