@@ -42,6 +42,9 @@ class Target:
     path: str  # the .py file (triton) or the built .so (cuda)
     display: str  # the file name as the student knows it
     cpu_layer: bool = False  # a CUDA part built for the CPU (grader/cudacpu.py): `path` is the harness executable
+    sanitizer: tuple[
+        str, ...
+    ] = ()  # the compute-sanitizer pass (grader/sanitizer.py): its command; `path`: the harness
 
     def payload(self, problem: Problem) -> dict:
         return {
@@ -55,6 +58,7 @@ class Target:
             "handout": problem.handout,
             "section": self.impl.handout_section,
             "cpu_layer": self.cpu_layer,
+            "sanitizer": list(self.sanitizer),
         }
 
 

@@ -108,7 +108,7 @@ def _kernel_start(src: str, end: int) -> int:
     i = end
     while True:
         j = i
-        while j > 0 and src[j - 1] in " \t":
+        while j > 0 and src[j - 1].isspace():
             j -= 1
         if j > 0 and src[j - 1] == ">":  # template arguments: back over the balanced <...>
             depth, k = 0, j - 1
@@ -120,7 +120,7 @@ def _kernel_start(src: str, end: int) -> int:
             if k < 0:
                 return i
             j = k
-            while j > 0 and src[j - 1] in " \t":
+            while j > 0 and src[j - 1].isspace():
                 j -= 1
         m = _KERNEL_TAIL.search(src, 0, j)
         if not m:
@@ -180,14 +180,15 @@ def rewrite_launches(src: str) -> str:
         if close == -1:
             break
         start = _kernel_start(src, i)
-        kernel = src[start:i].strip()
+        kernel = " ".join(src[start:i].split())
         args = src[p + 1 : close]
-        gap = src[cfg_end + 3 : p]  # whitespace between >>> and (, possibly newlines: kept as newlines
+        # Newlines in the kernel's name or between >>> and ( are kept (as newlines), so later lines do not move.
+        newlines = src[start:i].count("\n") + src[cfg_end + 3 : p].count("\n")
         out.append(src[pos:start])
         out.append(
             f"::cudacpu::launch(::cudacpu::Config({src[i + 3 : cfg_end]}), "
             f"[&](auto... cudacpu_a) {{ {kernel}(cudacpu_a...); }}"
-            + ("\n" * gap.count("\n"))
+            + ("\n" * newlines)
             + (f", {args})" if args.strip() else args + ")")
         )
         pos = close + 1
@@ -234,14 +235,56 @@ def unsupported(preprocessed: str, filename: str) -> list[str]:
 # -- 3. the build -------------------------------------------------------------------------------------------------
 
 
+def fresh_dir(scratch: Scratch | None, build_dir: Path | None) -> Path:
+    """A new build directory: in the scratch's root, which only the grader can write (nothing can be planted at its
+    name), or `build_dir` (tests, without a scratch)."""
+    if scratch is not None:
+        return Path(tempfile.mkdtemp(prefix="cpubuild-", dir=scratch.root))
+    assert build_dir is not None, "a build needs a scratch or a build_dir"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    return build_dir
+
+
+def give_to_untrusted(bdir: Path, scratch: Scratch | None) -> None:
+    for p in [bdir, *bdir.rglob("*")]:
+        os.chmod(p, 0o755 if p.is_dir() else 0o644)
+        if scratch is not None and scratch.identity.separated:
+            os.chown(p, scratch.identity.uid, scratch.identity.gid)
+
+
+def run_untrusted(cmd: list[str], cwd: Path, scratch: Scratch | None, timeout_s: float) -> tuple[int, str]:
+    """Run a compiler as the grade's untrusted identity (with its environment) in `cwd`: (exit status, output with
+    the machine's directories replaced; -1 on a timeout, its whole process group killed)."""
+    env = scratch.env(trusted=False) if scratch is not None else dict(os.environ)
+    who: dict[str, Any] = dict(scratch.identity.popen_kwargs()) if scratch is not None else {}
+    scrub = [(str(cwd), "")] + ([(str(scratch.root), "<scratch>/")] if scratch is not None else [])
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+        **who,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        out, _ = proc.communicate()
+        return -1, _scrub(out[:200_000], scrub) + f"\n{Path(cmd[0]).name} timed out after {timeout_s:g} s"
+    return proc.returncode, _scrub(out[:200_000], scrub)
+
+
 def _stage(build_dir: Path, src_name: str, source: str) -> Path:
     """The layer's files and the rewritten source, in the (untrusted) build directory."""
     shutil.copytree(LAYER, build_dir, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     unit = build_dir / (src_name + ".cpp")
     # #line keeps every diagnostic, and every sanitizer report, on the student's file and line.
     unit.write_text(f'#line 1 "{src_name}"\n' + rewrite_launches(source))
-    for p in [build_dir, *build_dir.rglob("*")]:
-        os.chmod(p, 0o755 if p.is_dir() else 0o644)
     return unit
 
 
@@ -264,38 +307,13 @@ def build_cpu(
     if cxx is None:
         return CpuBuild(State.NO_COMPILER, None, how_to_get_a_compiler())
     source = src.read_text(errors="replace")
-    # A fresh directory in the scratch's root, which only the grader can write: nothing can be planted at its name.
-    bdir = Path(tempfile.mkdtemp(prefix="cpubuild-", dir=scratch.root)) if scratch is not None else build_dir
-    assert bdir is not None, "build_cpu needs a scratch or a build_dir"
+    bdir = fresh_dir(scratch, build_dir)
     unit = _stage(bdir, src.name, source)
-    if scratch is not None and scratch.identity.separated:
-        for p in [bdir, *bdir.rglob("*")]:
-            os.chown(p, scratch.identity.uid, scratch.identity.gid)
-    env = scratch.env(trusted=False) if scratch is not None else dict(os.environ)
-    who: dict[str, Any] = dict(scratch.identity.popen_kwargs()) if scratch is not None else {}
-    scrub = [(str(bdir), "")] + ([(str(scratch.root), "<scratch>/")] if scratch is not None else [])
+    give_to_untrusted(bdir, scratch)
     name = Path(cxx).name
 
     def run(args: list[str]) -> tuple[int, str]:
-        proc = subprocess.Popen(
-            [cxx, *args],
-            cwd=bdir,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            errors="replace",
-            start_new_session=True,
-            **who,
-        )
-        try:
-            out, _ = proc.communicate(timeout=max(1.0, timeout_s - (time.monotonic() - t0)))
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            out, _ = proc.communicate()
-            return -1, _scrub(out[:200_000], scrub) + f"\n{name} timed out after {timeout_s:g} s"
-        return proc.returncode, _scrub(out[:200_000], scrub)
+        return run_untrusted([cxx, *args], bdir, scratch, max(1.0, timeout_s - (time.monotonic() - t0)))
 
     common = [*BASE, "-Iinclude", "-I.", "-include", "cuda_cpu.h", f"-DCUDACPU_ENTRY={entry}"]
     try:

@@ -228,6 +228,7 @@ def _grade(
         )
 
     targets: list[Target] = []
+    cuda_sources: dict[str, tuple[Path, str]] = {}  # a CUDA part's source, for the compute-sanitizer pass on a GPU
     no_triton: list[Implementation] = []  # Triton parts this machine cannot run (grader/availability.py)
     if opts.staff:
         missing = [i.staff.name for i in impls if not i.staff.is_file()]
@@ -300,6 +301,7 @@ def _grade(
             g.tests.append(_one_line(impl, Kind.BUILD, PASSED, f"compiled with nvcc ({how})"))
             assert res.lib is not None
             target_path = str(scratch.add_file(res.lib, res.lib.name))  # the verified library, read-only to the worker
+            cuda_sources[impl.name] = (src, display)
         targets.append(Target(impl, target_path, display))
 
     # The timing workers start now, in the background: their start-up (imports, CUDA context) overlaps the
@@ -337,6 +339,26 @@ def _grade(
                 b.close()
             raise
         g.phases["correctness"] = time.monotonic() - t0
+        if device == "cuda" and cuda_sources:
+            from . import sanitizer
+
+            t0 = time.monotonic()
+            for part in targets:
+                if part.impl.name in cuda_sources:
+                    src, display = cuda_sources[part.impl.name]
+                    g.tests.append(
+                        sanitizer.run_pass(
+                            problem,
+                            part.impl,
+                            src,
+                            display,
+                            ref,
+                            secret=opts.secret,
+                            scratch=scratch,
+                            progress=progress,
+                        )
+                    )
+            g.phases["sanitizer"] = time.monotonic() - t0
 
     perf_targets = targets if device == "cuda" else [Target(i, "", i.file) for i in impls]
     if not opts.perf or problem.performance is None:
@@ -471,6 +493,7 @@ _KIND_RANK = {
     Kind.CORRECTNESS: 2,
     Kind.KERNEL_CHECK: 3,
     Kind.COMPILE_CHECK: 3,
+    Kind.SANITIZER: 3,
     Kind.PERFORMANCE: 4,
 }
 

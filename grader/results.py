@@ -20,6 +20,7 @@ class Kind(StrEnum):
     BUILD = "build"
     COMPILER_REPORT = "compiler report"
     CPU_BUILD = "CPU build"  # the CUDA part built for the CPU layer (grader/cudacpu.py)
+    SANITIZER = "compute-sanitizer"  # on a GPU: a correctness pass under compute-sanitizer (grader/sanitizer.py)
     CORRECTNESS = "correctness"
     KERNEL_CHECK = "kernel check"
     COMPILE_CHECK = "GPU compile check"

@@ -3,14 +3,15 @@
 The grader is only fair if it grades the function, not the shape of the staff kernel: a 2-D grid, 2-D tiles, a
 persistent loop, autotune, exp2 or a where-based stable sigmoid, a wrapper that reshapes or views differently,
 CUDA with a 2-D grid or 2-element vectors. Each must pass every correctness case and the kernel check, and draw
-no static warning. The Triton designs run on CPU (the interpreter); the CUDA ones are built on CPU (nvcc) and
-graded on a GPU (marked `gpu`), where the Triton ones are graded again with the GPU-only cases and the device
-kernel check.
+no static warning. The Triton designs run on CPU (the interpreter); the CUDA ones are built on CPU (nvcc) and run
+there by the CUDA-on-CPU layer (grader/cudacpu.py), and graded on a GPU (marked `gpu`), where the Triton ones are
+graded again with the GPU-only cases and the device kernel check.
 On CPU they must also pass the GPU compile check: the interpreter accepts code that Triton's compiler does not.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -62,19 +63,26 @@ def test_a_correct_triton_design_earns_every_cpu_point(name, problem, grade_dir)
     _assert_full_marks(g, problem, "triton", "cpu")
 
 
+@pytest.mark.slow  # an nvcc build and a sanitized CPU build and run per design, ~20 s each on 2 cores
 @pytest.mark.nvcc
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found (CUDA toolkit not installed)")
+@pytest.mark.skipif(shutil.which("g++") is None and shutil.which("clang++") is None, reason="no C++ compiler")
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU path; the GPU test below grades these fully")
 @pytest.mark.parametrize("name", CUDA_DESIGNS)
-def test_a_correct_cuda_design_builds_and_waits_for_a_gpu(name, problem, grade_dir):
+def test_a_correct_cuda_design_earns_every_cpu_point_through_the_cpu_layer(name, problem, grade_dir):
     g = grade_dir(CORRECT / name, only=("cuda",))
     rows = _rows(g, "cuda")
     assert rows["cuda / build"].state == PASSED, rows["cuda / build"].output
     assert rows["cuda / static warnings"].output == "no static warnings", rows["cuda / static warnings"].output
-    report = rows["cuda / compiler report"]  # without a GPU, what nvcc says is what the student gets
+    report = rows["cuda / compiler report"]  # without a GPU, what nvcc says is what the student gets for speed
     assert report.state == PASSED and report.extra["kernels"], report.output
+    assert rows["cuda / CPU build"].state == PASSED, rows["cuda / CPU build"].output
     corr = [t for t in g.tests if t.part == "cuda" and t.stage == "correctness"]
-    assert corr and all(t.state == SKIPPED for t in corr), [(t.name, t.state, t.output) for t in corr]
+    gpu_only = {c.name for c in problem.cases if c.gpu_only}
+    assert corr and all(
+        (t.state == SKIPPED) == (t.extra["case"] in gpu_only) and t.score == (0 if t.state == SKIPPED else t.max_score)
+        for t in corr
+    ), [(t.name, t.state, t.output) for t in corr]
 
 
 @pytest.mark.gpu

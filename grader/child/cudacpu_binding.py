@@ -20,21 +20,23 @@ import os
 import re
 import struct
 import subprocess
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
 
 from .cuda_binding import DTYPE_CODES, KernelCallError, describe_return_code, missing_symbol_message
 
-# Forward then a permutation on the first call, reversed on the second: the grader's two runs of a case (whose
-# outputs it compares) see three orders in all.
-ORDERS: tuple[tuple[str, ...], ...] = (("0", "2:{seed}"), ("1",))
+# Every call runs forward first (its output is the one returned), then reversed and a seeded permutation (the next
+# call, another permutation): any difference between orders is reported as a race by the call that saw it.
+ORDERS: tuple[tuple[str, ...], ...] = (("0", "1", "2:{seed}"), ("0", "2:{seed}"))
+GPU_ORDERS: tuple[tuple[str, ...], ...] = (("0",),)  # under compute-sanitizer: the GPU's own order, one run
 ORDER_NAMES = {"0": "forward", "1": "reversed", "2": "shuffled"}
 ASAN_OPTIONS = "detect_leaks=0:abort_on_error=0:exitcode=86:print_summary=1:halt_on_error=1:allocator_may_return_null=1"
 UBSAN_OPTIONS = "print_stacktrace=1:halt_on_error=1:exitcode=87"
 _HEADER = struct.Struct("<6q")
-_REPLY = struct.Struct("<4q")
+_REPLY = struct.Struct("<5q")
 MAX_REPORT = 16000
 
 
@@ -86,20 +88,55 @@ def explain_report(stderr: str, source: str) -> tuple[str, str]:
     u = _UBSAN.search(stderr)
     if u:
         at = f"{u.group(1)}:{u.group(2)}" if u.group(1) == source else where
-        text = u.group(4).strip()
+        text = re.sub(r"address 0x[0-9a-f]+ ", "address ", u.group(4).strip())  # the same text in every run
         if "misaligned" in text:
             return f"misaligned access at {at}: {text} (UBSan)", "misaligned"
         return f"undefined behaviour at {at}: {text} (UBSan)", "undefined-behavior"
     return "", ""
 
 
+_CS_ACCESS = re.compile(r"Invalid __(global|shared|local)__ (read|write) of size (\d+) bytes")
+_CS_AT = re.compile(r"^=+\s+at (.+?) in (?:\S*/)?([^/\s:]+):(\d+)", re.MULTILINE)
+_CS_ADDRESS = re.compile(r"Address 0x[0-9a-f]+ is (out of bounds|misaligned)")
+_CS_RACE = re.compile(r"(Race reported between|hazard)", re.IGNORECASE)
+_CS_ERROR = re.compile(r"^=+ (?:Error: )?(.+)$", re.MULTILINE)
+
+
+def explain_sanitizer(log: str, source: str) -> tuple[str, str]:
+    """(one line, category) for a compute-sanitizer log (memcheck or racecheck); ("", "") when it has no error."""
+    at = [m for m in _CS_AT.finditer(log) if m.group(2) == source]
+    where = f"{source}:{at[0].group(3)} in {at[0].group(1)}" if at else f"{source} (line unknown: build with -lineinfo)"
+    access = _CS_ACCESS.search(log)
+    if access:
+        address = _CS_ADDRESS.search(log)
+        what = f"{access.group(2)} of {access.group(3)} bytes to {access.group(1)} memory"
+        if address and address.group(1) == "misaligned":
+            return f"misaligned access: {what} at {where} (compute-sanitizer memcheck)", "misaligned"
+        return f"out of bounds: {what} at {where} (compute-sanitizer memcheck)", "out-of-bounds"
+    if _CS_RACE.search(log):
+        return f"race on shared memory at {where} (compute-sanitizer racecheck)", "race"
+    errors = [e.group(1).strip() for e in _CS_ERROR.finditer(log) if "ERROR SUMMARY" not in e.group(1)]
+    errors = [e for e in errors if e and not e.startswith(("COMPUTE-SANITIZER", "at ", "by thread", "Saved host"))]
+    return (f"compute-sanitizer: {errors[0][:300]}", "call") if errors else ("", "")
+
+
 class CpuRowKernel:
     """A row-wise kernel built for the CPU: x (..., cols) -> y (..., out_cols(cols)), as CudaRowKernel."""
 
     def __init__(
-        self, harness: Path, symbol: str, out_cols: Callable[[int], int], handout: str, section: str, source: str
+        self,
+        harness: Path,
+        symbol: str,
+        out_cols: Callable[[int], int],
+        handout: str,
+        section: str,
+        source: str,
+        sanitizer: Sequence[str] = (),
     ):
+        """sanitizer: a compute-sanitizer command line (path and tool options) to run a GPU harness under
+        (grader/sanitizer.py); empty for the CPU layer's harness."""
         self.harness = str(harness)
+        self.sanitizer = list(sanitizer)
         self.symbol = symbol
         self.out_cols = out_cols
         self.handout = handout
@@ -136,15 +173,24 @@ class CpuRowKernel:
         x_elems = (rows - 1) * row_stride + cols if rows > 0 else 0
         item = x.element_size()
         x_bytes = ctypes.string_at(x2.data_ptr(), x_elems * item) if x_elems else b""
-        orders = [o.format(seed=1 + self.calls) for o in ORDERS[self.calls % len(ORDERS)]]
+        schedule = GPU_ORDERS if self.sanitizer else ORDERS
+        orders = [o.format(seed=1 + self.calls) for o in schedule[self.calls % len(schedule)]]
         self.calls += 1
         header = _HEADER.pack(x_elems, rows * out_cols, rows, out_cols, row_stride, DTYPE_CODES[x.dtype])
         env = dict(os.environ, ASAN_OPTIONS=ASAN_OPTIONS, UBSAN_OPTIONS=UBSAN_OPTIONS)
         env.pop("LD_PRELOAD", None)
         # Same process group as this worker: a hung kernel is killed with it at the case's time limit.
-        proc = subprocess.run([self.harness, *orders], input=header + x_bytes, capture_output=True, env=env)
-        err = proc.stderr.decode(errors="replace")[-200_000:]
-        line, category = explain_report(err, self.source)
+        with tempfile.TemporaryDirectory() as tmp:
+            log = Path(tmp) / "sanitizer.log"
+            cmd = [*self.sanitizer, "--log-file", str(log), self.harness] if self.sanitizer else [self.harness]
+            proc = subprocess.run([*cmd, *orders], input=header + x_bytes, capture_output=True, env=env)
+            err = proc.stderr.decode(errors="replace")[-200_000:]
+            if self.sanitizer:
+                report = log.read_text(errors="replace")[-200_000:] if log.is_file() else ""
+                line, category = explain_sanitizer(report, self.source)
+                err = report + err
+            else:
+                line, category = explain_report(err, self.source)
         if line:
             raise CpuKernelError(line, category, _tail(err))
         if proc.returncode != 0:
@@ -155,13 +201,20 @@ class CpuRowKernel:
         y_bytes = rows * out_cols * item
         if len(out) != _REPLY.size + y_bytes + x_elems * item:
             raise CpuKernelError("the kernel's CPU run sent a reply of the wrong size", "call", _tail(err))
-        status, code, index, order = _REPLY.unpack_from(out)
+        status, code, index, order, launched = _REPLY.unpack_from(out)
         if status == 2:
             raise KernelCallError(missing_symbol_message(self.symbol))
         if x_elems:  # the input as the kernel left it: the grader's input check sees any store into x
             ctypes.memmove(x2.data_ptr(), out[_REPLY.size + y_bytes :], x_elems * item)
         if code != 0:
             raise KernelCallError(describe_return_code(code, self.symbol, self.handout, self.section))
+        if launched == 0 and rows * out_cols > 0:
+            # On a GPU the kernel check forfeits the part for this; here it is each case's failure.
+            raise CpuKernelError(
+                f"{self.symbol} returned without launching a kernel: the output must be computed by a __global__ "
+                "kernel of your file, not on the host",
+                "call",
+            )
         if status == 1:
             r, c = divmod(int(index), max(out_cols, 1))
             first = ORDER_NAMES[orders[0][0]]

@@ -270,10 +270,12 @@ class Worker:
             half = p["out_cols"] == "half"
             cols: Callable[[int], int] = (lambda c: c // 2) if half else (lambda c: c)
             try:
-                if p.get("cpu_layer"):  # built for the CPU (grader/cudacpu.py): an executable, run once per call
+                if p.get("cpu_layer") or p.get("sanitizer"):  # an executable, run once per call (grader/cudacpu.py)
                     from .cudacpu_binding import CpuRowKernel
 
-                    self.fn = CpuRowKernel(p["lib"], p["entry"], cols, p["handout"], p["section"], p["display"])
+                    self.fn = CpuRowKernel(
+                        p["lib"], p["entry"], cols, p["handout"], p["section"], p["display"], p.get("sanitizer") or ()
+                    )
                 else:
                     self.fn = CudaRowKernel(p["lib"], p["entry"], cols, p["handout"], p["section"])
             except KernelCallError as e:

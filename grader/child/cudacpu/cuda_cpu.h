@@ -88,6 +88,7 @@ constexpr int kSMs = 132;
 inline thread_local cudaError_t last_error = cudaSuccess;
 inline int order = 0;  // 0 forward, 1 reverse, 2 a permutation from `seed` (set by the harness)
 inline unsigned long long seed = 1;
+inline long long launches = 0;  // kernel launches that ran (the harness reports them: a call must launch one)
 }  // namespace cudacpu
 
 inline cudaError_t cudaGetLastError() {
@@ -197,6 +198,7 @@ void launch(const Config& cfg, K&& kernel, A&&... args) {
         last_error = cudaErrorInvalidConfiguration;
         return;
     }
+    ++launches;
     const unsigned long long blocks = (unsigned long long)g.x * g.y * g.z;
     const Order bo(blocks, order, seed), to(threads, order, seed * 31 + 7);
     gridDim = g;

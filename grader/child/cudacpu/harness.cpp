@@ -6,7 +6,8 @@
 //
 // stdin:  int64 header[6] = {x_elems, y_elems, rows, out_cols, x_row_stride, dtype}, then x's bytes.
 // argv:   the launch orders to run, each "0" (forward), "1" (reverse) or "2:SEED" (a permutation).
-// stdout: int64 reply[4] = {status, code, first differing element, order index}, then y's bytes (the first
+// stdout: int64 reply[5] = {status, code, first differing element, order index, kernel launches of the first
+//         order}, then y's bytes (the first
 //         order's), then x's bytes as the kernel left them. status 0: ran every order (code: the entry's return
 //         value), 1: two orders wrote different outputs (a race), 2: the library has no such entry.
 // stderr: "cudacpu-buffers x=ADDR+BYTES y=ADDR+BYTES" before the calls (so that a sanitizer report's address can be
@@ -33,7 +34,7 @@ int main(int argc, char** argv) {
     char* x = static_cast<char*>(malloc(xb ? xb : 1));
     if (!read_all(x, xb)) return 3;
     std::vector<char*> ys;
-    int64_t reply[4] = {0, 0, -1, -1};
+    int64_t reply[5] = {0, 0, -1, -1, 0};
     if (!CUDACPU_ENTRY) {
         reply[0] = 2;
         write_all(reply, sizeof reply);
@@ -48,8 +49,10 @@ int main(int argc, char** argv) {
         const char* colon = strchr(argv[k], ':');
         cudacpu::seed = colon ? strtoull(colon + 1, nullptr, 10) : 1;
         cudacpu::last_error = cudaSuccess;
+        cudacpu::launches = 0;
         const int code = CUDACPU_ENTRY(x, y, h[2], h[3], h[4], (int)h[5], nullptr);
         ys.push_back(y);
+        if (k == 1) reply[4] = cudacpu::launches;
         if (code != 0) {
             reply[1] = code;
             break;

@@ -1,0 +1,165 @@
+"""On a GPU: one correctness pass of a CUDA part under NVIDIA's compute-sanitizer, as its own check row.
+
+The graded cases run through the torch binding, whose tensors come from PyTorch's caching allocator: a store one
+element past y lands in the block's slack and every value is still right (such a kernel passes all 26 cases on the
+H200). Here the same cases run through a small harness (grader/child/cudacpu/gpu_harness.cu, linked with the
+student's file by nvcc as the grade's untrusted identity) that gives x and y cudaMalloc allocations of exactly their
+sizes, under `compute-sanitizer --tool memcheck`, and, when the source uses __shared__, again under racecheck. The
+correctness engine is the same (grader/correctness.py, a worker per tool); the cases' results fold into one row:
+failed, with each case's file:line, when the sanitizer reported anything. The row carries no points of its own.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import build, cudacpu
+from .correctness import Target, run_correctness
+from .reference import Reference
+from .results import FAILED, PASSED, SKIPPED, Kind, Reason, TestResult
+from .spec import Implementation, Problem
+
+if TYPE_CHECKING:
+    from .identity import Scratch
+
+TOOLS = {
+    "memcheck": ("--tool", "memcheck", "--leak-check", "no", "--error-exitcode", "86", "--print-limit", "10"),
+    "racecheck": ("--tool", "racecheck", "--error-exitcode", "86", "--print-limit", "10"),
+}
+_SHARED = re.compile(r"\b__shared__\b")
+
+
+def find_compute_sanitizer() -> str | None:
+    """compute-sanitizer from PATH, else beside nvcc (CUDA_HOME/bin or CUDA_HOME/compute-sanitizer)."""
+    found = shutil.which("compute-sanitizer")
+    if found:
+        return found
+    nvcc = build.find_nvcc()
+    if nvcc is None:
+        return None
+    home = Path(nvcc).resolve().parent.parent
+    for c in (home / "bin" / "compute-sanitizer", home / "compute-sanitizer" / "compute-sanitizer"):
+        if c.is_file():
+            return str(c)
+    return None
+
+
+def tools_for(source: str) -> list[str]:
+    """memcheck always; racecheck when the source declares shared memory (the only memory racecheck watches)."""
+    code = re.sub(r"//[^\n]*|/\*.*?\*/", "", source, flags=re.DOTALL)
+    return ["memcheck", *(["racecheck"] if _SHARED.search(code) else [])]
+
+
+def build_harness(
+    src: Path,
+    *,
+    entry: str,
+    arch: str | None,
+    scratch: Scratch | None,
+    timeout_s: float,
+    out_name: str,
+    build_dir: Path | None = None,
+) -> tuple[Path | None, str]:
+    """(the GPU harness in the scratch's libs/, '') or (None, nvcc's error lines). Without a scratch (tests) it is
+    built in `build_dir` as this process."""
+    nvcc = build.find_nvcc()
+    if nvcc is None:
+        return None, build.NVCC_MISSING
+    bdir = cudacpu.fresh_dir(scratch, build_dir)
+    shutil.copyfile(src, bdir / src.name)
+    shutil.copyfile(cudacpu.LAYER / "gpu_harness.cu", bdir / "gpu_harness.cu")
+    cudacpu.give_to_untrusted(bdir, scratch)
+    flags = ["-O3", "-std=c++17", "-lineinfo", f"-arch={arch or build.DEFAULT_ARCH}", f"-DCUDACPU_ENTRY={entry}"]
+    rc, log = cudacpu.run_untrusted(
+        [nvcc, *flags, src.name, "gpu_harness.cu", "-o", "harness"], bdir, scratch, timeout_s
+    )
+    if rc != 0:
+        return None, "\n".join(build.error_lines(log) or log.strip().splitlines()[-20:])
+    dst = (scratch.libs if scratch is not None else bdir) / out_name
+    dst.write_bytes(build._read_output(bdir / "harness"))
+    dst.chmod(0o755)
+    return dst, ""
+
+
+def row(impl: Implementation, state: str, text: str, reason: Reason = Reason.OK, **extra: object) -> TestResult:
+    return TestResult(
+        f"{impl.name} / {Kind.SANITIZER}",
+        impl.name,
+        "checks",
+        0.0,
+        0.0,
+        state,
+        text,
+        dict(extra),
+        kind=Kind.SANITIZER,
+        reason=reason,
+    )
+
+
+def fold(impl: Implementation, tool: str, results: list[TestResult]) -> tuple[list[str], Reason]:
+    """The lines of one tool's failed cases (those it flagged; a wrong value is the graded cases' business)."""
+    flagged = (Reason.OUT_OF_BOUNDS, Reason.MISALIGNED, Reason.RACE, Reason.UNDEFINED, Reason.CRASHED, Reason.RAISED)
+    lines, first = [], Reason.OK
+    for r in results:
+        if r.kind == Kind.CORRECTNESS and r.state == FAILED and r.reason in flagged:
+            lines.append(f"{tool}, case {r.extra.get('case')}: {r.output.splitlines()[0]}")
+            first = first if first != Reason.OK else r.reason
+    return lines, first
+
+
+def run_pass(
+    problem: Problem,
+    impl: Implementation,
+    src: Path,
+    display: str,
+    ref: Reference,
+    *,
+    secret: int,
+    scratch: Scratch,
+    progress: Callable[[str], None] = lambda s: None,
+) -> TestResult:
+    """The compute-sanitizer row of a CUDA part graded on a GPU."""
+    tool = find_compute_sanitizer()
+    if tool is None:
+        return row(impl, SKIPPED, "compute-sanitizer not found (it ships with the CUDA toolkit): not run")
+    t0 = time.monotonic()
+    progress(f"{impl.name}: building {display} for compute-sanitizer")
+    harness, why = build_harness(
+        src,
+        entry=impl.entry,
+        arch=build.gpu_arch(),
+        scratch=scratch,
+        timeout_s=problem.limits.build_s,
+        out_name=f"{impl.name}.sanitizer",
+    )
+    if harness is None:
+        return row(impl, SKIPPED, f"the compute-sanitizer harness did not build: {why}")
+    lines: list[str] = []
+    reason = Reason.OK
+    tools = tools_for(src.read_text(errors="replace"))
+    for name in tools:
+        progress(f"{impl.name}: correctness under compute-sanitizer {name}")
+        target = Target(impl, str(harness), display, sanitizer=(tool, *TOOLS[name]))
+        # A CPU worker: the harness moves the data to and from the GPU itself, so the worker's tensors stay on the host.
+        found, first = fold(impl, name, run_correctness(problem, target, ref, device="cpu", secret=secret))
+        lines += found
+        reason = reason if reason != Reason.OK else first
+    ran = " and ".join(tools)
+    seconds = round(time.monotonic() - t0, 1)
+    if lines:
+        return row(
+            impl,
+            FAILED,
+            f"compute-sanitizer ({ran}) found errors the graded runs did not show:\n" + "\n".join(lines[:20]),
+            reason,
+            tools=tools,
+            seconds=seconds,
+        )
+    return row(
+        impl, PASSED, f"compute-sanitizer ({ran}): no errors in the CPU-sized cases", tools=tools, seconds=seconds
+    )

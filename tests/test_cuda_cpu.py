@@ -1,0 +1,345 @@
+"""The CUDA-on-CPU layer (grader/cudacpu.py, grader/child/cudacpu/, grader/child/cudacpu_binding.py): a CUDA part
+graded on a machine without a GPU runs its CPU-runnable cases through the same correctness engine as on a GPU.
+
+Submissions of our own are in tests/cuda_cpu/<name>/glu_cuda.cu: correct kernels of the common designs (scalar,
+grid-stride, float4 with a scalar tail, row per block) earn every CPU-runnable point; broken ones lose points with a
+reason that names the bug class; one that needs __syncthreads is "needs a GPU", never passed or failed."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from grader import cudacpu, sanitizer
+from grader.build import find_nvcc
+from grader.pipeline import Options, grade
+from grader.results import FAILED, PASSED, SKIPPED, Kind, Reason
+
+SUBS = Path(__file__).resolve().parent / "cuda_cpu"
+CORRECT = Path(__file__).resolve().parent / "correct"
+STAFF = Path(__file__).resolve().parent.parent / "reference" / "glu" / "solution_cuda.cu"
+needs_cxx = pytest.mark.skipif(cudacpu.find_compiler() is None, reason="no C++ compiler (g++ or clang++)")
+
+
+def _cases(g, state=None):
+    return {
+        t.extra["case"]: t
+        for t in g.tests
+        if t.part == "cuda" and t.kind == Kind.CORRECTNESS and (state is None or t.state == state)
+    }
+
+
+def _runnable(problem):
+    return {c.name for c in problem.cases if not c.gpu_only}
+
+
+# -- the launch rewrite -------------------------------------------------------------------------------------------
+
+
+def test_launches_are_rewritten_on_the_same_lines_whatever_their_spelling():
+    src = (
+        "void f() {\n"
+        "    glu_kernel<T>\n"
+        "        <<<blocks, threads, 0, stream>>>\n"
+        "        (static_cast<const T*>(x), y);\n"
+        "    ns::k<A, B<C>><<<dim3(1, 2), 3>>>();  // a comment: k<<<1, 1>>>(x)\n"
+        '    k <<< g , b , std::min<int>(4, 5) >>> ( a, "s<<<" , (b) );\n'
+        '    const char* s = "<<<no>>>";\n'
+        "}\n"
+    )
+    out = cudacpu.rewrite_launches(src)
+    assert out.count("\n") == src.count("\n")  # sanitizer reports keep the student's line numbers
+    lines = out.splitlines()
+    assert "::cudacpu::launch(::cudacpu::Config(blocks, threads, 0, stream)" in lines[1]
+    assert "{ glu_kernel<T>(cudacpu_a...); }" in lines[1]
+    assert lines[3].strip() == ", static_cast<const T*>(x), y);"  # the arguments stay on their line
+    assert "Config(dim3(1, 2), 3), [&](auto... cudacpu_a) { ns::k<A, B<C>>(cudacpu_a...); });" in lines[4]
+    assert lines[4].endswith("// a comment: k<<<1, 1>>>(x)")  # comments are left alone
+    assert (
+        "Config( g , b , std::min<int>(4, 5) )" in lines[5] and '{ k(cudacpu_a...); },  a, "s<<<" , (b) );' in lines[5]
+    )
+    assert lines[6] == '    const char* s = "<<<no>>>";'
+
+
+def test_what_the_layer_cannot_run_is_found_on_the_student_s_own_lines_only():
+    pre = (
+        '# 1 "cuda_cpu.h"\n'
+        "void __syncthreads_like_helper_of_ours();\n"  # the layer's own header: not the student's
+        '# 10 "glu_cuda.cu"\n'
+        "int a = 0;\n"
+        "    __syncthreads();\n"
+        "    float v = __shfl_down_sync(0xffffffff, w, 1);\n"
+        '    asm("ex2.approx.f32 %0, %1;" : "=f"(e) : "f"(b));\n'
+        "    atomicAdd(p, 1.0f);\n"
+        "    extern __shared__ float dyn[];\n"
+        "    __shared__ float fixed[256];\n"  # static shared memory alone runs (one block at a time)
+    )
+    found = cudacpu.unsupported(pre, "glu_cuda.cu")
+    assert found == [
+        "__syncthreads (block-wide barriers) (glu_cuda.cu:11)",
+        "warp shuffles and votes (glu_cuda.cu:12)",
+        "inline PTX (asm) (glu_cuda.cu:13)",
+        "atomics (glu_cuda.cu:14)",
+        "dynamic shared memory (extern __shared__) (glu_cuda.cu:15)",
+    ]
+
+
+# -- the 16-bit types ---------------------------------------------------------------------------------------------
+
+CONVERT = r"""
+#include <cstdio>
+#include <cstdint>
+#include "cuda_cpu.h"
+int main() {
+    float f;
+    while (fread(&f, 4, 1, stdin) == 1) {
+        const uint16_t h = __half_as_ushort(__float2half_rn(f)), b = __bfloat16_as_ushort(__float2bfloat16_rn(f));
+        const float back[2] = {__half2float(__ushort_as_half(h)), __bfloat162float(__ushort_as_bfloat16(b))};
+        fwrite(&h, 2, 1, stdout); fwrite(&b, 2, 1, stdout); fwrite(back, 4, 2, stdout);
+    }
+}
+"""
+
+
+@needs_cxx
+def test_half_and_bfloat16_round_like_torch_at_every_kind_of_value(tmp_path):
+    (tmp_path / "t.cpp").write_text(CONVERT)
+    subprocess.run(
+        [cudacpu.find_compiler(), "-std=c++17", "-O1", "-I", str(cudacpu.LAYER), "t.cpp", "-o", "t"],
+        cwd=tmp_path,
+        check=True,
+    )
+    g = torch.Generator().manual_seed(0)
+    bits = torch.randint(-(2**31), 2**31 - 1, (200_000,), generator=g, dtype=torch.int64).to(torch.int32)
+    special = torch.tensor(
+        [0.0, -0.0, 65504.0, 65519.99, 65520.0, -65520.0, 2.0**-24, 2.0**-25, 2.0**-25 * 1.0001, 2.0**-14, 6e-8, 1e-40]
+        + [float("inf"), float("-inf"), 3.3895314e38, 1.0 + 2.0**-11, 1.0 + 3 * 2.0**-11, 1.0 + 2.0**-8],
+        dtype=torch.float32,
+    )
+    x = torch.cat([bits.view(torch.float32), special, torch.randn(10_000, generator=g) * 1e4])
+    x = x[~x.isnan()]  # NaN payloads differ between implementations; NaN-ness is checked below
+    out = subprocess.run([tmp_path / "t"], input=x.numpy().tobytes(), capture_output=True, check=True).stdout
+    rec = torch.frombuffer(bytearray(out), dtype=torch.uint8).view(-1, 12)
+    half_bits = rec[:, 0:2].contiguous().view(torch.int16).flatten()
+    bf16_bits = rec[:, 2:4].contiguous().view(torch.int16).flatten()
+    assert torch.equal(half_bits, x.to(torch.float16).view(torch.int16))
+    assert torch.equal(bf16_bits, x.to(torch.bfloat16).view(torch.int16))
+    back = rec[:, 4:12].contiguous().view(torch.float32).view(-1, 2)
+    assert torch.equal(back[:, 0], x.to(torch.float16).float())
+    assert torch.equal(back[:, 1], x.to(torch.bfloat16).float())
+    nan = subprocess.run([tmp_path / "t"], input=struct.pack("<f", float("nan")), capture_output=True).stdout
+    assert torch.frombuffer(bytearray(nan[4:12]), dtype=torch.float32).isnan().all()
+
+
+# -- grades ---------------------------------------------------------------------------------------------------------
+
+CORRECT_DESIGNS = ["scalar", "grid_stride", "float4_tail", "row_per_block"]
+
+
+def _assert_every_cpu_point(g, problem):
+    cases = _cases(g)
+    assert cases and set(_cases(g, PASSED)) == _runnable(problem), {
+        n: (t.state, t.output) for n, t in cases.items() if t.state != PASSED
+    }
+    for name, t in cases.items():
+        if t.state == PASSED:
+            assert t.score == t.max_score and t.extra["cpu_layer"] and "count as on a GPU" in t.output
+        else:  # the GPU-only cases: skipped, never failed
+            assert t.state == SKIPPED and t.reason == Reason.NEEDS_GPU, name
+    rows = {t.kind: t for t in g.tests if t.part == "cuda"}
+    assert rows[Kind.CPU_BUILD].state == PASSED and rows[Kind.CPU_BUILD].extra["sanitized"], rows[Kind.CPU_BUILD].output
+    assert any("count as on a GPU" in n for n in g.notes), g.notes
+
+
+@needs_cxx
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=[] if n == "scalar" else [pytest.mark.slow]) for n in CORRECT_DESIGNS]
+)
+def test_a_correct_kernel_of_a_common_design_earns_every_cpu_point(name, problem, grade_dir):
+    _assert_every_cpu_point(grade_dir(SUBS / name, only=("cuda",)), problem)
+
+
+@pytest.mark.slow
+@needs_cxx
+def test_the_staff_kernel_earns_every_cpu_point(problem, grade_dir):
+    _assert_every_cpu_point(grade_dir(STAFF.parent, only=("cuda",), staff=True), problem)
+
+
+def _h(case) -> int:
+    return case.shape[-1] // 2
+
+
+# name -> (the cases that must fail, as a predicate on the spec's Case, the Reason, words every such output has)
+BROKEN = {
+    "ignores_row_stride": (lambda c: bool(c.pad) and 0 not in c.shape, Reason.WRONG_VALUES, "row stride"),
+    "missing_bf16": (lambda c: c.dtype == "bfloat16" and 0 not in c.shape, Reason.UNWRITTEN, "never written"),
+    "missing_tail": (lambda c: c.dtype == "float32" and c.pad and _h(c) % 8 == 4, Reason.UNWRITTEN, "tail"),
+    "oob_write": (lambda c: 0 not in c.shape, Reason.OUT_OF_BOUNDS, "past the end of y (the output)"),
+    # (saturating_gates/float16 survives the mix-up: its outputs are 0 or tiny, within float16's absolute tolerance)
+    "fp16_bf16_mixup": (
+        lambda c: c.dtype != "float32" and 0 not in c.shape and (c.dtype, c.dist) != ("float16", "saturating"),
+        Reason.WRONG_VALUES,
+        "wrong values",
+    ),
+    "misaligned_float4": (lambda c: c.dtype == "float32" and _h(c) % 4 and _h(c) >= 8, Reason.MISALIGNED, ":35"),
+    "racy": (lambda c: 0 not in c.shape, Reason.RACE, "race:"),
+    "host_compute": (lambda c: 0 not in c.shape, Reason.RAISED, "without launching a kernel"),
+}
+
+
+@pytest.mark.slow  # ~20 s each: nvcc, the sanitized CPU build, 24 cases
+@needs_cxx
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_a_broken_kernel_loses_exactly_the_cases_its_bug_touches_with_its_reason(name, problem, grade_dir):
+    must_fail, reason, words = BROKEN[name]
+    g = grade_dir(SUBS / name, only=("cuda",))
+    cases = _cases(g)
+    want = {c.name for c in problem.cases if not c.gpu_only and must_fail(c)}
+    assert want, "the predicate selects no case: the test would prove nothing"
+    failed = {n for n, t in cases.items() if t.state == FAILED}
+    assert failed == want, {n: cases[n].output.splitlines()[0] for n in failed ^ want}
+    for n in failed:
+        assert cases[n].reason == reason and cases[n].score == 0, (n, cases[n].reason, cases[n].output)
+        assert words in cases[n].output, cases[n].output
+        if reason in (Reason.OUT_OF_BOUNDS, Reason.MISALIGNED):  # file and line, from the sanitizer
+            assert "glu_cuda.cu:" in cases[n].output.splitlines()[0], cases[n].output
+    assert set(_cases(g, PASSED)) == _runnable(problem) - want
+
+
+@pytest.mark.slow  # three hangs of 10 s each
+@needs_cxx
+def test_a_hanging_kernel_times_out_like_any_case(problem, tmp_path):
+    quick = dataclasses.replace(problem, limits=dataclasses.replace(problem.limits, case_s=10.0))
+    g = grade(quick, Options(submission=SUBS / "hangs", out=tmp_path, only=("cuda",), device="cpu", perf=False))
+    cases = _cases(g)
+    first = next(c.name for c in problem.cases if 0 not in c.shape)
+    assert cases[first].state == FAILED and cases[first].reason == Reason.TIMEOUT, cases[first].output
+    assert not any(t.score for t in cases.values())
+
+
+@needs_cxx
+def test_a_kernel_with_shared_memory_and_syncthreads_needs_a_gpu(problem, grade_dir):
+    g = grade_dir(SUBS / "shared_sync", only=("cuda",))
+    cases = _cases(g)
+    assert cases and all(t.state == SKIPPED and t.reason == Reason.NEEDS_GPU for t in cases.values())
+    row = next(t for t in g.tests if t.kind == Kind.CPU_BUILD)
+    assert row.state == SKIPPED and "__syncthreads" in row.output and "glu_cuda.cu:23" in row.output, row.output
+    assert all("__syncthreads" in t.output for t in cases.values())
+
+
+def test_no_compiler_says_how_to_get_one_and_fails_nothing(problem, tmp_path, monkeypatch):
+    monkeypatch.setattr(cudacpu, "find_compiler", lambda: None)
+    g = grade(problem, Options(submission=SUBS / "scalar", out=tmp_path, only=("cuda",), device="cpu", perf=False))
+    cases = _cases(g)
+    assert cases and all(t.state == SKIPPED and t.reason == Reason.NEEDS_GPU for t in cases.values())
+    row = next(t for t in g.tests if t.kind == Kind.CPU_BUILD)
+    assert row.output == cudacpu.how_to_get_a_compiler() and "install" in row.output
+
+
+@pytest.mark.slow
+@needs_cxx
+def test_without_nvcc_the_cpu_layer_still_checks_the_kernel(problem, tmp_path, monkeypatch):
+    import grader.build
+
+    monkeypatch.setattr(grader.build, "find_nvcc", lambda: None)
+    g = grade(problem, Options(submission=SUBS / "scalar", out=tmp_path, only=("cuda",), device="cpu", perf=False))
+    build = next(t for t in g.tests if t.kind == Kind.BUILD)
+    assert build.state == SKIPPED and "nvcc not found" in build.output
+    assert set(_cases(g, PASSED)) == _runnable(problem)
+
+
+# -- on the GPU: compute-sanitizer, and the same verdicts ----------------------------------------------------------
+
+MEMCHECK_LOG = """========= COMPUTE-SANITIZER
+========= Invalid __global__ write of size 4 bytes
+=========     at void glu_kernel<float>(const float *, float *, long, long, long)+0x2b0 in /s/cpubuild-1/glu_cuda.cu:21
+=========     by thread (1,0,0) in block (0,0,0)
+=========     Address 0x7f2e9a000204 is out of bounds
+=========     and is 1 bytes after the nearest allocation at 0x7f2e9a000200 of size 4 bytes
+=========     Saved host backtrace up to driver entry point at kernel launch time
+=========         Host Frame: [0x2dfbef] in libcuda.so.1
+=========
+========= ERROR SUMMARY: 1 error
+"""
+
+
+def test_compute_sanitizer_reports_become_typed_failures_with_file_and_line():
+    from grader.child.cudacpu_binding import explain_sanitizer
+
+    line, category = explain_sanitizer(MEMCHECK_LOG, "glu_cuda.cu")
+    assert category == "out-of-bounds" and "glu_cuda.cu:21" in line and "write of 4 bytes" in line
+    line, category = explain_sanitizer(MEMCHECK_LOG.replace("is out of bounds", "is misaligned"), "glu_cuda.cu")
+    assert category == "misaligned"
+    race = "========= Error: Race reported between Write access at void k(float*)+0x90 in /b/glu_cuda.cu:30\n"
+    assert explain_sanitizer(race, "glu_cuda.cu")[1] == "race"
+    assert explain_sanitizer("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n", "glu_cuda.cu") == (
+        "",
+        "",
+    )
+    assert sanitizer.tools_for((SUBS / "shared_sync" / "glu_cuda.cu").read_text()) == ["memcheck", "racecheck"]
+    assert sanitizer.tools_for("// __shared__ in a comment only\n__global__ void k() {}") == ["memcheck"]
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found")
+def test_the_compute_sanitizer_harness_builds_with_the_student_s_file(tmp_path):
+    harness, why = sanitizer.build_harness(
+        SUBS / "scalar" / "glu_cuda.cu",
+        entry="glu_cuda_forward",
+        arch=None,
+        scratch=None,
+        timeout_s=180,
+        out_name="h",
+        build_dir=tmp_path,
+    )
+    assert harness is not None and harness.stat().st_mode & 0o111, why
+
+
+def _rows_by_kind(g):
+    return {t.kind: t for t in g.tests if t.part == "cuda"}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.skipif(sanitizer.find_compute_sanitizer() is None, reason="compute-sanitizer not found")
+@pytest.mark.parametrize(
+    "name, state, reason",
+    [
+        ("scalar", PASSED, Reason.OK),
+        ("oob_write", FAILED, Reason.OUT_OF_BOUNDS),  # every value right on the GPU: only the sanitizer sees it
+        ("misaligned_float4", FAILED, Reason.MISALIGNED),
+    ],
+)
+def test_gpu_compute_sanitizer_row(name, state, reason, problem, tmp_path):
+    g = grade(problem, Options(SUBS / name, tmp_path, only=("cuda",), device="cuda", perf=False))
+    row = _rows_by_kind(g)[Kind.SANITIZER]
+    assert row.state == state and row.reason == reason, row.output
+    if state == FAILED:
+        assert "glu_cuda.cu:" in row.output, row.output
+
+
+# Where a GPU run alone cannot see the bug: a store one element past y lands in the allocator's slack (the
+# compute-sanitizer row catches it, above), and a race's winner depends on the scheduling.
+GPU_BLIND = {"oob_write", "racy"}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.skipif(find_nvcc() is None or cudacpu.find_compiler() is None, reason="needs nvcc and g++")
+@pytest.mark.parametrize("name", sorted(p.name for p in SUBS.iterdir() if p.name != "hangs"))
+def test_gpu_the_same_submissions_get_the_same_verdicts_as_on_cpu(name, problem, tmp_path):
+    verdicts = {}
+    for device in ("cpu", "cuda"):
+        g = grade(problem, Options(SUBS / name, tmp_path / device, only=("cuda",), device=device, perf=False))
+        verdicts[device] = {n: t.state for n, t in _cases(g).items() if n in _runnable(problem)}
+    print(f"\n{name}: " + ", ".join(f"{n}: cpu {s} / gpu {verdicts['cuda'][n]}" for n, s in verdicts["cpu"].items()))
+    if name == "shared_sync":  # needs a GPU: skipped on CPU, passed there
+        assert set(verdicts["cpu"].values()) == {SKIPPED} and set(verdicts["cuda"].values()) == {PASSED}
+    elif name not in GPU_BLIND:
+        assert verdicts["cpu"] == verdicts["cuda"]
