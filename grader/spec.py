@@ -401,7 +401,7 @@ def _stubs(v: _V, obj: Any) -> str:
     s = v.string(obj, "stubs")
     parts = s.replace("\\", "/").split("/")
     if s.startswith("/") or ":" in s or any(p in ("", ".", "..") for p in parts):
-        raise v.fail("stubs", "a relative folder inside the repository, e.g. assignment/gelu", obj)
+        raise v.fail("stubs", "a relative folder inside the repository, e.g. assignment/<problem>", obj)
     return "/".join(parts)
 
 
