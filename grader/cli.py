@@ -59,6 +59,14 @@ def _parser() -> argparse.ArgumentParser:
     g = sub.add_parser("grade", help="grade a submission (default: assignment/)", parents=[where, grade_staff, what])
     g.add_argument("--no-perf", action="store_true", help="skip performance timing (correctness only)")
     g.add_argument(
+        "--course",
+        type=Path,
+        default=None,
+        metavar="COURSE",
+        help="a course file (grader/course.py): grade each problem it lists from its folder of --submission into "
+        "OUT/<problem>/, then OUT/course.json and one report with a section per problem",
+    )
+    g.add_argument(
         "--secret-file",
         type=Path,
         default=None,
@@ -154,6 +162,18 @@ def _key(path: Path | None, *, missing_ok: bool = False) -> keyfile.Key | None:
 def main(argv: list[str] | None = None) -> int:
     make_undumpable()  # before anything else: keep other processes of this user out of our memory
     args = _parser().parse_args(argv)
+    if getattr(args, "course", None) is not None:
+        from . import course
+
+        try:
+            return course.run(args, ROOT, _run)
+        except course.CourseError as e:
+            print(f"grader error: {e}", file=sys.stderr)
+            return EXIT_USAGE
+    return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "report":
         return _ta_report(args.dir, args.out, args.secret_file, args.roster, args.canvas_column)
     if args.command == "keygen":
