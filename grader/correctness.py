@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from . import check, gpucompile, inputs, kernelcheck
+from . import check, gpucompile, inputs, kernelcheck, operands
 from .reference import Reference
 from .results import FAILED, PASSED, SKIPPED, VIOLATION, Code, Finding, Kind, Reason, TestResult
 from .sandbox import ERROR_CATEGORIES, Sandbox, WorkerFailure
@@ -51,6 +51,7 @@ class Target:
             "entry": self.impl.entry,
             "display": self.display,
             "out_cols": problem.out_cols,
+            "inputs": [[i.name, i.cols] for i in problem.inputs],
             "handout": problem.handout,
             "section": self.impl.handout_section,
         }
@@ -85,7 +86,13 @@ def failure_reason(e: WorkerFailure) -> Reason:
 
 
 def check_case(
-    problem: Problem, case: Case, reply: dict, base: torch.Tensor, ref: Reference, device: str
+    problem: Problem,
+    case: Case,
+    reply: dict,
+    base: torch.Tensor,
+    ref: Reference,
+    device: str,
+    extra: Sequence[torch.Tensor] = (),
 ) -> check.Verdict:
     """Every check for one case, in order; the first failure is the verdict."""
     dtype = inputs.TORCH_DTYPES[case.dtype]
@@ -110,16 +117,16 @@ def check_case(
     )
     if not v.ok:
         return v
-    if not check.same_values(reply["x_after"], base):
+    if not check.same_values(reply["x_after"], base) or not operands.unchanged(reply, list(extra)):
         return check.Verdict(
             False, "the input was modified: a kernel must not write into x", reason=Reason.INPUT_MODIFIED
         )
     cols = case.shape[-1]
     x = base[..., :cols] if case.pad else base
-    xd = x.to(device)
-    truth = ref.truth(xd)
+    xd = [x.to(device), *(e.to(device) for e in extra)]  # the op's inputs in call order (spec `inputs:`)
+    truth = ref.truth(*xd)
     baseline = problem.tolerance_baseline
-    eager = ref.baselines[baseline](xd) if baseline in ref.baselines else None
+    eager = ref.baselines[baseline](*xd) if baseline in ref.baselines else None
     out1, out2 = (o.to(device) for o in reply["outs"])
     v = check.check_output(out1, truth, tol=problem.tolerances[case.dtype], dtype=dtype, eager_out=eager)
     if not v.ok:
@@ -207,6 +214,7 @@ def run_correctness(
                 results.append(_test(impl, case, 0.0, FAILED, *load_error))
                 continue
             base = inputs.make_input(case, "cpu", secret)
+            extra = operands.extra_inputs(problem, case, "cpu", secret)
             if case.pad:
                 base = base._base if base._base is not None else base  # send the padded buffer, not a copy
             base = base.contiguous()
@@ -216,6 +224,7 @@ def run_correctness(
                 "base": base.clone(),
                 "cols": case.shape[-1],
                 "out_numel": _numel(problem.out_shape(case.shape)),
+                **operands.extra_payload(extra),
             }
             t0 = time.monotonic()
             try:
@@ -273,7 +282,7 @@ def run_correctness(
                         Reason.NOT_RUN,
                     )
                 continue
-            verdict = check_case(problem, case, reply, base, ref, device)
+            verdict = check_case(problem, case, reply, base, ref, device, extra)
             case_violations += _call_violations(impl.kind, case, reply, verdict.ok, payload["out_numel"])
             state = PASSED if verdict.ok else FAILED
             if verdict.ok:
@@ -462,7 +471,11 @@ def _kernel_check(
         base = x._base if x._base is not None else x
         r = box.request(
             "kernels",
-            {"base": base.contiguous(), "cols": case.shape[-1]},
+            {
+                "base": base.contiguous(),
+                "cols": case.shape[-1],
+                **operands.extra_payload(operands.extra_inputs(problem, case, "cpu", secret)),
+            },
             timeout_s=max(1.0, deadline - time.monotonic()),
             what="the kernel check",
         )
