@@ -20,7 +20,7 @@ from grader.spec import SpecError, load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "problems"
-PROBLEMS = ("gelu", "swiglu", "geglu")
+PROBLEMS = ("gelu", "swiglu", "geglu", "glu_backward")
 ALL_PROBLEMS = ("glu", *PROBLEMS)
 
 
@@ -248,6 +248,10 @@ BROKEN = [
     ("geglu", "quick_gelu", Reason.WRONG_VALUES, "odd_h_1001/float32"),
     ("geglu", "activation_on_b", Reason.WRONG_VALUES, "odd_h_1001/float32"),
     ("geglu", "ignores_row_stride", Reason.WRONG_VALUES, "strided_rows/float32"),
+    ("glu_backward", "forgets_a", Reason.WRONG_VALUES, "odd_h_1001/float32"),
+    ("glu_backward", "ignores_dy_stride", Reason.WRONG_VALUES, "strided_rows/float32"),
+    ("glu_backward", "swapped_outputs", Reason.WRONG_VALUES, "odd_h_1001/float32"),
+    ("glu_backward", "writes_into_dy", Reason.INPUT_MODIFIED, "odd_h_1001/float32"),  # the second input, checked too
 ]
 
 
@@ -261,7 +265,7 @@ def test_a_broken_submission_loses_points_for_its_bug(name, sub, reason, case, t
     assert g.score < sum(t.max_score for t in _cpu_cases(corr))
 
 
-CORRECT = [("gelu", "rows_2d_tanh"), ("swiglu", "row_loop"), ("geglu", "tiles_2d_where")]
+CORRECT = [("gelu", "rows_2d_tanh"), ("swiglu", "row_loop"), ("geglu", "tiles_2d_where"), ("glu_backward", "two_pass_rows")]
 
 
 @pytest.mark.slow
@@ -272,3 +276,91 @@ def test_a_correct_submission_of_another_design_gets_full_marks(name, sub, tmp_p
     assert all(t.state == PASSED for t in cpu), [(t.name, t.output[:300]) for t in cpu if t.state != PASSED]
     check = next(t for t in g.tests if t.kind == Kind.KERNEL_CHECK)
     assert check.state == PASSED, check.output
+
+
+# -- more than one input (glu_backward) ----------------------------------------------------------------------------
+
+
+def _spec_text_with(tmp_path: Path, old: str, new: str) -> Path:
+    src = ROOT / "reference" / "glu_backward" / "spec.yaml"
+    d = tmp_path / "gb"
+    d.mkdir()
+    (d / "reference.py").write_text((src.parent / "reference.py").read_text())
+    text = src.read_text()
+    assert old in text
+    (d / "spec.yaml").write_text(text.replace(old, new))
+    return d / "spec.yaml"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "says"),
+    [
+        ("  - {name: x}\n", "  - {name: x, cols: half}\n", "inputs[0].cols"),
+        ("  - {name: dy, cols: half}", "  - {name: x, cols: half}", "inputs[1].name"),
+        ("  - {name: dy, cols: half}", "  - {name: dy, cols: third}", "inputs[1].cols"),
+        ("shape: [1, 2], dtypes", "shape: [1, 3], dtypes", "case tiny_1x2/float32 is odd"),
+    ],
+)
+def test_a_bad_inputs_list_is_one_clear_error(tmp_path, old, new, says):
+    with pytest.raises(SpecError) as e:
+        load_problem(_spec_text_with(tmp_path, old, new))
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_second_input_has_its_own_shape_seed_and_padding():
+    from grader import inputs, operands
+
+    p = _load("glu_backward")
+    case = next(c for c in p.cases if c.name == "strided_rows/float16")
+    x = inputs.make_input(case, "cpu", secret=5)
+    (dy,) = operands.extra_inputs(p, case, "cpu", secret=5)
+    assert dy.shape == (33, 100) and dy.dtype == x.dtype and dy.stride(0) == 100 + case.pad  # a padded view too
+    assert not torch_equal(dy, x[..., :100])  # its own values, not x's
+    (again,) = operands.extra_inputs(p, case, "cpu", secret=5)
+    (other,) = operands.extra_inputs(p, case, "cpu", secret=6)
+    assert torch_equal(dy, again) and not torch_equal(dy, other)  # reproducible, and secret
+    assert operands.extra_inputs(_load("glu"), case, "cpu", secret=5) == []  # one input: nothing extra
+    payload = operands.extra_payload([dy])
+    assert payload["extra"][0]["cols"] == 100 and payload["extra"][0]["base"].shape == (33, 100 + case.pad)
+    assert operands.extra_payload([]) == {}
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+
+    return a.shape == b.shape and bool(torch.equal(a.float().nan_to_num(7.0), b.float().nan_to_num(7.0)))
+
+
+def test_the_cuda_signature_follows_the_inputs(tmp_path):
+    """The ABI for one input is GLU's; for (x, dy) the pointers, then rows and out_cols, then each row stride. A C
+    stand-in (built with the system's cc, no GPU) records what the binding passes, in order."""
+    import shutil
+    import subprocess
+
+    from grader.child import cuda_abi
+
+    assert cuda_abi.signature(["x"]) == (
+        "int entry(const void* x, void* y, int64_t rows, int64_t out_cols, int64_t x_row_stride, int dtype, "
+        "cudaStream_t stream)"
+    )
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    src = tmp_path / "stub.c"
+    src.write_text(
+        "#include <stdint.h>\nint64_t seen[9];\n"
+        "int glu_backward_cuda(const void* x, const void* dy, void* dx, int64_t rows, int64_t out_cols,"
+        " int64_t xs, int64_t ys, int dtype, void* stream) {\n"
+        "  seen[0] = (int64_t)x; seen[1] = (int64_t)dy; seen[2] = (int64_t)dx; seen[3] = rows; seen[4] = out_cols;\n"
+        "  seen[5] = xs; seen[6] = ys; seen[7] = dtype; seen[8] = (int64_t)stream; return 0; }\n"
+    )
+    lib = tmp_path / "stub.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(src)], check=True, capture_output=True)
+    k = cuda_abi.CudaMultiKernel(lib, "glu_backward_cuda", [["x", "same"], ["dy", "half"]], lambda c: c, "h", "s")
+    assert k._fn(11, 22, 33, 4, 200, 224, 112, 2, 99) == 0
+    import ctypes
+
+    seen = (ctypes.c_int64 * 9).in_dll(k._lib, "seen")
+    assert list(seen) == [11, 22, 33, 4, 200, 224, 112, 2, 99]
+    with pytest.raises(Exception, match="not found in the built library"):
+        cuda_abi.CudaMultiKernel(lib, "nosuch", [["x", "same"], ["dy", "half"]], lambda c: c, "h", "s")
