@@ -74,6 +74,14 @@ def _parser() -> argparse.ArgumentParser:
         help="grade, then grade again each time a file of the submission changes (checked every second); Ctrl-C stops",
     )
     g.add_argument(
+        "--course",
+        type=Path,
+        default=None,
+        metavar="COURSE",
+        help="a course file (grader/course.py): grade each problem it lists from its folder of --submission into "
+        "OUT/<problem>/, then OUT/course.json and one report with a section per problem",
+    )
+    g.add_argument(
         "--secret-file",
         type=Path,
         default=None,
@@ -198,6 +206,18 @@ def main(argv: list[str] | None = None) -> int:
 
         return batch_main(argv[1:])
     args = _parser().parse_args(argv)
+    if getattr(args, "course", None) is not None:
+        from . import course
+
+        try:
+            return course.run(args, ROOT, _run)
+        except course.CourseError as e:
+            print(f"grader error: {e}", file=sys.stderr)
+            return EXIT_USAGE
+    return _dispatch(args)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "report":
         return _ta_report(args.dir, args.out, args.secret_file, args.roster, args.canvas_column)
     if args.command == "keygen":

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from . import check, gpucompile, hints, inputs, kernelcheck, patterns
+from . import check, gpucompile, hints, inputs, kernelcheck, operands, patterns
 from .reference import Reference
 from .results import FAILED, PASSED, SKIPPED, VIOLATION, Code, Finding, Kind, Reason, TestResult
 from .sandbox import ERROR_CATEGORIES, Sandbox, WorkerFailure
@@ -55,6 +55,7 @@ class Target:
             "entry": self.impl.entry,
             "display": self.display,
             "out_cols": problem.out_cols,
+            "inputs": [[i.name, i.cols] for i in problem.inputs],
             "handout": problem.handout,
             "section": self.impl.handout_section,
             "cpu_layer": self.cpu_layer,
@@ -107,7 +108,13 @@ def failure_reason(e: WorkerFailure) -> Reason:
 
 
 def check_case(
-    problem: Problem, case: Case, reply: dict, base: torch.Tensor, ref: Reference, device: str
+    problem: Problem,
+    case: Case,
+    reply: dict,
+    base: torch.Tensor,
+    ref: Reference,
+    device: str,
+    extra: Sequence[torch.Tensor] = (),
 ) -> check.Verdict:
     """Every check for one case, in order; the first failure is the verdict."""
     dtype = inputs.TORCH_DTYPES[case.dtype]
@@ -132,33 +139,35 @@ def check_case(
     )
     if not v.ok:
         return v
-    if not check.same_values(reply["x_after"], base):
+    if not check.same_values(reply["x_after"], base) or not operands.unchanged(reply, list(extra)):
         return check.Verdict(
             False, "the input was modified: a kernel must not write into x", reason=Reason.INPUT_MODIFIED
         )
     cols = case.shape[-1]
     x = base[..., :cols] if case.pad else base
-    xd = x.to(device)
-    truth = ref.truth(xd)
+    xd = [x.to(device), *(e.to(device) for e in extra)]  # the op's inputs in call order (spec `inputs:`)
+    truth = ref.truth(*xd)
     baseline = problem.tolerance_baseline
-    eager = ref.baselines[baseline](xd) if baseline in ref.baselines else None
+    eager = ref.baselines[baseline](*xd) if baseline in ref.baselines else None
     out1, out2 = (o.to(device) for o in reply["outs"])
     v = check.check_output(out1, truth, tol=problem.tolerances[case.dtype], dtype=dtype, eager_out=eager)
     if not v.ok:
         if v.bad is not None:
             v.findings = patterns.detect(
                 case.name,
-                xd,
+                xd[0],  # the patterns read the first input's layout (x = [a | b] for GLU)
                 truth,
                 out1.to(torch.float64),
                 v.bad,
                 out_cols=problem.out_cols,
                 dtype=dtype,
                 poison=v.poison,
-                mistakes=ref.mistakes(xd) if ref.mistakes is not None else None,
+                mistakes=ref.mistakes(*xd) if ref.mistakes is not None else None,
                 words=hints.load_file(problem.path.parent / "hints.yaml"),
-                # What a kernel that reads row r at r * width (not r * row_stride) computes.
-                unstrided=ref.truth(base.reshape(-1)[: x.numel()].view(x.shape).to(device)) if case.pad else None,
+                # What a kernel that reads row r at r * width (not r * row_stride) computes (one-input problems).
+                unstrided=ref.truth(base.reshape(-1)[: x.numel()].view(x.shape).to(device))
+                if case.pad and len(xd) == 1
+                else None,
             )
             v.details += ["hint: " + f.text for f in v.findings]
         return v
@@ -246,6 +255,7 @@ def run_correctness(
                 results.append(_test(impl, case, 0.0, FAILED, *load_error, **_own(e.line, e.own)))
                 continue
             base = inputs.make_input(case, "cpu", secret)
+            extra = operands.extra_inputs(problem, case, "cpu", secret)
             if case.pad:
                 base = base._base if base._base is not None else base  # send the padded buffer, not a copy
             base = base.contiguous()
@@ -255,6 +265,7 @@ def run_correctness(
                 "base": base.clone(),
                 "cols": case.shape[-1],
                 "out_numel": _numel(problem.out_shape(case.shape)),
+                **operands.extra_payload(extra),
             }
             t0 = time.monotonic()
             try:
@@ -315,7 +326,7 @@ def run_correctness(
                         Reason.NOT_RUN,
                     )
                 continue
-            verdict = check_case(problem, case, reply, base, ref, device)
+            verdict = check_case(problem, case, reply, base, ref, device, extra)
             case_violations += _call_violations(impl.kind, case, reply, verdict.ok, payload["out_numel"])
             state = PASSED if verdict.ok else FAILED
             if verdict.ok:
@@ -545,7 +556,11 @@ def _kernel_check(
         base = x._base if x._base is not None else x
         r = box.request(
             "kernels",
-            {"base": base.contiguous(), "cols": case.shape[-1]},
+            {
+                "base": base.contiguous(),
+                "cols": case.shape[-1],
+                **operands.extra_payload(operands.extra_inputs(problem, case, "cpu", secret)),
+            },
             timeout_s=max(1.0, deadline - time.monotonic()),
             what="the kernel check",
         )

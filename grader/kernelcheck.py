@@ -106,7 +106,7 @@ def classify(
             Code.TORCH_COMPUTE,
             "PyTorch computed part of the result: aten::"
             + ", aten::".join(compute_ops)
-            + ". The work must be done by your own kernel (no torch math such as F.glu or torch.sigmoid)",
+            + ". The work must be done by your own kernel (no torch math: no torch.nn.functional op, torch.exp or *)",
         )
     copies = sorted({o for o in ops if o in ("copy_", "clone", "contiguous", "_to_copy")})
     if copies and kind == "triton" and not kernels:

@@ -39,6 +39,21 @@ class Case:
 MAX_SETUPS = 8
 
 
+INPUT_COLS = ("same", "half")
+
+
+@dataclass(frozen=True)
+class Input:
+    """One input tensor of the op. Its shape is the case's with the last dimension `cols` of the case's (same, or
+    half: GLU backward's dy next to x); every input has the case's leading dimensions, dtype, dist and pad."""
+
+    name: str
+    cols: str = "same"
+
+    def shape(self, case_shape: tuple[int, ...]) -> tuple[int, ...]:
+        return (*case_shape[:-1], case_shape[-1] // 2) if self.cols == "half" else tuple(case_shape)
+
+
 @dataclass(frozen=True)
 class Tolerance:
     rtol: float | None = None  # absolute-style check: |out - ref| <= atol + rtol |ref|
@@ -114,6 +129,9 @@ class Problem:
     # Where the stubs live, relative to the repository root: the default submission directory and the handout's
     # copy of each implementation's `file:` (GLU: assignment/; later problems: assignment/<name>/).
     stubs: str = "assignment"
+    # The op's inputs, in call order (spec `inputs:`; default one, x). The output's shape is the case's with out_cols;
+    # the CUDA entry's signature follows from this list (grader/child/cuda_abi.py).
+    inputs: tuple[Input, ...] = (Input("x"),)
 
     @property
     def student_implementations(self) -> dict[str, Implementation]:
@@ -265,7 +283,8 @@ def load_problem(path: str | Path) -> Problem:
         raise SpecError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
     v = _V(path)
     top_req = {"name", "title", "reference", "implementations", "baselines", "tolerances", "correctness"}
-    raw = v.mapping(raw, "", top_req, {"handout", "out_cols", "performance", "limits", "tolerance_baseline", "stubs"})
+    optional = {"handout", "out_cols", "performance", "limits", "tolerance_baseline", "stubs", "inputs"}
+    raw = v.mapping(raw, "", top_req, optional)
     here = path.parent
 
     ref = here / v.string(raw["reference"], "reference")
@@ -394,14 +413,38 @@ def load_problem(path: str | Path) -> Problem:
         limits=limits,
         tolerance_baseline=tol_base,
         stubs=_stubs(v, raw.get("stubs", "assignment")),
+        inputs=_inputs(v, raw.get("inputs"), cases + (perf.cases if perf else ())),
     )
+
+
+def _inputs(v: _V, raw: Any, cases: tuple[Case, ...]) -> tuple[Input, ...]:
+    if raw is None:
+        return (Input("x"),)
+    if not isinstance(raw, list) or not raw:
+        raise v.fail("inputs", "a non-empty list of {name, cols} (the op's inputs, in call order)", raw)
+    out: list[Input] = []
+    for i, r in enumerate(raw):
+        k = f"inputs[{i}]"
+        r = v.mapping(r, k, {"name"}, {"cols"})
+        name = v.string(r["name"], f"{k}.name")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or any(x.name == name for x in out):
+            raise v.fail(f"{k}.name", "a unique identifier", name)
+        cols = v.string(r.get("cols", "same"), f"{k}.cols", INPUT_COLS)
+        if i == 0 and cols != "same":
+            raise v.fail(f"{k}.cols", "same (the first input's shape is the case's)", cols)
+        if cols == "half":
+            odd = next((c.name for c in cases if c.shape[-1] % 2), None)
+            if odd:
+                raise v.fail(f"{k}.cols", f"same, or half with even last dimensions (case {odd} is odd)", cols)
+        out.append(Input(name, cols))
+    return tuple(out)
 
 
 def _stubs(v: _V, obj: Any) -> str:
     s = v.string(obj, "stubs")
     parts = s.replace("\\", "/").split("/")
     if s.startswith("/") or ":" in s or any(p in ("", ".", "..") for p in parts):
-        raise v.fail("stubs", "a relative folder inside the repository, e.g. assignment/gelu", obj)
+        raise v.fail("stubs", "a relative folder inside the repository, e.g. assignment/<problem>", obj)
     return "/".join(parts)
 
 

@@ -28,7 +28,7 @@ WHY = {
     "ctypes": "ctypes can call into arbitrary native code, outside what the kernel check sees",
     "gc": "gc can find the grader's objects (expected outputs, timers) in memory",
     "inspect": "inspect/frame access can read the grader's variables",
-    "env": "the environment is not an input to GLU; the grader's secrets are never in it",
+    "env": "the environment is not an input to the kernel; the grader's secrets are never in it",
     "file write": "a submission has no reason to write files (results are written by the grader only)",
     "subprocess": "starting processes is not part of a kernel; the grader kills the whole process group",
     "torch math": "the work must be done by your own kernel; the kernel check forfeits parts where PyTorch computes",
@@ -60,11 +60,9 @@ _PY_CALLS = {
     "os.fork": "subprocess",
     "os.popen": "subprocess",
     "os.setsid": "subprocess",
-    "F.glu": "torch math",
-    "torch.nn.functional.glu": "torch math",
     "torch.sigmoid": "torch math",
-    "F.sigmoid": "torch math",
-    "torch.nn.functional.sigmoid": "torch math",
+    "torch.tanh": "torch math",
+    "torch.erf": "torch math",
     "torch.exp": "torch math",
     "torch.compile": "torch math",
     "functools.lru_cache": "caching",
@@ -83,6 +81,8 @@ _PY_MODULES = {
     "importlib": "grader internals",
     "grader": "grader internals",
 }
+# Any torch.nn.functional op (F.glu, F.gelu, F.silu, ...): whatever the problem, the work is the student kernel's.
+_FUNCTIONAL = re.compile(r"^(F|torch\.nn\.functional)\.\w+$")
 _PATCH_TARGETS = re.compile(r"^(torch|time|triton|sys|builtins|os)\b")
 _GRADER_NAME = re.compile(r"^grader(\.\w+)*$|^(Worker|Timer|Sandbox)$")  # the grader's modules and classes
 
@@ -126,6 +126,8 @@ def scan_python(src: str) -> list[Warning_]:
             for pat, key in _PY_CALLS.items():
                 if name == pat or name.startswith(pat + "."):
                     out.append(Warning_(line, f"uses {name}", WHY[key]))
+            if _FUNCTIONAL.match(name):
+                out.append(Warning_(line, f"uses {name}", WHY["torch math"]))
         elif isinstance(node, ast.Call) and _dotted(node.func) == "open":
             mode = (
                 node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "mode"), None)

@@ -276,6 +276,10 @@ class Worker:
                     self.fn = CpuRowKernel(
                         p["lib"], p["entry"], cols, p["handout"], p["section"], p["display"], p.get("sanitizer") or ()
                     )
+                elif len(p.get("inputs", ["x"])) > 1:  # the ABI follows the spec's inputs (grader/child/cuda_abi.py)
+                    from .cuda_abi import CudaMultiKernel
+
+                    self.fn = CudaMultiKernel(p["lib"], p["entry"], p["inputs"], cols, p["handout"], p["section"])
                 else:
                     self.fn = CudaRowKernel(p["lib"], p["entry"], cols, p["handout"], p["section"])
             except KernelCallError as e:
@@ -301,6 +305,14 @@ class Worker:
         self._poison(True)
         base = p["base"].to(self.device)
         x = base[..., : p["cols"]] if p["cols"] != base.shape[-1] else base
+        extra = [e["base"].to(self.device) for e in p.get("extra", [])]  # inputs past the first (spec `inputs:`)
+        args = [
+            x,
+            *(
+                b[..., : e["cols"]] if e["cols"] != b.shape[-1] else b
+                for b, e in zip(extra, p.get("extra", []), strict=True)
+            ),
+        ]
         out_nbytes = p["out_numel"] * base.element_size()
         outs, metas, secs, ops = [], [], [], set()
         call_kernels: list[list[str]] = []
@@ -316,7 +328,7 @@ class Worker:
             # sees one here.
             with self._host_ops() as (seen, snapshot, device):
                 try:
-                    out = self._call(x)
+                    out = self._call(*args)
                     self._sync()
                     meta = self._meta(out)
                     copy = snapshot(out, meta)
@@ -340,7 +352,8 @@ class Worker:
         }
         if raised is not None:
             return {**reply, "raised": raised}
-        return {**reply, "outs": outs, "meta": metas[0], "x_after": base.to("cpu"), "seconds": secs}
+        after = {"extra_after": [b.to("cpu") for b in extra]} if extra else {}
+        return {**reply, "outs": outs, "meta": metas[0], "x_after": base.to("cpu"), "seconds": secs, **after}
 
     @contextlib.contextmanager
     def _host_ops(self) -> Iterator[tuple[set[str], Callable[[Any, dict[str, Any]], Any], dict[str, Any]]]:
@@ -394,10 +407,18 @@ class Worker:
         self._poison(False)  # profile the submission's launches, not the grader's NaN fill
         base = p["base"].to(self.device)
         x = base[..., : p["cols"]] if p["cols"] != base.shape[-1] else base
+        extra = [e["base"].to(self.device) for e in p.get("extra", [])]  # inputs past the first (spec `inputs:`)
+        args = [
+            x,
+            *(
+                b[..., : e["cols"]] if e["cols"] != b.shape[-1] else b
+                for b, e in zip(extra, p.get("extra", []), strict=True)
+            ),
+        ]
         ops: set[str] = set()
         with self._host_ops() as (seen, _, _device):
             try:
-                self._call(x)  # compile/JIT outside the device profile
+                self._call(*args)  # compile/JIT outside the device profile
                 self._sync()
                 raised = None
             except Exception as e:
@@ -417,7 +438,7 @@ class Worker:
         raised = None
         with _stderr_muted(), profile(activities=acts) as prof:
             try:
-                self._call(x)
+                self._call(*args)
                 self._sync()
             except Exception as e:
                 raised = list(explain_error(e, traceback.format_exc(), self.source)[:2])
@@ -517,10 +538,10 @@ class Worker:
 
     # -- helpers --------------------------------------------------------------------------------------------
 
-    def _call(self, x: Any) -> Any:
+    def _call(self, *xs: Any) -> Any:
         assert self.fn is not None, "load first"
         try:
-            return self.fn(x)
+            return self.fn(*xs)
         except NotImplementedError as e:
             raise UserError(f"not implemented: {e}", "not-implemented") from None
         except Exception as e:
