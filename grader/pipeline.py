@@ -446,6 +446,11 @@ def _cuda_on_cpu(
                 Reason.NEEDS_GPU,
             )
         )
+    if len(problem.inputs) > 1:  # the layer's harness passes one input buffer (grader/child/cudacpu/)
+        why = f"the CUDA-on-CPU layer runs one-input kernels only, and this problem has {len(problem.inputs)} inputs"
+        g.tests += _fail_all(problem, impl, SKIPPED, f"skipped: needs a GPU: {why}", Reason.NEEDS_GPU)
+        g.notes.append(f"{impl.name}: not run on this machine: {why}")
+        return None
     t0 = time.monotonic()
     progress(f"{impl.name}: building {display} for the CPU (CUDA-on-CPU layer)")
     cpu = cudacpu.build_cpu(
