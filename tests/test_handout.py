@@ -56,7 +56,7 @@ def export(tmp_path_factory) -> Path:
 def _distinctive_staff_lines() -> dict[str, str]:
     """Lines of at least 30 characters of the staff solutions that neither the problem's contract files (stubs,
     handout, spec, reference) nor the grader package hold: computed here, independently of grader/handout.py."""
-    public = [*ROOT.glob("assignment/*"), *ROOT.glob("reference/*/spec.yaml"), *ROOT.glob("reference/*/reference.py"),
+    public = [*ROOT.glob("assignment/**/*"), *ROOT.glob("reference/*/spec.yaml"), *ROOT.glob("reference/*/reference.py"),
               *ROOT.glob("grader/**/*.py")]
     seen = {ln.strip() for p in public if p.is_file() for ln in p.read_text(encoding="utf-8").splitlines()}
     return {ln.strip(): p.name for p in STAFF for ln in p.read_text(encoding="utf-8").splitlines()
