@@ -354,7 +354,8 @@ def build_cpu(
     dst = (scratch.libs if scratch is not None else bdir) / out_name
     dst.write_bytes(data)
     os.chmod(dst, 0o755)
-    how = "with AddressSanitizer and UBSan" if sanitized else "WITHOUT sanitizers (install libasan and libubsan)"
+    runtimes = "compiler-rt (Debian/Ubuntu: libclang-rt-NN-dev)" if "clang" in name else "libasan and libubsan"
+    how = "with AddressSanitizer and UBSan" if sanitized else f"WITHOUT sanitizers (install {runtimes} for them)"
     return CpuBuild(
         State.OK,
         dst,

@@ -40,7 +40,8 @@ set -euo pipefail
 cd "$(dirname "$0")"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update
-apt-get install -y python3 python3-pip python3-venv
+# g++ (with its ASan/UBSan runtimes): the CUDA part's correctness runs there on the CPU layer (grader/cudacpu.py)
+apt-get install -y python3 python3-pip python3-venv g++
 python3 -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "the grader needs Python 3.11+: pick the Ubuntu 24.04 base image")'
 python3 -m venv {VENV}
 {VENV}/bin/python -m pip install --upgrade pip

@@ -3,7 +3,8 @@
 What goes in is an allow-list, never "everything but": a file added to the course repository later stays out of
 the handout until it is named here. In:
 - assignment/: each problem's handout (spec `handout:`) and stubs (each implementation's `file:`);
-- grader/: the grader package (Python sources, its JSON schema and the report's templates);
+- grader/: the grader package (Python sources, its JSON schema, the report's templates, the CUDA-on-CPU layer's
+  C++ files);
 - reference/: `__init__.py`, and per problem `__init__.py`, `spec.yaml` and the `reference:` file (the float64
   truth and the baselines), i.e. exactly what the container image holds (.dockerignore);
 - pyproject.toml, requirements.txt, constraints.txt, noxfile.py, .gitignore, README.md (its table rows and links
@@ -136,6 +137,8 @@ def plan(root: Path = ROOT) -> list[Item]:
         for impl in prob.student_implementations.values():
             add(root / prob.stubs / impl.file)
     for p in _tree(root / "grader", (".py", ".json", ".j2", ".css")):  # .j2, .css: the report templates
+        add(p)
+    for p in _tree(root / "grader" / "child" / "cudacpu", (".h", ".hpp", ".cpp", ".cu")):  # the CUDA-on-CPU layer
         add(p)
     add(root / "reference" / "__init__.py")
     for prob in problems:

@@ -137,6 +137,31 @@ def test_half_and_bfloat16_round_like_torch_at_every_kind_of_value(tmp_path):
     assert torch.frombuffer(bytearray(nan[4:12]), dtype=torch.float32).isnan().all()
 
 
+@pytest.mark.parametrize("cxx", ["g++", "clang++"])
+def test_each_compiler_builds_the_layer_with_sanitizers_and_reports_a_misaligned_load_at_its_line(
+    cxx, tmp_path, monkeypatch
+):
+    if shutil.which(cxx) is None:
+        pytest.skip(f"{cxx} not installed")
+    from grader.child.cudacpu_binding import CpuKernelError, CpuRowKernel
+
+    monkeypatch.setenv("CXX", cxx)
+    built = {}
+    for name in ("float4_tail", "misaligned_float4"):
+        b = cudacpu.build_cpu(
+            SUBS / name / "glu_cuda.cu", entry="glu_cuda_forward", scratch=None, build_dir=tmp_path / name
+        )
+        assert b.state == cudacpu.State.OK and b.compiler == cxx, b.text
+        if not b.sanitized:
+            pytest.skip(f"{cxx}'s sanitizer runtimes are not installed: {b.text}")
+        built[name] = CpuRowKernel(b.harness, "glu_cuda_forward", lambda c: c // 2, "h", "s", "glu_cuda.cu")
+    x = torch.randn(3, 2002)  # h = 1001: rows start off a 16-byte boundary
+    torch.testing.assert_close(built["float4_tail"](x), torch.nn.functional.glu(x, dim=-1))
+    with pytest.raises(CpuKernelError) as e:
+        built["misaligned_float4"](x)
+    assert e.value.category == "misaligned" and "glu_cuda.cu:35" in str(e.value), str(e.value)
+
+
 # -- grades ---------------------------------------------------------------------------------------------------------
 
 CORRECT_DESIGNS = ["scalar", "grid_stride", "float4_tail", "row_per_block"]
@@ -178,7 +203,11 @@ def _h(case) -> int:
 # name -> (the cases that must fail, as a predicate on the spec's Case, the Reason, words every such output has)
 BROKEN = {
     "ignores_row_stride": (lambda c: bool(c.pad) and 0 not in c.shape, Reason.WRONG_VALUES, "row stride"),
-    "missing_bf16": (lambda c: c.dtype == "bfloat16" and 0 not in c.shape, Reason.UNWRITTEN, "never written"),
+    "missing_bf16": (
+        lambda c: c.dtype == "bfloat16" and 0 not in c.shape,
+        Reason.RAISED,
+        "without launching a kernel for this bfloat16 input (a missing dtype path?)",
+    ),
     "missing_tail": (lambda c: c.dtype == "float32" and c.pad and _h(c) % 8 == 4, Reason.UNWRITTEN, "tail"),
     "oob_write": (lambda c: 0 not in c.shape, Reason.OUT_OF_BOUNDS, "past the end of y (the output)"),
     # (saturating_gates/float16 survives the mix-up: its outputs are 0 or tiny, within float16's absolute tolerance)

@@ -46,7 +46,7 @@ def test_zip_holds_the_grader_and_no_staff_material(tmp_path):
     assert "/opt/" in run and "/opt/" in setup  # a venv the grade's unprivileged uid can start
     assert "--index-url https://download.pytorch.org/whl/cpu" in setup
     assert "pip install -c constraints.txt -r requirements.txt" in setup
-    assert "apt-get install -y python3 python3-pip python3-venv" in setup
+    assert "apt-get install -y python3 python3-pip python3-venv g++" in setup
     assert str(ROOT) not in run + setup
 
 

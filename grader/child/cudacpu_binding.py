@@ -210,9 +210,10 @@ class CpuRowKernel:
             raise KernelCallError(describe_return_code(code, self.symbol, self.handout, self.section))
         if launched == 0 and rows * out_cols > 0:
             # On a GPU the kernel check forfeits the part for this; here it is each case's failure.
+            dtype = str(x.dtype).replace("torch.", "")
             raise CpuKernelError(
-                f"{self.symbol} returned without launching a kernel: the output must be computed by a __global__ "
-                "kernel of your file, not on the host",
+                f"{self.symbol} returned without launching a kernel for this {dtype} input (a missing dtype path?): "
+                "every output must be computed by a __global__ kernel of your file, not on the host",
                 "call",
             )
         if status == 1:
