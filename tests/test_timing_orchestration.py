@@ -712,3 +712,38 @@ def test_restart_workers_takes_a_spare_before_starting_a_worker(glu, monkeypatch
     targets = [SimpleNamespace(impl=SimpleNamespace(name=n, kind="triton"), payload=lambda problem: {}) for n in "ab"]
     workers.restart_workers(problem, targets, boxes, {}, "cpu", 60.0, {"case": {}}, case.name, spares)
     assert {boxes["a"].tag, boxes["b"].tag} == {"spare", "new"} and started == ["new"] and not spares
+
+
+def test_restart_workers_also_replaces_the_baselines_from_a_trusted_spare(glu, monkeypatch):
+    # A process's offset is the baselines' worker's as much as the submission's: a re-timing redraws both.
+    problem, case, _ = glu
+    log: list[tuple[str, str, object]] = []
+
+    class Box:
+        def __init__(self, tag: str, trusted: bool = False):
+            self.tag, self.trusted = tag, trusted
+
+        def wait_ready(self, timeout_s):
+            pass
+
+        def drain(self, timeout_s):
+            log.append((self.tag, "drain", None))
+            return []
+
+        def request(self, cmd, p, timeout_s, what):
+            log.append((self.tag, cmd, p.get("kind") if isinstance(p, dict) else None))
+
+        def close(self):
+            log.append((self.tag, "close", None))
+
+    monkeypatch.setattr(workers, "Sandbox", lambda *a, **k: Box("new", k.get("trusted", False)))
+    boxes: dict = {"k": Box("k"), "baselines": Box("old-baselines", True)}
+    base_spares = [Box("trusted-spare", True)]
+    t = SimpleNamespace(impl=SimpleNamespace(name="k", kind="triton"), payload=lambda problem: {"kind": "triton"})
+    workers.restart_workers(problem, [t], boxes, {}, "cpu", 60.0, {"case": {}}, case.name, [], base_spares)
+    assert boxes["baselines"].tag == "trusted-spare" and not base_spares
+    assert ("trusted-spare", "drain", None) in log and ("trusted-spare", "load", "reference") in log
+    assert ("old-baselines", "close", None) in log and boxes["k"].tag == "new" and not boxes["k"].trusted
+    # no spare left: a trusted worker is started, never an untrusted one, for the baselines
+    workers.restart_workers(problem, [t], boxes, {}, "cpu", 60.0, {"case": {}}, case.name, [], [])
+    assert boxes["baselines"].tag == "new" and boxes["baselines"].trusted

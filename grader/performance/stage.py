@@ -97,7 +97,7 @@ def run_performance(
     progress("performance: starting workers" if started is None else "performance: loading workers")
     if started is None:
         started = workers.start_workers(problem, targets, device)
-    spares = [started[k] for k in list(started) if k.startswith(workers.SPARE)]
+    spares, base_spares = workers.spares_of(started)
     boxes, dead = workers.load_workers(problem, targets, started, limit, info)
     try:
         if "baselines" in dead:
@@ -129,6 +129,7 @@ def run_performance(
                 progress=progress,
                 first_calls=info.get("baseline_first_calls_s", {}).get(case.name, {}),
                 spares=spares,
+                base_spares=base_spares,
             )
             info["cases"][case.name] = res["info"]
             tests += res["tests"]
@@ -157,6 +158,7 @@ def _time_case(
     first_calls=None,
     restart: Callable[[list[str]], None] | None = None,
     spares: list[Sandbox] | None = None,
+    base_spares: list[Sandbox] | None = None,
 ) -> dict[str, Any]:
     """Time one case. `restart(names)` replaces those implementations' workers with fresh processes, set up for
     the case, before a re-timing (default: workers.restart_workers; the tests give fake workers)."""
@@ -240,7 +242,16 @@ def _time_case(
             restart(names)
             return
         workers.restart_workers(
-            problem, [by_name[n] for n in names], boxes, dead, device, limit, setup_p, case.name, spares
+            problem,
+            [by_name[n] for n in names],
+            boxes,
+            dead,
+            device,
+            limit,
+            setup_p,
+            case.name,
+            spares,
+            base_spares if base_spares is not None else [],
         )
 
     retime_base, retime_rounds = judgement.retime(

@@ -20,6 +20,9 @@ from ..spec import Problem
 # worker is started when needed.
 SPARE_WORKERS = 2
 SPARE = "spare:"  # their keys among start_workers' boxes (no implementation name has a colon: grader/spec.py)
+# A re-timing also replaces the trusted baselines' worker: a process's offset is the baselines' as much as the
+# submission's (docs/performance.md#the-wall-clock-check). One trusted spare, prepared like the first.
+SPARE_BASELINES = SPARE + "baselines"
 # While a case is timed, idle workers busy-wait for their next request (grader/child/worker.py: spin_wait) instead of
 # sleeping, if the machine has a core for every worker plus the parent; otherwise spinning would steal them.
 SPIN_S = 0.25
@@ -61,13 +64,23 @@ def start_workers(problem: Problem, targets: list[Target], device: str) -> dict[
     # overlaps the correctness stage instead of stalling a timed case. They never import code under test unless used.
     for i in range(SPARE_WORKERS if targets and device != "cpu" else 0):
         boxes[f"{SPARE}{i}"] = Sandbox(device, wait=False, timing=True, trusted=False)
+    if targets and device != "cpu":
+        boxes[SPARE_BASELINES] = Sandbox(device, wait=False, timing=True, trusted=True)
     if problem.performance is not None:
         prep = {**baseline_payload(problem), "cases": [asdict(c) for c in problem.performance.cases]}
-        try:
-            boxes["baselines"].send("prepare", prep, what="compiling the baselines")
-        except WorkerFailure:
-            pass  # it died at once: run_performance reports that when it waits for it
+        for name in ("baselines", SPARE_BASELINES):
+            if name in boxes:
+                try:
+                    boxes[name].send("prepare", prep, what="compiling the baselines")
+                except WorkerFailure:
+                    pass  # it died at once: run_performance (or a re-timing) reports that when it waits for it
     return boxes
+
+
+def spares_of(started: dict[str, Sandbox]) -> tuple[list[Sandbox], list[Sandbox]]:
+    """start_workers' spares: (untrusted ones for implementations, trusted ones for the baselines)."""
+    untrusted = [b for k, b in started.items() if k.startswith(SPARE) and k != SPARE_BASELINES]
+    return untrusted, [started[SPARE_BASELINES]] if SPARE_BASELINES in started else []
 
 
 def load_workers(
@@ -116,20 +129,27 @@ def restart_workers(
     setup_p: dict[str, Any],
     case_name: str,
     spares: list[Sandbox],
+    base_spares: list[Sandbox] | None = None,
 ) -> None:
     """Replace each target's timing worker with a new process (same identity and scratch: grader/identity.py),
     loaded and set up for the case. All start at once, so their start-up overlaps. The old worker is closed only
     once its successor is ready: one that fails to start (out of GPU memory beside the old one, say) leaves the
-    old worker in place, and the re-timing runs there."""
+    old worker in place, and the re-timing runs there. With `base_spares` (not None) the trusted baselines' worker
+    is replaced too, from those spares first."""
     # A spare (started with the other timing workers, and idle since) skips the interpreter and CUDA start-up.
     fresh = {
-        t.impl.name: (t, spares.pop() if spares else Sandbox(device, wait=False, timing=True, trusted=False))
+        t.impl.name: (t.payload(problem), spares.pop() if spares else Sandbox(device, wait=False, timing=True))
         for t in targets
     }
-    for name, (t, box) in fresh.items():
+    if base_spares is not None:
+        trusted = base_spares.pop() if base_spares else Sandbox(device, wait=False, timing=True, trusted=True)
+        fresh["baselines"] = (baseline_payload(problem), trusted)
+    for name, (payload, box) in fresh.items():
         try:
             box.wait_ready(timeout_s=180)
-            box.request("load", t.payload(problem), timeout_s=limit, what="loading")
+            if name == "baselines":
+                box.drain(timeout_s=limit)  # a trusted spare's `prepare`, queued by start_workers
+            box.request("load", payload, timeout_s=limit, what="loading")
             box.request("time_setup", setup_p, timeout_s=limit, what=f"warm-up on {case_name}")
         except (WorkerFailure, GraderFault):  # GraderFault: it failed to start; the grade goes on without it
             box.close()
