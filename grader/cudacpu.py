@@ -15,8 +15,10 @@ The build, as the grade's untrusted identity in its scratch (like nvcc's, grader
   3. the rewritten source is compiled with the layer's header forced in first and linked into the harness
      (grader/child/cudacpu/harness.cpp), with -fsanitize=address,undefined,alignment. Where the sanitizers'
      runtimes are not installed, it is built without them, and the result says so.
-On Windows there is usually no g++ or clang++ on PATH: the result says how to get one (WSL, or MSYS2's g++), and
-the part is reported "needs a GPU" as before.
+Platforms: Linux with g++ >= 11 or clang >= 14 (tested: g++ 12, clang 14 with libclang-rt-14-dev). macOS: Apple
+clang, whose ASan and UBSan runtimes ship with the Xcode command-line tools. Windows: usually no g++ or clang++ on
+PATH, and then the result says how to get one (WSL, where all of this works as on Linux, or MSYS2's g++, which has
+no ASan: the build then runs without sanitizers and says so); the part is reported "needs a GPU", never a crash.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ LAYER = Path(__file__).resolve().parent / "child" / "cudacpu"
 SANITIZE = ("-fsanitize=address,undefined,alignment", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer")
 BASE = ("-std=c++17", "-O1", "-g", "-w", "-pthread")
 HARNESS = "glu_cuda.cpu"  # the built executable's name in the scratch's libs/
+EXE = ".exe" if sys.platform == "win32" else ""  # what MinGW's g++ (and nvcc on Windows) add to an executable's name
 
 
 # What a student reads beside every CUDA correctness result earned on the CPU.
@@ -329,7 +332,7 @@ def build_cpu(
                     constructs=uses,
                     seconds=time.monotonic() - t0,
                 )
-        link = [unit.name, "harness.cpp", "-o", "harness"]
+        link = [unit.name, "harness.cpp", "-o", "harness" + EXE]
         rc, log = run([*common, *SANITIZE, *link])
         sanitized = rc == 0
         if rc != 0:
@@ -348,10 +351,10 @@ def build_cpu(
                 return CpuBuild(
                     State.FAILED, None, f"does not compile for the CPU; {name} says:\n" + "\n".join(errs), name
                 )
-        data = _read_output(bdir / "harness")
+        data = _read_output(bdir / ("harness" + EXE))
     except OSError as e:
         return CpuBuild(State.NEEDS_GPU, None, f"needs a GPU: could not run {name}: {e.strerror or e}", name)
-    dst = (scratch.libs if scratch is not None else bdir) / out_name
+    dst = (scratch.libs if scratch is not None else bdir) / (out_name + EXE)
     dst.write_bytes(data)
     os.chmod(dst, 0o755)
     runtimes = "compiler-rt (Debian/Ubuntu: libclang-rt-NN-dev)" if "clang" in name else "libasan and libubsan"

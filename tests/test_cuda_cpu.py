@@ -315,6 +315,37 @@ def test_compute_sanitizer_reports_become_typed_failures_with_file_and_line():
     assert sanitizer.tools_for("// __shared__ in a comment only\n__global__ void k() {}") == ["memcheck"]
 
 
+def test_the_sanitizer_row_counts_only_what_the_sanitizer_found(problem):
+    from grader.results import TestResult
+
+    impl = problem.implementations["cuda"]
+
+    def case(name: str, state: str, reason: Reason, output: str) -> TestResult:
+        return TestResult(
+            f"cuda / correctness / {name}",
+            "cuda",
+            "correctness",
+            0.0,
+            1.0,
+            state,
+            output,
+            {"case": name},
+            kind=Kind.CORRECTNESS,
+            reason=reason,
+        )
+
+    results = [
+        case("a", FAILED, Reason.NOT_IMPLEMENTED, "glu_cuda_forward returned GLU_ERR_NOT_IMPLEMENTED (-2)"),
+        case("b", FAILED, Reason.WRONG_VALUES, "wrong values: 3 of 9 elements outside tolerance"),
+        case("c", PASSED, Reason.OK, "ok"),
+        case("d", FAILED, Reason.OUT_OF_BOUNDS, "out of bounds: write of 4 bytes to global memory at glu_cuda.cu:21"),
+    ]
+    lines, first = sanitizer.fold(impl, "memcheck", results)
+    assert lines == ["memcheck, case d: out of bounds: write of 4 bytes to global memory at glu_cuda.cu:21"]
+    assert first == Reason.OUT_OF_BOUNDS
+    assert sanitizer.fold(impl, "memcheck", results[:3]) == ([], Reason.OK)
+
+
 @pytest.mark.nvcc
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found")
 def test_the_compute_sanitizer_harness_builds_with_the_student_s_file(tmp_path):

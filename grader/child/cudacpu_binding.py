@@ -117,7 +117,8 @@ def explain_sanitizer(log: str, source: str) -> tuple[str, str]:
         return f"race on shared memory at {where} (compute-sanitizer racecheck)", "race"
     errors = [e.group(1).strip() for e in _CS_ERROR.finditer(log) if "ERROR SUMMARY" not in e.group(1)]
     errors = [e for e in errors if e and not e.startswith(("COMPUTE-SANITIZER", "at ", "by thread", "Saved host"))]
-    return (f"compute-sanitizer: {errors[0][:300]}", "call") if errors else ("", "")
+    # Another kind of error it reports (an invalid atomic, a bad barrier, a device-side fault): a fault of the kernel.
+    return (f"compute-sanitizer: {errors[0][:300]}", "undefined-behavior") if errors else ("", "")
 
 
 class CpuRowKernel:

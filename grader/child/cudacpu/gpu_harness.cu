@@ -9,11 +9,16 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <unistd.h>
+
 extern "C" int CUDACPU_ENTRY(const void*, void*, int64_t, int64_t, int64_t, int, cudaStream_t);
 
 static bool read_all(void* p, size_t n) { return fread(p, 1, n, stdin) == n; }
 
 int main() {
+    // Device printf is flushed to stdout at the sync: it goes to stderr, the reply keeps the pipe.
+    FILE* reply_out = fdopen(dup(1), "wb");
+    dup2(2, 1);
     int64_t h[6];
     if (!read_all(h, sizeof h) || h[0] < 0 || h[1] < 0) return 3;
     const size_t item = h[5] == 0 ? 4 : 2;
@@ -31,9 +36,9 @@ int main() {
     char* hy = hx + xb;
     cudaMemcpy(hy, y, yb, cudaMemcpyDeviceToHost);
     cudaMemcpy(hx, x, xb, cudaMemcpyDeviceToHost);
-    fwrite(reply, sizeof reply, 1, stdout);
-    fwrite(hy, 1, yb, stdout);
-    fwrite(hx, 1, xb, stdout);
-    fflush(stdout);
+    fwrite(reply, sizeof reply, 1, reply_out);
+    fwrite(hy, 1, yb, reply_out);
+    fwrite(hx, 1, xb, reply_out);
+    fflush(reply_out);
     return 0;
 }

@@ -18,14 +18,20 @@
 #include <cstring>
 #include <vector>
 
+#include <unistd.h>
+
 #include "cuda_cpu.h"
 
 extern "C" int CUDACPU_ENTRY(const void*, void*, int64_t, int64_t, int64_t, int, cudaStream_t) __attribute__((weak));
 
 static bool read_all(void* p, size_t n) { return fread(p, 1, n, stdin) == n; }
-static void write_all(const void* p, size_t n) { fwrite(p, 1, n, stdout); }
+static FILE* reply_out = nullptr;  // the reply's own stream: the kernel's printf goes to stderr (see main)
+static void write_all(const void* p, size_t n) { fwrite(p, 1, n, reply_out); }
 
 int main(int argc, char** argv) {
+    // A kernel's (or launcher's) printf must not corrupt the reply: stdout becomes stderr, the reply keeps the pipe.
+    reply_out = fdopen(dup(1), "wb");
+    dup2(2, 1);
     int64_t h[6];
     if (!read_all(h, sizeof h) || h[0] < 0 || h[1] < 0) return 3;
     const size_t item = h[5] == 0 ? 4 : 2;
@@ -69,6 +75,6 @@ int main(int argc, char** argv) {
     write_all(reply, sizeof reply);
     if (!ys.empty()) write_all(ys[0], yb);
     write_all(x, xb);
-    fflush(stdout);
+    fflush(reply_out);
     return 0;
 }
