@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 LAYER = Path(__file__).resolve().parent / "child" / "cudacpu"
 SANITIZE = ("-fsanitize=address,undefined,alignment", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer")
 BASE = ("-std=c++17", "-O1", "-g", "-w", "-pthread")
-HARNESS = "glu_cuda.cpu"  # the built executable's name in the scratch's libs/
+HARNESS = "kernel.cpu"  # the built executable's default name in the scratch's libs/ (the pipeline names it per part)
 EXE = ".exe" if sys.platform == "win32" else ""  # what MinGW's g++ (and nvcc on Windows) add to an executable's name
 
 

@@ -164,6 +164,7 @@ KNOWN_REMNANTS = {
     "grader/availability.py": ("glu-grader",),  # the container image's name (the product's, not a problem's)
     "grader/gradescope.py": ("/opt/glu-grader/venv", "/bin/python -m pip install"),  # the image's install path
     "grader/cli.py": ("glu", "problem name under reference/, or a spec.yaml path (default: glu)"),  # the default
+    "grader/batch/cli.py": ("glu",),  # the same default problem as grade's
     "grader/child/cuda_binding.py": ("GLU_ERR_",),  # the library's error names, shown for every problem
     "grader/studentreport.py": ("The file does not load: run `python -c 'import glu_triton'`",),  # a hint's text
     "grader/tareport.py": ("GLU",),  # a report title's default

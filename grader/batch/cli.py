@@ -65,7 +65,7 @@ def _run_parser() -> argparse.ArgumentParser:
     sl.add_argument("--mem", default="32G", help="per task (default 32G)")
     sl.add_argument("--time", type=int, default=None, metavar="MIN", help="per task (default: the spec's limits)")
     sl.add_argument("--sbatch-arg", action="append", default=[], help="another #SBATCH line, e.g. --constraint=h200")
-    sl.add_argument("--job-name", default="glu-grade")
+    sl.add_argument("--job-name", default="kernel-grade")
     sl.add_argument("--container-image", default=None, help="run in the course image (pyxis/enroot or .sif)")
     sl.add_argument("--container-runtime", choices=("pyxis", "apptainer"), default=None)
     sl.add_argument("--container-workdir", default="/grader", help="the grader's folder in the image")

@@ -19,8 +19,9 @@ GENERIC = {
     Reason.NOT_IMPLEMENTED: "This part is still the stub: implement it (see the handout section named above).",
     Reason.BUILD_FAILED: "The CUDA file did not compile: read the first nvcc error in the build test's output, fix it, "
     "and build locally with `python -m grader grade --only cuda`.",
-    Reason.LOAD_FAILED: "The file does not load: run `python -c 'import glu_triton'` in the submission directory and "
-    "fix the first error; keep the function name and signature from the stub.",
+    Reason.LOAD_FAILED: "The file does not load: import it by hand (`python -c 'import NAME'`, NAME the file's name "
+    "without .py) in the submission directory and fix the first error; keep the function name and signature from "
+    "the stub.",
     Reason.TIMEOUT: "The call never finished: look for a loop whose bound never changes, or a grid that relaunches "
     "itself.",
     Reason.CRASHED: "The process crashed: an out-of-bounds or misaligned access. Mask every load and store (offsets < "

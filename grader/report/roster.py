@@ -146,7 +146,7 @@ def canvas_column(subs: list[Submission], roster: Roster, name: str | None = Non
     if not name:
         probs = [" ".join(str((s.data.get("extra_data") or {}).get("problem") or "").split())[:60] for s in subs]
         prob = max(sorted(set(probs)), key=probs.count) if any(probs) else ""
-        name = f"{prob.upper() or 'GLU'} kernels"
+        name = f"{prob.upper()} kernels" if prob else "Kernels"
     m = CANVAS_ID_RE.match(name)
     if m:
         return name  # an explicit Canvas id: as given
