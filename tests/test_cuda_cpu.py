@@ -202,7 +202,7 @@ def _h(case) -> int:
 
 # name -> (the cases that must fail, as a predicate on the spec's Case, the Reason, words every such output has)
 BROKEN = {
-    "ignores_row_stride": (lambda c: bool(c.pad) and 0 not in c.shape, Reason.WRONG_VALUES, "row stride"),
+    "ignores_row_stride": (lambda c: bool(c.pad) and 0 not in c.shape, Reason.WRONG_VALUES, "row_stride"),
     "missing_bf16": (
         lambda c: c.dtype == "bfloat16" and 0 not in c.shape,
         Reason.RAISED,
