@@ -70,19 +70,6 @@ def pick_case(problem: Problem, device: str, patterns: tuple[str, ...] = ()) -> 
     return (rows or small)[0]
 
 
-def bytes_moved(problem: Problem, case: Case) -> int:
-    """Each input element read once, each output element written once (as grader/performance.py counts)."""
-    import torch
-
-    from .inputs import TORCH_DTYPES
-
-    es = torch.tensor([], dtype=TORCH_DTYPES[case.dtype]).element_size()
-    n_in = 1
-    for d in case.shape:
-        n_in *= d
-    return (n_in + n_in // case.shape[-1] * problem.out_shape(case.shape)[-1]) * es
-
-
 def copy_ceiling() -> dict[str, float]:
     """Bytes read + written per second on this GPU: a 1 GiB device-to-device copy, and c = a + b (2 reads : 1
     write, GLU's mix), each the median of triton.testing.do_bench (L2 flushed before every call). Trusted code
@@ -351,6 +338,8 @@ def _profile_part(
     for name, count, us in kernels:
         emit(f"  {str(name)[:120]}: {count} launch(es) in {REPS} calls, {float(us) / REPS:.1f} us per call")
     if isinstance(ms, float) and ms > 0:
+        from .performance.judgement import bytes_moved  # here: grader.performance imports torch
+
         nbytes = bytes_moved(problem, case)
         bps = nbytes / (ms * 1e-3)
         line = (
