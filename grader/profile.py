@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import availability, identity
+from . import availability, identity, operands
 from .correctness import Target
 from .pipeline import GraderError, open_scratch, resolve_device
 from .sandbox import Sandbox, WorkerFailure
@@ -313,7 +313,13 @@ def _profile_part(
             return None
         path = str(src)
     target = Target(impl, path, impl.file)
-    payload = {"case": dataclasses.asdict(case), "seed": case.seed, "reps": REPS if timed else 0, "time": timed}
+    payload = {
+        "case": dataclasses.asdict(case),
+        "seed": case.seed,
+        "inputs": operands.timing_seeds(problem, case, 0, 1),  # every input of the op (spec `inputs:`)
+        "reps": REPS if timed else 0,
+        "time": timed,
+    }
     try:
         with Sandbox(device) as box:
             box.request("load", target.payload(problem), timeout_s=problem.limits.case_s, what="loading the submission")

@@ -403,3 +403,26 @@ def test_gpu_the_same_submissions_get_the_same_verdicts_as_on_cpu(name, problem,
         assert set(verdicts["cpu"].values()) == {SKIPPED} and set(verdicts["cuda"].values()) == {PASSED}
     elif name not in GPU_BLIND:
         assert verdicts["cpu"] == verdicts["cuda"]
+
+
+@needs_cxx
+def test_under_a_sanitizer_a_case_s_second_call_on_the_same_input_reuses_the_first_run(tmp_path):
+    """The compute-sanitizer pass reads only the sanitizer's reports, and each run of the harness costs a sanitizer
+    start: the correctness engine's second call of a case (same input bytes) reuses the first run; a new input runs
+    again. A fake sanitizer (a script that counts its runs, then runs the harness) stands in for NVIDIA's."""
+    from grader.child.cudacpu_binding import CpuRowKernel
+
+    b = cudacpu.build_cpu(SUBS / "scalar" / "glu_cuda.cu", entry="glu_cuda_forward", scratch=None, build_dir=tmp_path)
+    assert b.harness is not None, b.text
+    runs = tmp_path / "runs"
+    fake = tmp_path / "fake-sanitizer"
+    fake.write_text(f'#!/bin/sh\necho run >> "{runs}"\nshift 2\nexec "$@"\n')  # drops its own "--log-file LOG"
+    fake.chmod(0o755)
+    k = CpuRowKernel(b.harness, "glu_cuda_forward", lambda c: c // 2, "README.md", "Part 2", "glu_cuda.cu", [str(fake)])
+    x = torch.randn(6, 16)
+    y1, y2 = k(x), k(x.clone())
+    want = x[:, :8] * torch.sigmoid(x[:, 8:])
+    assert torch.allclose(y1, want) and torch.equal(y1, y2) and y1.data_ptr() != y2.data_ptr()
+    assert runs.read_text().count("run") == 1
+    assert torch.allclose(k(x * 2), (x * 2)[:, :8] * torch.sigmoid((x * 2)[:, 8:]))
+    assert runs.read_text().count("run") == 2

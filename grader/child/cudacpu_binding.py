@@ -15,6 +15,7 @@ harness; it is turned here into one line naming the student's file and line, and
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import math
 import os
 import re
@@ -147,6 +148,10 @@ class CpuRowKernel:
         self.source = source  # the student's file name, as sanitizer reports and messages give it
         self.poison = True  # (the harness always poisons y: there is no timing on the CPU)
         self.calls = 0
+        # Under compute-sanitizer a call costs a sanitizer start (~0.8 s on the H200) and the pass only reads what the
+        # sanitizer reports: the correctness engine's second call of a case, on the same input bytes, reuses the
+        # first's run (its output, clean of reports) instead of running the harness again.
+        self._last: tuple[bytes, torch.Tensor, bytes] | None = None
         if not os.access(self.harness, os.X_OK):
             raise KernelCallError(f"the CPU build of {source} is missing or not executable")
 
@@ -180,6 +185,12 @@ class CpuRowKernel:
         orders = [o.format(seed=1 + self.calls) for o in schedule[self.calls % len(schedule)]]
         self.calls += 1
         header = _HEADER.pack(x_elems, rows * out_cols, rows, out_cols, row_stride, DTYPE_CODES[x.dtype])
+        key = hashlib.sha256(header + x_bytes).digest() if self.sanitizer else b""
+        if self._last is not None and self._last[0] == key:
+            _, y_prev, x_after = self._last
+            if x_elems:
+                ctypes.memmove(x2.data_ptr(), x_after, x_elems * item)
+            return y_prev.clone().view(*lead, out_cols)
         env = dict(os.environ, ASAN_OPTIONS=ASAN_OPTIONS, UBSAN_OPTIONS=UBSAN_OPTIONS)
         env.pop("LD_PRELOAD", None)
         # Same process group as this worker: a hung kernel is killed with it at the case's time limit.
@@ -232,6 +243,8 @@ class CpuRowKernel:
         y = torch.empty((rows, out_cols), dtype=x.dtype)
         if y_bytes:
             ctypes.memmove(y.data_ptr(), out[_REPLY.size :], y_bytes)
+        if self.sanitizer:
+            self._last = (key, y.clone(), bytes(out[_REPLY.size + y_bytes :]))
         return y.view(*lead, out_cols)
 
 

@@ -96,9 +96,11 @@ class Timer:
                 self._sync()
             except Exception:  # calibrate() tries again and reports why it could not use it
                 pass
-        self.pristine: list[torch.Tensor] = []
-        self.work: list[torch.Tensor] = []
-        self.cols = 0
+        # Per input set, one buffer per input of the op (spec `inputs:`, in call order): GLU's x, or GLU backward's
+        # x and dy. pristine holds each set's contents; work is what a call gets, refreshed from pristine.
+        self.pristine: list[list[torch.Tensor]] = []
+        self.work: list[list[torch.Tensor]] = []
+        self.cols: list[int] = []
         self.kept: dict[str, list[Any]] = {}  # the last round's outputs, until the parent samples them
         self.weights: torch.Tensor | None = None  # the checksum's weights for this case's outputs (setup)
         self._digest, self._stack = digest, torch.stack
@@ -226,24 +228,29 @@ class Timer:
         # Every timed output's weighted checksum is taken right after its call, inside the round: an answer
         # produced later (when the parent asks for samples) cannot change it (docs/SECURITY.md).
         self.weights = digest_weights(int(p["n_out"]), int(p["digest_seed"]), self.device)
-        case = SimpleNamespace(**p["case"])
-        self.cols = case.shape[-1]
-        for seed in p["seeds"]:  # mixed with the secret by the parent: the secret itself never comes here
-            x = make_input_seeded(case, self.device, seed)
-            base = x._base if x._base is not None else x
-            self.pristine.append(base)
-            self.work.append(base.clone())
+        # p["inputs"]: per input, its case (shape) and one seed per set (grader/operands.timing_seeds); a request
+        # without it (one input) names the case and the seeds directly.
+        specs = p.get("inputs") or [{"case": p["case"], "seeds": p["seeds"]}]
+        cases = [SimpleNamespace(**d["case"]) for d in specs]
+        self.cols = [c.shape[-1] for c in cases]
+        for k in range(len(specs[0]["seeds"])):  # seeds mixed with the secret by the parent: it never comes here
+            bases = []
+            for c, d in zip(cases, specs, strict=True):
+                x = make_input_seeded(c, self.device, d["seeds"][k])
+                bases.append(x._base if x._base is not None else x)
+            self.pristine.append(bases)
+            self.work.append([b.clone() for b in bases])
         out: dict[str, Any] = {"compile_s": {}, "warmup_calls": {}}
         for name, fn in fns.items():
-            x = self._view(self.work[0])
+            xs = self._views(self.work[0])
             t0 = _perf_counter()
-            fn(x)  # JIT / autotune / torch.compile happen here, never in a timed region
+            fn(*xs)  # JIT / autotune / torch.compile happen here, never in a timed region
             self._sync()
             out["compile_s"][name] = _perf_counter() - t0
             n, t_end = 0, _perf_counter() + p["warmup_ms"] / 1e3
             held = []  # as many live outputs as a round keeps, so the allocator's cache has their blocks
             while _perf_counter() < t_end or n < 3:
-                held.append(fn(self._view(self.work[n % len(self.work)])))
+                held.append(fn(*self._views(self.work[n % len(self.work)])))
                 held = held[-p.get("calls_per_round", 5) :]
                 n += 1
             self._sync()
@@ -251,8 +258,9 @@ class Timer:
             out["warmup_calls"][name] = n
         return out
 
-    def _view(self, base: torch.Tensor) -> torch.Tensor:
-        return base[..., : self.cols] if base.shape[-1] != self.cols else base
+    def _views(self, bases: list[torch.Tensor]) -> list[torch.Tensor]:
+        """A call's arguments: each input's buffer, cut to its columns where the case pads its rows."""
+        return [b[..., :c] if b.shape[-1] != c else b for b, c in zip(bases, self.cols, strict=True)]
 
     # -- timed rounds ---------------------------------------------------------------------------------------
 
@@ -275,9 +283,9 @@ class Timer:
             fn = fns[name]
             ev, host, outs, sums = [], [], [], []
             for k, scale in p["plan"]:
-                pristine, work = self.pristine[k], self.work[k]
-                self._mul(pristine, scale, out=work)  # fresh contents at a known pointer
-                x = self._view(work)
+                for pristine, work in zip(self.pristine[k], self.work[k], strict=True):
+                    self._mul(pristine, scale, out=work)  # fresh contents at a known pointer
+                xs = self._views(self.work[k])
                 self._zero(self.flush)  # evict L2
                 self._sync()  # the host clock starts from an idle GPU: only fn's work is in its interval
                 if self._occupy_ok:  # keep the GPU busy (all of it) while the host launches fn
@@ -287,7 +295,7 @@ class Timer:
                 s, e = self._Event(enable_timing=True), self._Event(enable_timing=True)
                 self._record(s)
                 t0 = _perf_counter()
-                y = fn(x)
+                y = fn(*xs)
                 self._record(e)
                 self._sync()  # device-wide: waits for every stream, not just ours
                 t1 = _perf_counter()

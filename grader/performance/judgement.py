@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import torch
 
-from .. import inputs, score, stats
+from .. import inputs, operands, score, stats
 from ..perfrecords import FirstPass, Rates, Timing
 from ..results import FLAG, Code, Finding
 from ..spec import Case, Problem
@@ -40,13 +40,12 @@ FLOOR_SLACK = 0.10  # a time 10% under bytes / (fastest measured bandwidth) is c
 
 
 def bytes_moved(problem: Problem, case: Case) -> int:
-    """Each input element read once, each output element written once."""
+    """Each element of every input (spec `inputs:`) read once, each output element written once."""
     es = torch.tensor([], dtype=inputs.TORCH_DTYPES[case.dtype]).element_size()
-    n_in = 1
-    for d in case.shape:
-        n_in *= d
-    n_out = n_in // case.shape[-1] * problem.out_shape(case.shape)[-1]
-    return (n_in + n_out) * es
+    n_out = 1
+    for d in problem.out_shape(case.shape):
+        n_out *= d
+    return operands.input_bytes(problem, case) + n_out * es
 
 
 def wall_slack_ms(event_median_ms: float) -> float:

@@ -7,16 +7,13 @@ of the timed outputs (verification.py), then each implementation's Timing judged
 
 from __future__ import annotations
 
-import math
 import random
 import time
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-import torch
-
-from .. import inputs, score, stats
+from .. import inputs, operands, score, stats
 from ..correctness import Target
 from ..perfrecords import Timing
 from ..reference import Reference
@@ -170,13 +167,15 @@ def _time_case(
     n_out = 1
     for d in shape_out:
         n_out *= d
-    in_bytes = math.prod(case.shape) * torch.tensor([], dtype=inputs.TORCH_DTYPES[case.dtype]).element_size()
-    seeds = [inputs.mix_seed(case.seed, secret, f"perf{k}") for k in range(rounds.n_sets(in_bytes))]
+    # Every input of the op (spec `inputs:`) in each set, each from its own seed (grader/operands.py).
+    n_sets = rounds.n_sets(operands.input_bytes(problem, case))
+    timing_seeds = operands.timing_seeds(problem, case, secret, n_sets)
     live_boxes = [w for w, b in boxes.items() if b is not None and w not in dead]
     digest_seed = inputs.mix_seed(case.seed, secret, "digest")
     setup_p = {
         "case": asdict(case),
-        "seeds": seeds,
+        "seeds": timing_seeds[0]["seeds"],
+        "inputs": timing_seeds,
         "warmup_ms": 200,
         "spin_s": workers.spin_budget(len(live_boxes), workers.cpus()),
         "n_out": n_out,
@@ -215,7 +214,7 @@ def _time_case(
     last_k: dict[str, int] = {}
 
     def timed_rounds(units: list[tuple[str, str]]) -> rounds.Rounds:
-        return rounds.timed_rounds(units, boxes, dead, names, rule, rng, n_out, last_k, limit, case.name, len(seeds))
+        return rounds.timed_rounds(units, boxes, dead, names, rule, rng, n_out, last_k, limit, case.name, n_sets)
 
     # case.setups > 1 (spec): that many independent setups, each timed to the stop rule, rounds pooled. A short
     # kernel's median depends a little on where a setup's buffers landed; pooling setups averages that out.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import check, inputs
+from .. import check, inputs, operands
 from ..reference import Reference
 from ..spec import Case, Problem
 from .rounds import Rounds
@@ -35,7 +35,9 @@ def verify_case(
     expect: dict[tuple[int, float], tuple[float, float]] = {}  # the truth's checksum per (set, scale), shared
     for n in data.event:
         if verified.get(n, (False,))[0] and weights is not None:
-            verified[n] = verify_digests(case, data.digests[n], weights, ref, device, secret, verified[n][1], expect)
+            verified[n] = verify_digests(
+                problem, case, data.digests[n], weights, ref, device, secret, verified[n][1], expect
+            )
     return verified
 
 
@@ -46,6 +48,7 @@ DIGEST_TOL = {"float32": 1e-4, "float16": 5e-3, "bfloat16": 2e-2}
 
 
 def verify_digests(
+    problem: Problem,
     case: Case,
     sums: list[tuple[int, float, float]],
     weights: torch.Tensor,
@@ -62,11 +65,11 @@ def verify_digests(
     worst = 0.0
     for k, scale, got in sums:
         if (k, scale) not in expect:
-            x = torch.mul(inputs.make_input(case, device, secret, salt=f"perf{k}"), scale)
-            tw = ref.truth(x).reshape(-1).to(torch.float64) * weights
+            xs = [torch.mul(t, scale) for t in operands.timing_inputs(problem, case, device, secret, k)]
+            tw = ref.truth(*xs).reshape(-1).to(torch.float64) * weights
             finite = torch.isfinite(tw)
             expect[(k, scale)] = (float(tw[finite].sum()), float(tw[finite].norm()) or 1.0)
-            del x, tw, finite
+            del xs, tw, finite
         want, norm = expect[(k, scale)]
         off = abs(got - want) / norm if got == got else float("inf")
         worst = max(worst, off)
@@ -87,16 +90,16 @@ def verify_samples(
 ) -> tuple[bool, str]:
     """Check sampled timed outputs against the parent's own truth for that exact (set, scale) input."""
     dtype = inputs.TORCH_DTYPES[case.dtype]
-    cache: dict[int, torch.Tensor] = {}
+    cache: dict[int, list[torch.Tensor]] = {}
     for k, scale, idx, got in checks:
         if isinstance(got, str):
             return False, got
         if k not in cache:
-            cache[k] = inputs.make_input(case, device, secret, salt=f"perf{k}")
-        x = torch.mul(cache[k], scale)
-        truth = ref.truth(x).reshape(-1)[idx.to(device)]
+            cache[k] = operands.timing_inputs(problem, case, device, secret, k)
+        xs = [torch.mul(t, scale) for t in cache[k]]
+        truth = ref.truth(*xs).reshape(-1)[idx.to(device)]
         base = problem.tolerance_baseline
-        eager = ref.baselines[base](x).reshape(-1)[idx.to(device)] if base in ref.baselines else None
+        eager = ref.baselines[base](*xs).reshape(-1)[idx.to(device)] if base in ref.baselines else None
         v = check.check_output(got.to(device), truth, tol=problem.tolerances[case.dtype], dtype=dtype, eager_out=eager)
         if not v.ok:
             return False, v.summary + ("; " + v.details[1] if len(v.details) > 1 else "")

@@ -1,8 +1,8 @@
 // The lecture's naive GeLU CUDA kernel (CS336 lecture 6, gelu.cu), kept as it was taught: one element per thread,
 // 1024 threads per block, tanh from libm and double-precision literals (0.5, 1.0, ... promote the expression to
 // fp64). A staff-only row of `nox -s bench -- --problem gelu --staff` (spec.yaml: naive_cuda), so the lecture's
-// table is reproduced; the only additions are what the grader's ABI needs: padded rows (one division per element)
-// and the fp16/bf16 dtypes (converted to float on load).
+// table is reproduced; the only additions are what the grader's ABI needs: padded rows (one division per element,
+// none for packed rows) and the fp16/bf16 dtypes (converted to float on load).
 
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -21,7 +21,9 @@ template <typename T>
 __global__ void gelu_kernel(const T* in, T* out, int64_t num_elements, int64_t cols, int64_t stride) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < num_elements) {
-        const float x = to_float(in[(i / cols) * stride + i % cols]);
+        // Packed rows (every timed case) read in[i], as the lecture's kernel does; the 64-bit division that a padded
+        // row needs is taken only then (it costs as much as the rest of the kernel).
+        const float x = to_float(in[stride == cols ? i : (i / cols) * stride + i % cols]);
         out[i] = from_float<T>(0.5 * x * (1.0 + tanh(0.79788456 * (x + 0.044715 * x * x * x))));
     }
 }
