@@ -32,6 +32,15 @@ TOOLS = {
     "racecheck": ("--tool", "racecheck", "--error-exitcode", "86", "--print-limit", "10"),
 }
 _SHARED = re.compile(r"\b__shared__\b")
+# A case that ended with an answer to check ran its kernel through under the sanitizer, right or wrong.
+_RAN = (
+    Reason.WRONG_VALUES,
+    Reason.UNWRITTEN,
+    Reason.NAN_COMPUTED,
+    Reason.INPUT_MODIFIED,
+    Reason.NOT_DETERMINISTIC,
+    Reason.WRONG_TENSOR,
+)
 
 
 def find_compute_sanitizer() -> str | None:
@@ -126,6 +135,8 @@ def run_pass(
     progress: Callable[[str], None] = lambda s: None,
 ) -> TestResult:
     """The compute-sanitizer row of a CUDA part graded on a GPU."""
+    if len(problem.inputs) > 1:  # the harness, like the CPU layer's, passes one input (x) to the entry point
+        return row(impl, SKIPPED, "compute-sanitizer: not run (its harness takes one input; this op takes several)")
     tool = find_compute_sanitizer()
     if tool is None:
         return row(impl, SKIPPED, "compute-sanitizer not found (it ships with the CUDA toolkit): not run")
@@ -148,7 +159,15 @@ def run_pass(
         progress(f"{impl.name}: correctness under compute-sanitizer {name}")
         target = Target(impl, str(harness), display, sanitizer=(tool, *TOOLS[name]))
         # A CPU worker: the harness moves the data to and from the GPU itself, so the worker's tensors stay on the host.
-        found, first = fold(impl, name, run_correctness(problem, target, ref, device="cpu", secret=secret))
+        results = run_correctness(problem, target, ref, device="cpu", secret=secret)
+        found, first = fold(impl, name, results)
+        through = [r for r in results if r.kind == Kind.CORRECTNESS and (r.state == PASSED or r.reason in _RAN)]
+        if not found and not through and results:
+            # Nothing flagged, and no case ran through: the pass saw nothing, which is not "no errors".
+            why = next((r.output.splitlines()[0] for r in results if r.state == FAILED and r.output), "no case ran")
+            return row(
+                impl, SKIPPED, f"compute-sanitizer ({name}): no case completed under it, so it checked nothing: {why}"
+            )
         lines += found
         reason = reason if reason != Reason.OK else first
     ran = " and ".join(tools)

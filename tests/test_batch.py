@@ -112,6 +112,7 @@ def test_each_task_is_pinned_to_its_own_slot_and_no_slot_runs_two(tmp_path, fake
     assert (out / "batch_summary.json").is_file() and (out / "class_summary.html").is_file()
 
 
+@pytest.mark.slow  # ~8-22 s on 2 cores: the full tier (tests/conftest.py)
 def test_a_rerun_grades_only_what_changed_or_broke(tmp_path, fake):
     subs = make_class(tmp_path / "class", {f"s{i}": {} for i in range(5)})
     out = tmp_path / "out"

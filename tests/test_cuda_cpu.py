@@ -311,6 +311,12 @@ def test_compute_sanitizer_reports_become_typed_failures_with_file_and_line():
         "",
         "",
     )
+    hazard = "========= Error: Potential WAR hazard detected at __shared__ 0x40 in block (0,0,0) :\n"
+    assert explain_sanitizer(hazard, "glu_cuda.cu")[1] == "race"
+    # A clean racecheck run ends with its summary, which says "hazards": no race there (the shared-memory kernel
+    # of tests/cuda_cpu/shared_sync was flagged by that word alone on the H200).
+    clean = "========= COMPUTE-SANITIZER\n========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n"
+    assert explain_sanitizer(clean, "glu_cuda.cu") == ("", "")
     assert sanitizer.tools_for((SUBS / "shared_sync" / "glu_cuda.cu").read_text()) == ["memcheck", "racecheck"]
     assert sanitizer.tools_for("// __shared__ in a comment only\n__global__ void k() {}") == ["memcheck"]
 

@@ -60,6 +60,7 @@ def test_an_existing_zip_is_never_overwritten(tmp_path, capsys):
     assert out.read_bytes() == b"keep"
 
 
+@pytest.mark.slow  # ~8-22 s on 2 cores: the full tier (tests/conftest.py)
 def test_key_goes_in_as_grader_key_mode_0600_with_a_warning(tmp_path, capsys):
     key = tmp_path / "key"
     keyfile.keygen(key)

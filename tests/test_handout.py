@@ -157,6 +157,7 @@ def _fake_nox() -> types.ModuleType:
     return nox
 
 
+@pytest.mark.slow  # ~8-22 s on 2 cores: the full tier (tests/conftest.py)
 def test_nox_handout_session_runs_the_handout_command(tmp_path, monkeypatch):
     """`nox -s handout -- --out DIR`: the session runs `python -m grader handout --out DIR` (checked with a stand-in
     for nox, then run for real)."""
@@ -178,6 +179,7 @@ def test_nox_handout_session_runs_the_handout_command(tmp_path, monkeypatch):
     assert (out / "assignment" / "glu_triton.py").is_file()
 
 
+@pytest.mark.slow  # ~8-22 s on 2 cores: the full tier (tests/conftest.py)
 def test_a_non_empty_or_unusable_out_is_refused(tmp_path, capsys):
     full = tmp_path / "full"
     full.mkdir()
@@ -198,6 +200,7 @@ def test_a_non_empty_or_unusable_out_is_refused(tmp_path, capsys):
     assert (empty / "noxfile.py").is_file()
 
 
+@pytest.mark.slow  # ~8-22 s on 2 cores: the full tier (tests/conftest.py)
 def test_a_staff_file_on_the_list_stops_the_export(tmp_path, monkeypatch):
     """The allow-list is checked on the way out: a test that holds staff kernel code, or a staff-only path,
     stops the export before anything is written."""

@@ -39,6 +39,7 @@ def test_ruff_format_is_clean():
     )
 
 
+@pytest.mark.slow  # ~8-22 s on 2 cores: the full tier (tests/conftest.py)
 def test_mypy_is_clean(tmp_path):
     # Its files come from pyproject.toml's [tool.mypy]; the cache goes outside the checkout.
     r = _run("mypy", "--cache-dir", str(tmp_path / "mypy-cache"), timeout=600)

@@ -40,6 +40,7 @@ def test_case_globs_select_correctness_and_performance_cases(problem):
         select_cases(problem, ("nope*",))
 
 
+@pytest.mark.slow  # ~8-22 s on 2 cores: the full tier (tests/conftest.py)
 def test_a_partial_grade_says_so_and_is_never_signed(tmp_path, capsys):
     key = tmp_path / "key"
     assert cli.main(["keygen", "--out", str(key)]) == 0

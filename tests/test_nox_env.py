@@ -42,6 +42,7 @@ def _ran_with(out: str) -> str:
     return line.split()[1]
 
 
+@pytest.mark.slow  # ~8-22 s on 2 cores: the full tier (tests/conftest.py)
 def test_sessions_share_one_environment_installed_once(tmp_path):
     proj = _project(tmp_path)
     first = _nox(proj, "-s", "grade", "--", "--only", "triton")

@@ -91,7 +91,9 @@ def test_md_and_html_carry_the_same_sections_and_rows_for_the_h200_grade():
     _same_sections_and_rows(page)
 
 
-@pytest.mark.parametrize("name", ["ignores_row_stride", "overflowing_sigmoid", "import_error"])
+@pytest.mark.parametrize(
+    "name", ["ignores_row_stride", pytest.param("overflowing_sigmoid", marks=pytest.mark.slow), "import_error"]
+)
 def test_md_and_html_carry_the_same_sections_and_rows_for_live_grades(grade_dir, name):
     _same_sections_and_rows(student.build(results_json(grade_dir(BROKEN / name)), None))
 

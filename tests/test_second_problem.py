@@ -65,6 +65,7 @@ def test_the_staff_solution_of_a_second_problem_gets_every_point(problem, tmp_pa
     assert not [t for t in g.tests if t.kind == Kind.PERFORMANCE]  # the spec has no performance section
 
 
+@pytest.mark.slow  # ~8-22 s on 2 cores: the full tier (tests/conftest.py)
 def test_a_wrong_kernel_for_the_second_problem_loses_its_points(problem, tmp_path):
     g = _grade(problem, tmp_path, KERNEL.replace("FACTOR", "3"))
     corr = [t for t in g.tests if t.kind == Kind.CORRECTNESS]
@@ -80,6 +81,7 @@ def test_torch_math_in_the_second_problem_is_forfeit(problem, tmp_path):
     assert g.score == 0
 
 
+@pytest.mark.slow  # ~8-22 s on 2 cores: the full tier (tests/conftest.py)
 def test_the_cli_grades_a_problem_given_by_its_spec_path(tmp_path):
     r = subprocess.run([sys.executable, "-m", "grader", "grade", "--problem", str(SPEC), "--staff", "--device", "cpu",
                         "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)

@@ -49,8 +49,10 @@ def _advice_for(grade_dir, name: str, case: str) -> tuple[records.Test, list[str
 @pytest.mark.parametrize("name, case, reason, words", [
     ("ignores_row_stride", "strided_rows/float32", Reason.WRONG_VALUES, "row stride"),
     ("overflowing_sigmoid", "saturating_gates/float32", Reason.NAN_COMPUTED, "1 / (1 + exp(-b))"),
-    ("mutates_input_inplace", "odd_h_1001/float32", Reason.INPUT_MODIFIED, "Never store into the input"),
-    ("returns_view", "odd_h_1001/float32", Reason.WRONG_TENSOR, "contiguous"),
+    # each a live grade of ~8 s on 2 cores: the full tier
+    pytest.param("mutates_input_inplace", "odd_h_1001/float32", Reason.INPUT_MODIFIED, "Never store into the input",
+                 marks=pytest.mark.slow),
+    pytest.param("returns_view", "odd_h_1001/float32", Reason.WRONG_TENSOR, "contiguous", marks=pytest.mark.slow),
     ("import_error", "odd_h_1001/float32", Reason.LOAD_FAILED, "does not load"),
 ])
 def test_advice_is_chosen_by_the_live_grade_s_typed_fields(grade_dir, name, case, reason, words):

@@ -101,7 +101,9 @@ def explain_report(stderr: str, source: str) -> tuple[str, str]:
 _CS_ACCESS = re.compile(r"Invalid __(global|shared|local)__ (read|write) of size (\d+) bytes")
 _CS_AT = re.compile(r"^=+\s+at (.+?) in (?:\S*/)?([^/\s:]+):(\d+)", re.MULTILINE)
 _CS_ADDRESS = re.compile(r"Address 0x[0-9a-f]+ is (out of bounds|misaligned)")
-_CS_RACE = re.compile(r"(Race reported between|hazard)", re.IGNORECASE)
+# racecheck's reports: "Race reported between ..." (analysis mode) or "Potential WAW hazard detected" (hazard mode).
+# Not the word "hazard" alone: its summary line, "RACECHECK SUMMARY: 0 hazards displayed", ends every clean run.
+_CS_RACE = re.compile(r"Race reported between|Potential \w+ hazard detected", re.IGNORECASE)
 _CS_ERROR = re.compile(r"^=+ (?:Error: )?(.+)$", re.MULTILINE)
 
 
@@ -118,7 +120,7 @@ def explain_sanitizer(log: str, source: str) -> tuple[str, str]:
         return f"out of bounds: {what} at {where} (compute-sanitizer memcheck)", "out-of-bounds"
     if _CS_RACE.search(log):
         return f"race on shared memory at {where} (compute-sanitizer racecheck)", "race"
-    errors = [e.group(1).strip() for e in _CS_ERROR.finditer(log) if "ERROR SUMMARY" not in e.group(1)]
+    errors = [e.group(1).strip() for e in _CS_ERROR.finditer(log) if "SUMMARY" not in e.group(1)]
     errors = [e for e in errors if e and not e.startswith(("COMPUTE-SANITIZER", "at ", "by thread", "Saved host"))]
     # Another kind of error it reports (an invalid atomic, a bad barrier, a device-side fault): a fault of the kernel.
     return (f"compute-sanitizer: {errors[0][:300]}", "undefined-behavior") if errors else ("", "")
