@@ -7,6 +7,7 @@ Each stage is its own module and never calls the next one; this module passes da
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fnmatch
 import os
@@ -20,7 +21,7 @@ from typing import Any
 
 import torch
 
-from . import availability, identity, static
+from . import availability, gpulock, identity, static
 from .correctness import Target, run_correctness
 from .performance import run_performance, skipped_tests, start_workers
 from .reference import load_reference
@@ -313,6 +314,12 @@ def _grade(
         if no_triton_why and device == "cuda" and any("compile" in b for b in problem.baselines.values())
         else ""
     )
+    # Another grade on this GPU (batch --per-gpu) may run beside this one's stages, never beside its timing
+    # (grader/gpulock.py): the shared hold covers the timing workers' start and the correctness stage.
+    shared = contextlib.ExitStack()
+    if device == "cuda" and targets:
+        if waited := shared.enter_context(gpulock.phase(False, progress)):
+            g.phases["gpu_wait"] = waited
     early = None
     if opts.perf and problem.performance is not None and device == "cuda" and targets and not no_compile:
         progress("performance: starting workers (in the background)")
@@ -363,7 +370,9 @@ def _grade(
         except BaseException:
             for b in (early or {}).values():
                 b.close()
+            shared.close()
             raise
+    shared.close()
 
     perf_targets = targets if device == "cuda" else [Target(i, "", i.file) for i in impls]
     if not opts.perf or problem.performance is None:
@@ -384,9 +393,13 @@ def _grade(
         )
         t0 = time.monotonic()
         try:
-            tests, g.perf = run_performance(
-                problem, targets, ref, device=device, secret=opts.secret, progress=progress, started=early
-            )
+            with gpulock.phase(True, progress) as waited:  # alone on the GPU while timing
+                if waited:
+                    g.phases["gpu_wait"] = g.phases.get("gpu_wait", 0.0) + waited
+                t0 = time.monotonic()
+                tests, g.perf = run_performance(
+                    problem, targets, ref, device=device, secret=opts.secret, progress=progress, started=early
+                )
             g.tests += tests
         except (RuntimeError, WorkerFailure) as e:
             # The trusted baselines could not be timed: no thresholds, so no speed grade at all this run.

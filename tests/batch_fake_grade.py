@@ -43,9 +43,25 @@ faults = (sub / "faults").read_text().split() if (sub / "faults").exists() else 
 fault = faults[n] if n < len(faults) else "ok"
 t0 = time.time()
 real = os.environ.get("FAKE_GRADE_REAL") == "1"
-if not real:
+spans: dict[str, float | str | None] = {"lock": os.environ.get("GRADER_GPU_LOCK")}
+if not real and os.environ.get("FAKE_GRADE_LOCKED") == "1":
+    # As grader/pipeline.py: the GPU's lock shared for the first half ("correctness"), alone for the second ("timing").
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from grader import gpulock
+
+    half = float(os.environ.get("FAKE_GRADE_SLEEP", "0.2")) / 2
+    with gpulock.phase(False):
+        spans["shared_start"] = time.time()
+        time.sleep(half)
+        spans["shared_end"] = time.time()
+    with gpulock.phase(True):
+        spans["timing_start"] = time.time()
+        time.sleep(half)
+        spans["timing_end"] = time.time()
+elif not real:
     time.sleep(float(os.environ.get("FAKE_GRADE_SLEEP", "0.2")))
 entry = {
+    **spans,
     "submission": str(sub),
     "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
     "slot": os.environ.get("GRADER_BATCH_SLOT"),

@@ -91,7 +91,7 @@ def attempts(out: Path, sid: str) -> list[dict]:
 def test_each_task_is_pinned_to_its_own_slot_and_no_slot_runs_two(tmp_path, fake, capsys):
     subs = make_class(tmp_path / "class", {f"s{i}": {"score": str(i)} for i in range(6)})
     out = tmp_path / "out"
-    assert batch(subs, "--out", out, "--gpus", "3,5", "--device", "cpu", "--no-perf") == EXIT_OK
+    assert batch(subs, "--out", out, "--gpus", "3,5", "--per-gpu", "1", "--device", "cpu", "--no-perf") == EXIT_OK
     got = calls(fake)
     assert len(got) == 6
     for c in got:  # pinned: the GPU the slot owns, and the slot's name says which
@@ -110,6 +110,54 @@ def test_each_task_is_pinned_to_its_own_slot_and_no_slot_runs_two(tmp_path, fake
     rows = list(csv.DictReader(io.StringIO((out / "grades.csv").read_text())))
     assert sorted(r["student_id"] for r in rows) == [f"s{i}" for i in range(6)]
     assert (out / "batch_summary.json").is_file() and (out / "class_summary.html").is_file()
+
+
+def test_two_grades_share_a_gpu_but_never_its_timing(tmp_path, fake, monkeypatch):
+    """--per-gpu 2: two slots per GPU, one lock file per GPU; the fake grade holds the lock shared for its first half
+    (correctness) and alone for its second (timing), as grader/pipeline.py does."""
+    monkeypatch.setenv("FAKE_GRADE_LOCKED", "1")
+    subs = make_class(tmp_path / "class", {f"s{i}": {} for i in range(8)})
+    out = tmp_path / "out"
+    assert batch(subs, "--out", out, "--gpus", "3,5", "--per-gpu", "2", "--device", "cpu", "--no-perf") == EXIT_OK
+    got = calls(fake)
+    assert len(got) == 8 and {c["slot"] for c in got} == {"gpu3.0", "gpu3.1", "gpu5.0", "gpu5.1"}
+    locks = {c["cuda"]: {x["lock"] for x in got if x["cuda"] == c["cuda"]} for c in got}
+    assert all(len(v) == 1 for v in locks.values()) and locks["3"] != locks["5"]  # one lock per GPU, its slots share it
+    for gpu in ("3", "5"):
+        mine = [c for c in got if c["cuda"] == gpu]
+        grades = sorted((c["start"], c["end"]) for c in mine)
+        assert any(a[1] > b[0] for a, b in zip(grades, grades[1:], strict=False)), f"no two grades overlapped on {gpu}"
+        timings = sorted((c["timing_start"], c["timing_end"]) for c in mine)
+        assert all(a[1] <= b[0] for a, b in zip(timings, timings[1:], strict=False)), f"two timings at once on {gpu}"
+        for c in mine:  # nobody else's correctness ran inside a timing either
+            others = [o for o in mine if o is not c]
+            assert not any(o["shared_start"] < c["timing_end"] and c["timing_start"] < o["shared_end"] for o in others)
+    assert all(results(out, f"s{i}")["score"] == 1.0 for i in range(8))
+
+
+def test_the_gpu_lock_is_shared_by_stages_and_taken_alone_by_timing(tmp_path, monkeypatch):
+    fcntl = pytest.importorskip("fcntl")
+    from grader import gpulock
+
+    lock = tmp_path / "gpu0.lock"
+    monkeypatch.setenv(gpulock.ENV, str(lock))
+    other = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        with gpulock.phase(False):
+            fcntl.flock(other, fcntl.LOCK_SH | fcntl.LOCK_NB)  # a second shared holder: allowed
+            fcntl.flock(other, fcntl.LOCK_UN)
+            with pytest.raises(BlockingIOError):  # an exclusive one (another grade's timing): not while we hold it
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with gpulock.phase(True):
+            with pytest.raises(BlockingIOError):  # while timing, nobody else holds it, even shared
+                fcntl.flock(other, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released on leaving the phase
+    finally:
+        os.close(other)
+    assert lock.stat().st_mode & 0o777 == 0o600  # the grade's untrusted uid cannot open it
+    monkeypatch.delenv(gpulock.ENV)
+    with gpulock.phase(True) as waited:  # no lock file named: a single grade, nothing to share
+        assert waited == 0.0
 
 
 @pytest.mark.slow  # ~8-22 s on 2 cores: the full tier (tests/conftest.py)
@@ -194,7 +242,7 @@ def test_a_slot_failing_every_submission_is_retired(tmp_path, fake, smi, monkeyp
     monkeypatch.setattr(engines, "host_gpus", lambda with_uuids=False: [])  # --gpus is not checked against the host
     subs = make_class(tmp_path / "class", {f"s{i}": {} for i in range(6)})
     out = tmp_path / "out"
-    assert batch(subs, "--out", out, "--gpus", "0,7", "--no-perf") == EXIT_OK  # all graded on GPU 0 in the end
+    assert batch(subs, "--out", out, "--gpus", "0,7", "--per-gpu", "1", "--no-perf") == EXIT_OK  # all on GPU 0
     on_7 = [a for i in range(6) for a in attempts(out, f"s{i}") if a["slot"] == "gpu7"]
     assert 1 <= len(on_7) <= 3 and all("no GPU visible" in a["why"] for a in on_7)
     assert all(results(out, f"s{i}")["extra_data"]["graded_on"]["slot"] == "gpu0" for i in range(6))
@@ -243,7 +291,7 @@ def test_out_of_disk_is_an_infrastructure_fault_before_any_grade(tmp_path, fake,
 def test_graded_on_records_the_gpu_and_the_report_warns_on_mixed_and_hot_gpus(tmp_path, fake, smi, capsys):
     subs = make_class(tmp_path / "class", {f"s{i}": {} for i in range(4)})
     out = tmp_path / "out"
-    assert batch(subs, "--out", out, "--gpus", "0,1", "--no-perf") == EXIT_OK
+    assert batch(subs, "--out", out, "--gpus", "0,1", "--per-gpu", "1", "--no-perf") == EXIT_OK
     seen = set()
     for i in range(4):
         on = results(out, f"s{i}")["extra_data"]["graded_on"]

@@ -432,3 +432,20 @@ def test_under_a_sanitizer_a_case_s_second_call_on_the_same_input_reuses_the_fir
     assert runs.read_text().count("run") == 1
     assert torch.allclose(k(x * 2), (x * 2)[:, :8] * torch.sigmoid((x * 2)[:, 8:]))
     assert runs.read_text().count("run") == 2
+
+
+def test_the_sanitizer_pass_deals_the_cases_to_parallel_workers_and_keeps_their_order(problem, monkeypatch):
+    from grader.results import TestResult
+
+    seen: list[tuple[str, ...]] = []
+
+    def fake_run(p, target, ref, *, device, secret):
+        seen.append(tuple(c.name for c in p.cases))
+        return [TestResult(c.name, "cuda", "correctness", 1, 1, PASSED, "", {"case": c.name}) for c in p.cases]
+
+    monkeypatch.setattr(sanitizer, "run_correctness", fake_run)
+    monkeypatch.setattr(sanitizer, "_chunks", lambda: 3)
+    results = sanitizer._run_split(problem, None, None, 0)
+    assert [r.extra["case"] for r in results] == [c.name for c in problem.cases]
+    assert len(seen) == 3 and sorted(n for chunk in seen for n in chunk) == sorted(c.name for c in problem.cases)
+    assert all(abs(len(a) - len(b)) <= 1 for a in seen for b in seen)  # dealt evenly

@@ -55,6 +55,13 @@ def _run_parser() -> argparse.ArgumentParser:
     lo = p.add_argument_group("local engine")
     lo.add_argument("--gpus", default=None, help="GPU indices or UUIDs, one task each at a time (default: all)")
     lo.add_argument("--slots", type=int, default=None, help="N CPU slots instead of GPUs (CPU-only grading)")
+    lo.add_argument(
+        "--per-gpu",
+        type=int,
+        default=2,
+        metavar="N",
+        help="grades at once on each GPU, their timing stages one at a time (default 2; 1: one grade per GPU)",
+    )
     sl = p.add_argument_group("slurm engine")
     sl.add_argument("--gres", default="gpu:1", help="per task (default gpu:1; 'none' on a CPU partition)")
     sl.add_argument("--max-parallel", type=int, default=16, help="K in --array=0-N%%K (default 16; 0: no limit)")
@@ -302,7 +309,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
 
     if args.engine == "local":
         try:
-            slots = engines.make_slots(args.gpus, args.slots)
+            slots = engines.make_slots(args.gpus, args.slots, args.per_gpu, state.batch_dir(out) / "locks")
         except engines.EngineError as e:
             return _usage(str(e))
         if not slots:

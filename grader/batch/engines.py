@@ -1,7 +1,9 @@
 """Where the tasks run. Both engines start the same task (grader/batch/task.py) once per submission.
 
-local: one worker per GPU slot on this host (`--gpus 0,1,...`, default every GPU nvidia-smi lists), each task pinned
-with CUDA_VISIBLE_DEVICES, never two tasks on one slot at once; `--slots N` gives N CPU slots instead
+local: `--per-gpu N` (default 2) worker slots per GPU of this host (`--gpus 0,1,...`, default every GPU nvidia-smi
+lists), each task pinned with CUDA_VISIBLE_DEVICES, never two tasks on one slot at once, and never two timings on one
+GPU at once: the slots of a GPU share its lock file (GRADER_GPU_LOCK, grader/gpulock.py), which a grade holds alone
+for its timing stage and shares for the rest; `--slots N` gives N CPU slots instead
 (CUDA_VISIBLE_DEVICES empty: CPU-only grading, and the tests). A task that ends in an infrastructure fault (its
 exit code 3, or killed by a signal) is queued again for another slot, up to --retries times; a slot whose faults
 in a row hit three different submissions is retired.
@@ -33,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import gpulock
 from ..report import write_json_atomic, write_text_atomic
 from . import state
 from .progress import Progress
@@ -55,6 +58,7 @@ class EngineError(Exception):
 class Slot:
     name: str  # "gpu0", "cpu1": what the task records as its slot
     cuda: str  # the task's CUDA_VISIBLE_DEVICES: a GPU index or UUID, or "" (no GPU)
+    lock: str = ""  # the GPU's lock file, shared by its slots (GRADER_GPU_LOCK); "" for a CPU slot
     faults_in_row: list[str] = field(default_factory=list)  # the submissions of its faults since its last grade
     retired: bool = False
 
@@ -81,7 +85,11 @@ def host_gpus(with_uuids: bool = False) -> list[str]:
     return [x for row in rows for x in (row[:2] if with_uuids else row[:1])]
 
 
-def make_slots(gpus: str | None, slots: int | None) -> list[Slot]:
+def make_slots(gpus: str | None, slots: int | None, per_gpu: int = 1, locks: Path | None = None) -> list[Slot]:
+    """CPU slots (--slots), or per_gpu slots for each GPU, named gpu<id> (one per GPU) or gpu<id>.<k>; the slots of
+    one GPU share the lock file locks/gpu<id>.lock."""
+    if per_gpu < 1:
+        raise EngineError(f"--per-gpu {per_gpu}: at least 1")
     if gpus is not None and slots is not None:
         raise EngineError("--gpus and --slots: choose one (GPU slots, or CPU slots)")
     if slots is not None:
@@ -95,7 +103,17 @@ def make_slots(gpus: str | None, slots: int | None) -> list[Slot]:
     unknown = [g for g in ids if known and g not in known]
     if unknown:
         raise EngineError(f"--gpus: no GPU {', '.join(unknown)} on this host (nvidia-smi lists {', '.join(known)})")
-    return [Slot(f"gpu{g}", g) for g in ids]
+    if locks is not None and ids:
+        locks.mkdir(parents=True, exist_ok=True)
+    return [
+        Slot(
+            f"gpu{g}" if per_gpu == 1 else f"gpu{g}.{k}",
+            g,
+            str(locks / f"gpu{re.sub(r'[^A-Za-z0-9_-]', '_', g)}.lock") if locks is not None else "",
+        )
+        for g in ids
+        for k in range(per_gpu)
+    ]
 
 
 def task_command(out: Path, index: int, engine: str, slot: str | None = None) -> list[str]:
@@ -137,6 +155,9 @@ def run_local(
                 # order, fastest first, may differ on a host of mixed GPUs).
                 env = {**os.environ, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": slot.cuda,
                        "GRADER_BATCH_SLOT": slot.name}  # fmt: skip
+                env.pop(gpulock.ENV, None)
+                if slot.lock:
+                    env[gpulock.ENV] = slot.lock
                 with open(logs / f"{it['sid']}.log", "ab") as lf:
                     p = subprocess.Popen(
                         task_command(out, int(it["index"]), "local", slot.name),
