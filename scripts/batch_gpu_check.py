@@ -55,13 +55,16 @@ def main() -> int:
     ap.add_argument("--gpus", default=None, help="default: every GPU")
     ap.add_argument("--phase", choices=("batch", "single", "compare", "all"), default="all")
     ap.add_argument("--secret-file", default=None)
+    ap.add_argument("--per-gpu", default=None, help="batch --per-gpu N (default: the batch's own, 2)")
+    ap.add_argument("--single", default=None, help="the single phase for these ids only (comma-separated)")
     a = ap.parse_args()
+    singles = [x for x in a.single.split(",") if x] if a.single else list(CLASS)
     out = a.out.resolve()
     cls = make_class(out / "class")
     key = ["--secret-file", a.secret_file] if a.secret_file else []
     if a.phase in ("batch", "all"):
         cmd = [sys.executable, "-m", "grader", "batch", str(cls), "--out", str(out / "batch"), "--engine", "local"]
-        cmd += (["--gpus", a.gpus] if a.gpus else []) + key
+        cmd += (["--gpus", a.gpus] if a.gpus else []) + (["--per-gpu", a.per_gpu] if a.per_gpu else []) + key
         t0 = time.monotonic()
         rc = subprocess.run(cmd, cwd=ROOT, check=False).returncode
         wall = time.monotonic() - t0
@@ -70,7 +73,7 @@ def main() -> int:
         (out / "batch_wall_s").write_text(f"{wall}\n")
     if a.phase in ("single", "all"):
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": (a.gpus or "0").split(",")[0]}
-        for sid in CLASS:
+        for sid in singles:
             dest = out / "single" / sid
             if (dest / "results.json").is_file():
                 continue
@@ -80,7 +83,7 @@ def main() -> int:
             print(f"single grade of {sid}: exit {rc} in {time.monotonic() - t0:.0f} s", flush=True)
     if a.phase in ("compare", "all"):
         bad = 0
-        for sid in CLASS:
+        for sid in singles:
             b, s = out / "batch" / sid / "results.json", out / "single" / sid / "results.json"
             if not (b.is_file() and s.is_file()):
                 print(f"{sid}: missing ({'batch' if not b.is_file() else 'single'})")

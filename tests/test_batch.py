@@ -552,3 +552,19 @@ def test_batch_scores_equal_single_grades_on_cpu(tmp_path):
         assert got["score"] == one["score"], sid
         assert [t["score"] for t in got["tests"]] == [t["score"] for t in one["tests"]], sid
     assert results(out, "staff")["score"] > results(out, "swapped")["score"] >= results(out, "stub")["score"]
+
+
+def test_gpu_hours_count_a_shared_gpu_once(tmp_path):
+    from grader.batch import collect
+
+    out = tmp_path / "out"
+    items = [{"sid": f"s{i}", "key": "k"} for i in range(4)]
+    runs = [  # (sid, GPU, end, wall): s0 and s1 overlap 5 s on GPU 0; s2 alone on GPU 1; s3 an old record
+        ("s0", "h:0", 110.0, 10.0), ("s1", "h:0", 115.0, 10.0), ("s2", "h:1", 110.0, 10.0),
+    ]  # fmt: skip
+    for sid, gpu, end, wall in runs:
+        state.append_attempt(out, sid, {"key": "k", "outcome": "graded", "wall_s": wall, "ended_at_s": end,
+                                        "gpu_slot": gpu})  # fmt: skip
+    state.append_attempt(out, "s3", {"key": "k", "outcome": "graded", "wall_s": 7.0})  # before ended_at_s existed
+    state.append_attempt(out, "s3", {"key": "old", "outcome": "graded", "wall_s": 99.0})  # another key: not counted
+    assert collect.gpu_seconds(out, {"items": items}) == pytest.approx(15.0 + 10.0 + 7.0)

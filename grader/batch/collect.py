@@ -96,12 +96,26 @@ def gpu_models(out: Path, entries: list[Entry]) -> tuple[dict[str, int], list[st
 
 
 def gpu_seconds(out: Path, manifest: dict[str, Any]) -> float:
-    """Task wall time over every attempt of this batch's current keys (a GPU held is a GPU spent)."""
+    """Task wall time over every attempt of this batch's current keys (a GPU held is a GPU spent). Tasks that
+    shared a GPU (batch --per-gpu: same host and CUDA_VISIBLE_DEVICES, their end time recorded) count the union of
+    their intervals, so a GPU-second is counted once however many grades overlapped in it."""
     total = 0.0
+    spans: dict[str, list[tuple[float, float]]] = {}
     for it in manifest["items"]:
         for a in state.attempts(out, it["sid"]):
-            if a.get("event") is None and a.get("key") == it["key"] and isinstance(a.get("wall_s"), (int, float)):
+            if a.get("event") is not None or a.get("key") != it["key"] or not isinstance(a.get("wall_s"), (int, float)):
+                continue
+            end, gpu = a.get("ended_at_s"), a.get("gpu_slot")
+            if isinstance(end, (int, float)) and isinstance(gpu, str):
+                spans.setdefault(gpu, []).append((float(end) - float(a["wall_s"]), float(end)))
+            else:
                 total += float(a["wall_s"])
+    for intervals in spans.values():
+        reach = float("-inf")
+        for start, end in sorted(intervals):
+            if end > reach:
+                total += end - max(start, reach)
+                reach = end
     return total
 
 

@@ -253,8 +253,14 @@ def run_task(out: Path, index: int, *, engine: str, slot: str | None, task_id: s
 def _record(
     out: Path, sid: str, base: dict[str, Any], outcome: Outcome, why: str, t0: float, code: int, **kw: Any
 ) -> int:
+    # ended_at_s and the GPU it held: collect.gpu_seconds counts a GPU's time once when two tasks shared it
+    # (batch --per-gpu).
+    gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    held = {"ended_at_s": round(time.time(), 2), "gpu_slot": f"{base.get('host')}:{gpu}"}
     state.append_attempt(
-        out, sid, {**base, "outcome": str(outcome), "why": why, "wall_s": round(time.monotonic() - t0, 2), **kw}
+        out,
+        sid,
+        {**base, "outcome": str(outcome), "why": why, "wall_s": round(time.monotonic() - t0, 2), **held, **kw},
     )
     print(f"{sid}: {outcome}{': ' + why if why else ''}", file=sys.stderr if code else sys.stdout, flush=True)
     return code
