@@ -305,6 +305,12 @@ def test_compute_sanitizer_reports_become_typed_failures_with_file_and_line():
     assert category == "out-of-bounds" and "glu_cuda.cu:21" in line and "write of 4 bytes" in line
     line, category = explain_sanitizer(MEMCHECK_LOG.replace("is out of bounds", "is misaligned"), "glu_cuda.cu")
     assert category == "misaligned"
+    # CUDA 13.0's compute-sanitizer (on the H200) words it "Access to ... is misaligned" (lab/sanitizer_log.py)
+    h200 = MEMCHECK_LOG.replace("write of size 4", "read of size 16").replace(
+        "Address 0x7f2e9a000204 is out of bounds", "Access to 0x7fea40801ba4 is misaligned"
+    )
+    line, category = explain_sanitizer(h200, "glu_cuda.cu")
+    assert category == "misaligned" and "read of 16 bytes" in line and "glu_cuda.cu:21" in line, line
     race = "========= Error: Race reported between Write access at void k(float*)+0x90 in /b/glu_cuda.cu:30\n"
     assert explain_sanitizer(race, "glu_cuda.cu")[1] == "race"
     assert explain_sanitizer("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n", "glu_cuda.cu") == (

@@ -100,7 +100,7 @@ def explain_report(stderr: str, source: str) -> tuple[str, str]:
 
 _CS_ACCESS = re.compile(r"Invalid __(global|shared|local)__ (read|write) of size (\d+) bytes")
 _CS_AT = re.compile(r"^=+\s+at (.+?) in (?:\S*/)?([^/\s:]+):(\d+)", re.MULTILINE)
-_CS_ADDRESS = re.compile(r"Address 0x[0-9a-f]+ is (out of bounds|misaligned)")
+_CS_ADDRESS = re.compile(r"(?:Address|Access to) 0x[0-9a-f]+ is (out of bounds|misaligned)")
 # racecheck's reports: "Race reported between ..." (analysis mode) or "Potential WAW hazard detected" (hazard mode).
 # Not the word "hazard" alone: its summary line, "RACECHECK SUMMARY: 0 hazards displayed", ends every clean run.
 _CS_RACE = re.compile(r"Race reported between|Potential \w+ hazard detected", re.IGNORECASE)
