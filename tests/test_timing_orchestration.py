@@ -747,3 +747,23 @@ def test_restart_workers_also_replaces_the_baselines_from_a_trusted_spare(glu, m
     # no spare left: a trusted worker is started, never an untrusted one, for the baselines
     workers.restart_workers(problem, [t], boxes, {}, "cpu", 60.0, {"case": {}}, case.name, [], [])
     assert boxes["baselines"].tag == "new" and boxes["baselines"].trusted
+
+
+def test_a_kernel_far_past_the_zero_credit_time_is_timed_one_round_and_never_retimed(glu):
+    # 30 ms a call against a 12 ms manual baseline (zero credit at 12.36 ms): after its first round of 5 calls more
+    # cannot change its credit, so it stops holding the GPU; its wall-clock excess (it spends 60 ms) is flagged from
+    # that round, not re-timed. A kernel just past the zero-credit time (20 ms: under 2x) is timed like any other.
+    restarts: list[list[str]] = []
+    tests, info = run_case(
+        glu,
+        {"slow": FakeWorker({"slow": (60.0, 30.0)}), "meh": FakeWorker({"meh": (20.0, 20.0)})},
+        restarts=restarts,
+    )
+    slow, meh = tests["slow"], tests["meh"]
+    assert info["stopped_early"] == ["slow"]
+    assert info["impls"]["slow"]["event"]["n"] == rounds.CALLS_PER_ROUND and slow.extra["credit"] == 0.0
+    assert "timed on 5 calls only" in slow.output and "first_pass" not in info["impls"]["slow"], slow.output
+    assert restarts == []  # never re-timed; what the first pass's clock saw is still reported
+    assert any("grader's own clock" in f for f in slow.extra["flags"]), slow.output
+    assert info["impls"]["meh"]["event"]["n"] == 15 and meh.extra["credit"] == 0.0  # all 3 rounds
+    assert info["baselines"]["manual"]["event"]["n"] == 15  # the baselines are always timed to the stop rule

@@ -31,6 +31,10 @@ HOST_FLAG_SLACK_MS = 0.02
 # its own (+-0.1 ms per call seen on the H200 for the same F.glu in two processes), docs/performance.md
 # #the-wall-clock-check.
 WALL_SLACK_MS = 0.08
+# An implementation slower than HOPELESS_FACTOR x the zero-credit time after its first timed round (5 calls, one of
+# them checked) is timed no further, and never re-timed: 2x is far past any round-to-round spread (< 2% on the H200,
+# docs/performance.md), so its credit is 0 whatever more calls would show.
+HOPELESS_FACTOR = 2.0
 WALL_SLACK_RATIO = 0.25
 # How many times an implementation over the slack is re-timed, each time in a new worker process (a new draw of
 # that process's offset), before the excess counts. A forged timer exceeds it in every process, so each

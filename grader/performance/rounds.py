@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +74,8 @@ class Rounds:
     rounds: int
     why: str
     digests: dict[str, list[tuple[int, float, float]]] = field(default_factory=dict)  # (set, scale, checksum) per call
+    # Functions no longer timed once they were far past the zero-credit time (timed_rounds' `hopeless`).
+    stopped_early: list[str] = field(default_factory=list)
 
     def pooled(self, other: Rounds) -> Rounds:
         """Both passes' samples together (another setup's rounds of the same functions)."""
@@ -88,6 +91,7 @@ class Rounds:
             self.rounds + other.rounds,
             f"{self.why}; then {other.why}",
             cat(self.digests, other.digests),
+            [*self.stopped_early, *(n for n in other.stopped_early if n not in self.stopped_early)],
         )
 
 
@@ -103,8 +107,11 @@ def timed_rounds(
     limit: float,
     case_name: str,
     sets: int = MIN_SETS,
+    hopeless: Callable[[str, Rounds], bool] | None = None,
 ) -> Rounds:
-    """Round-robin over (worker, function) units, rotated each round, until the stop rule holds."""
+    """Round-robin over (worker, function) units, rotated each round, until the stop rule holds. hopeless(name,
+    rounds so far), asked after each round: True stops timing that function (it is so slow that more calls could
+    not change its credit: a slow kernel would otherwise hold the GPU for the whole time cap, at ~0.5 s a call)."""
     fns = [n for _, n in units]
     out = Rounds(
         {n: [] for n in fns},
@@ -118,7 +125,7 @@ def timed_rounds(
     t_start = time.monotonic()
     rnd = 0
     while True:
-        live = [u for u in units if u[0] not in dead]
+        live = [u for u in units if u[0] not in dead and u[1] not in out.stopped_early]
         if not live:
             out.rounds = rnd
             return out
@@ -157,7 +164,13 @@ def timed_rounds(
             for (_j, k, s, idx), sample in zip(want, got[n], strict=False):
                 out.checks[n].append((k, s, idx, sample))
         rnd += 1
-        timed = [stats.summarize(out.event[n]) for n in fns if out.event[n] and owner(names, n) not in dead]
+        if hopeless is not None:
+            out.stopped_early += [n for n in fns if n not in out.stopped_early and out.event[n] and hopeless(n, out)]
+        timed = [
+            stats.summarize(out.event[n])
+            for n in fns
+            if out.event[n] and owner(names, n) not in dead and n not in out.stopped_early
+        ]
         stop, out.why = rule.done(timed, time.monotonic() - t_start)
         if stop or "baselines" in dead:
             out.rounds = rnd

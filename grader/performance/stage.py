@@ -213,8 +213,25 @@ def _time_case(
     units = [(w, n) for w in names for n in names[w]]
     last_k: dict[str, int] = {}
 
+    def hopeless(n: str, data: rounds.Rounds) -> bool:
+        """An implementation (never a baseline) whose median after its first round is more than HOPELESS_FACTOR
+        times the zero-credit time of the baselines' medians so far: it earns nothing, however long it is timed."""
+        if n in problem.baselines or len(data.event.get(n, ())) < rounds.CALLS_PER_ROUND or not data.checks.get(n):
+            return False
+        try:
+            th_now = score.thresholds(
+                perf.curve,
+                perf.margin,
+                {b: rounds.median(data.event[b]) for b in problem.baselines if data.event.get(b)},
+            )
+        except ValueError:  # a baseline not timed yet
+            return False
+        return rounds.median(data.event[n]) > judgement.HOPELESS_FACTOR * th_now.zero_ms
+
     def timed_rounds(units: list[tuple[str, str]]) -> rounds.Rounds:
-        return rounds.timed_rounds(units, boxes, dead, names, rule, rng, n_out, last_k, limit, case.name, n_sets)
+        return rounds.timed_rounds(
+            units, boxes, dead, names, rule, rng, n_out, last_k, limit, case.name, n_sets, hopeless
+        )
 
     # case.setups > 1 (spec): that many independent setups, each timed to the stop rule, rounds pooled. A short
     # kernel's median depends a little on where a setup's buffers landed; pooling setups averages that out.
@@ -227,7 +244,10 @@ def _time_case(
     # The wall-clock check, confirmed before it costs anything (see judgement.retime).
     base_overhead = rounds.median([o for n in problem.baselines for o in data.overhead_ms[n]])
     impl_names = [t.impl.name for t in targets if t.impl.name not in problem.baselines]
-    first_pass = judgement.over_slack(impl_names, data, base_overhead)
+    # Re-timing a kernel that earns nothing could only add to its time: not worth a fresh worker and the GPU's time.
+    first_pass = {
+        n: fp for n, fp in judgement.over_slack(impl_names, data, base_overhead).items() if not hopeless(n, data)
+    }
     by_name = {t.impl.name: t for t in targets}
 
     def fresh_workers(names: list[str]) -> None:
@@ -310,6 +330,7 @@ def _time_case(
             "verify": round(time.monotonic() - t_verify, 2),
         },
         "baseline_overhead_ms": base_overhead,
+        "stopped_early": list(data.stopped_early),
     }
     tests: list[TestResult] = []
     for t in targets:
@@ -334,7 +355,13 @@ def _time_case(
                 case,
                 c * case.points,
                 PASSED if c > 0 else FAILED,
-                judgement.perf_text(timing, th, ok, refname),
+                judgement.perf_text(timing, th, ok, refname)
+                + (
+                    f"\nnote: timed on {timing.event.n} calls only: more than {judgement.HOPELESS_FACTOR:g}x the "
+                    "zero-credit time after the first round, so more calls could not change its credit"
+                    if n in data.stopped_early
+                    else ""
+                ),
                 reason,
                 timing.findings,
                 credit=c,
