@@ -125,9 +125,12 @@ def launch_lines(launches: list[Any]) -> list[str]:
 
 
 def _base_name(kernel: str) -> str:
-    """A kernel's function name as ncu's -k matches it: 'void glu_f32<4>(float const*, ...)' -> 'glu_f32'."""
-    s = kernel.removeprefix("void ").strip()
-    return re.split(r"[<(\s]", s, maxsplit=1)[0] or s
+    """A kernel's function name as ncu's -k matches it (no namespace, no template, no parameters):
+    'void glu_f32<4>(float const*, ...)' -> 'glu_f32', 'void (anonymous namespace)::glu_kernel<float, ...>(...)'
+    -> 'glu_kernel' (the staff CUDA kernel's name, which matched nothing on the H200 with its namespace kept)."""
+    s = kernel.removeprefix("void ").strip().replace("(anonymous namespace)::", "")
+    head = re.split(r"[<(\s]", s, maxsplit=1)[0] or s
+    return head.rsplit("::", 1)[-1] or head
 
 
 def ncu_summary(argv: list[str], kernels: list[str], timeout_s: float = 600.0) -> list[str]:

@@ -189,6 +189,9 @@ def test_ncu_csv_is_read_into_per_kernel_rows():
     assert profile._bytes_per_thread(row, "ld") == 16.0
     assert profile._bytes_per_thread(row, "st") is None
     assert profile._base_name("void glu_kernel<float, Vec16<float>, 1, long>(const void*, long)") == "glu_kernel"
+    named = "void (anonymous namespace)::glu_kernel<float, (anonymous namespace)::Vec16<float>, 1, unsigned int>(float)"
+    assert profile._base_name(named) == "glu_kernel"  # as torch.profiler names the staff CUDA kernel on the H200
+    assert profile._base_name("void ns::inner::k2<3>(int)") == "k2"
 
 
 def test_ncu_missing_is_said_plainly(monkeypatch):
