@@ -264,3 +264,13 @@ def test_the_class_summary_escapes_student_ids_and_flags(tmp_path):
     _balanced(page)
     assert "<script" not in page and "&lt;script&gt;" in page
     assert "differs from the sum" in page.split("Flagged submissions (1)", 1)[1]
+
+
+def test_a_failure_pattern_s_hint_reaches_the_report_read_back_from_results_json(grade_dir):
+    """A hint (severity HINT, grader/patterns.py) survives results.json: the reader keeps it, its section's advice
+    carries the pattern's words, and the section is keyed by the hint's code, not its per-case text."""
+    data = json.loads(json.dumps(results_json(grade_dir(BROKEN / "swapped_halves", cases=("rows_127/float32",)))))
+    t = next(t for t in records.tests_of(data) if t.case == "rows_127/float32")
+    assert [f.code for f in t.findings if f.severity == "hint"] == [Code.HINT_FORMULA]
+    lost = [f for f in failures.failures(data) if t.name in {x.name for x in f.tests}]
+    assert len(lost) == 1 and any("which half is which" in tip for tip in lost[0].tips), lost[0].tips

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import hints as problem_hints
-from ..results import SKIPPED, VIOLATION, Code, Finding, Kind, Reason
+from ..results import HINT, SKIPPED, VIOLATION, Code, Finding, Kind, Reason
 from .records import Test, num
 
 # Problem-independent advice, by reason (grader/results.py). A problem's own words come from its hints.yaml.
@@ -82,8 +82,15 @@ def advice(
         tips.append(_wrong_values(t, h))
     elif t.reason is not None and t.reason in GENERIC:
         tips.append(problem_hints.text(h, "reason", str(t.reason)) or GENERIC[t.reason])
-    # The test's own findings (e.g. a hint the check stage found), worded by the problem where it has words.
-    tips += [w for w in (problem_hints.text(h, "finding", str(f.code)) for f in t.findings) if w]
+    # The test's own findings, worded by the problem where it has words: a failure pattern's hint (grader/patterns.py)
+    # by its `pattern` words, what its code means whatever the case (the case's index and values are in its text).
+    tips += [
+        w
+        for w in (
+            problem_hints.text(h, "pattern" if f.severity == HINT else "finding", str(f.code)) for f in t.findings
+        )
+        if w
+    ]
     if t.kind == Kind.PERFORMANCE and t.reason != Reason.FORFEIT:  # speed tips for a forfeit part are noise
         tips += _perf_advice(t, perf or {}, h)
     return list(dict.fromkeys(tips)) or [FALLBACK]

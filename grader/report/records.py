@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..results import FAILED, FLAG, SKIPPED, VIOLATION, WARNING, Code, Finding, Grade, Kind, Reason
+from ..results import FAILED, FLAG, HINT, SKIPPED, VIOLATION, WARNING, Code, Finding, Grade, Kind, Reason
 
 STAGES = ("correctness", "performance")  # the stages that carry points, in the order the reports show them
 
@@ -64,7 +64,7 @@ def findings_of(raw: Any) -> list[Finding]:
     out = []
     for d in raw if isinstance(raw, list) else []:
         code = _enum(Code, d.get("code")) if isinstance(d, dict) else None
-        if code is not None and d.get("severity") in (VIOLATION, FLAG, WARNING):
+        if code is not None and d.get("severity") in (VIOLATION, FLAG, WARNING, HINT):
             out.append(Finding(code, str(d.get("text", ""))[:2000], d["severity"]))
     return out
 
