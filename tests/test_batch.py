@@ -308,6 +308,10 @@ def test_graded_on_records_the_gpu_and_the_report_warns_on_mixed_and_hot_gpus(tm
     assert set(summary["gpu_models"]) == {"NVIDIA H200", "NVIDIA H100 80GB HBM3"}
     text = capsys.readouterr().out
     assert "more than one kind of device" in text and "hot or slowing its clocks" in text
+    # The TA report groups the class by GPU model and carries the same warnings.
+    page = (out / "class_summary.html").read_text()
+    assert "Graded on" in page and "NVIDIA H200" in page and "NVIDIA H100 80GB HBM3" in page
+    assert "more than one kind of device" in page and "hot or slowing its clocks" in page
     assert summary["submissions_per_gpu_hour"] and summary["submissions_per_gpu_hour"] > 0
 
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 import html
 import json
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..report import write_json_atomic, write_text_atomic
-from . import state, where
+from ..report.devices import gpu_summary
+from . import state
 from .state import Entry, Status
 
 SUMMARY_JSON, SUMMARY_HTML = "batch_summary.json", "batch_summary.html"
@@ -50,43 +50,6 @@ def _results(out: Path, sid: str) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return d if isinstance(d, dict) else None
-
-
-def gpu_summary(docs: Iterable[tuple[str, dict[str, Any]]]) -> tuple[dict[str, int], list[str]]:
-    """(student, results.json data) pairs -> GPU model -> how many grades were made on it ("CPU" without a GPU),
-    and the warnings: several models in one class (times, so speed points, are not comparable across models), a
-    hot or slowed GPU during a grade. Reads extra_data.graded_on (grader/batch/where.py), else the grade's own
-    device fields; written to be called from the TA report too (tareport.collect's Submission.student, .data)."""
-    models: Counter[str] = Counter()
-    hot: list[str] = []
-    for student, data in docs:
-        extra: dict[str, Any] = data["extra_data"] if isinstance(data.get("extra_data"), dict) else {}
-        g: dict[str, Any] = extra["graded_on"] if isinstance(extra.get("graded_on"), dict) else {}
-        gpu = g.get("gpu") if isinstance(g.get("gpu"), dict) else None
-        snap = (gpu or {}).get("start") or (gpu or {}).get("end") or {}
-        perf_dev = ((extra.get("performance") or {}).get("device") or {}).get("name")
-        if snap.get("name") or perf_dev:
-            model = str(snap.get("name") or perf_dev)
-        else:
-            model = "CPU" if extra.get("device") == "cpu" else "GPU (model not recorded)"
-        models[model] += 1
-        why = sorted({w for s in ("start", "end") for w in where.suspect((gpu or {}).get(s))})
-        if why:
-            hot.append(f"{student} ({'; '.join(why)})")
-    warns = []
-    if len(models) > 1:
-        warns.append(
-            "this class was graded on more than one kind of device ("
-            + ", ".join(f"{m}: {n}" for m, n in models.most_common())
-            + "): speed points compare kernels against baselines of the same run, but regrade on one model for a "
-            "class leaderboard"
-        )
-    if hot:
-        warns.append(
-            f"{len(hot)} grade(s) ran on a GPU that was hot or slowing its clocks (regrade them): "
-            + ", ".join(hot[:20])
-        )
-    return dict(models), warns
 
 
 def gpu_models(out: Path, entries: list[Entry]) -> tuple[dict[str, int], list[str]]:

@@ -24,6 +24,8 @@ import subprocess
 from datetime import UTC, datetime
 from typing import Any
 
+from ..report.devices import HOT_C, suspect  # noqa: F401  (what graded_on's snapshots are judged by)
+
 FIELDS = (
     ("index", "index"),
     ("name", "name"),
@@ -41,7 +43,6 @@ NUMERIC = {"sm_clock_mhz", "mem_clock_mhz", "max_sm_clock_mhz", "temperature_c",
 # nvidia-smi's clocks_throttle_reasons bits that slow a kernel down for reasons of the machine, not the code
 # (idle, application clocks and the software power cap under load are left out: they are normal).
 SLOWDOWN_BITS = {0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake"}
-HOT_C = 85  # at or above this the H100/H200 class starts to slow its clocks
 TIMEOUT_S = 15
 
 
@@ -117,17 +118,6 @@ def _ask(exe: str, gpu: str | None) -> dict[str, Any] | None:
                 return None  # not pinned and several GPUs: which one graded is unknown
             return _parse(lines[0], names[: len(fields)])
     return None
-
-
-def suspect(gpu: dict[str, Any] | None) -> list[str]:
-    """Why a snapshot makes the grade's timings suspect (empty: it does not)."""
-    if not gpu:
-        return []
-    why = [f"clocks slowed: {', '.join(gpu.get('throttled') or [])}"] if gpu.get("throttled") else []
-    t = gpu.get("temperature_c")
-    if isinstance(t, (int, float)) and t >= HOT_C:
-        why.append(f"{t:g} C")
-    return why
 
 
 def graded_on(

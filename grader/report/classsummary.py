@@ -17,6 +17,7 @@ from urllib.parse import quote
 from . import classstats, html
 from .blocks import Cell, Chart, Page, Row, Section, Table, Text
 from .classdata import Submission, collect, columns, render_csv, who
+from .devices import gpu_summary
 from .output import write_text_atomic
 from .roster import CANVAS_CSV, CANVAS_HEADER, Join, Roster, join_roster, points_text, render_canvas_csv
 from .validate import Unreadable, validator
@@ -36,6 +37,10 @@ def _names(subs: list[Submission], limit: int = 30) -> str:
 
 def _table(head: list[str], rows: Sequence[Sequence[object]]) -> Table:
     return Table(head, [Row.of(list(r)) for r in rows])
+
+
+def _by_count(item: tuple[str, int]) -> tuple[int, str]:
+    return -item[1], item[0]
 
 
 def _none_or(table: Table) -> Table | Text:
@@ -140,6 +145,11 @@ def build(
                 lead,
             )
         )
+    # Speed points are judged against baselines of the same run, so they hold on any GPU, but a leaderboard, or a
+    # grade made on a hot or throttled GPU, needs to know: grouped by GPU model, with the batch's warnings.
+    models, device_warnings = gpu_summary((s.student, s.data) for s in subs)
+    for w in device_warnings:
+        page.head.append(Text(w, "note", "Devices:"))
     if imgs is None:
         page.head.append(Text(NO_PLOTS, "note"))
     if totals:
@@ -171,6 +181,10 @@ def build(
             f"Flagged submissions ({len(flagged)})", [_none_or(Table(["student", "total", "why", "file"], flag_rows))]
         ),
         hist,
+        Section(
+            "Graded on",
+            [_none_or(_table(["device", "grades"], [[m, n] for m, n in sorted(models.items(), key=_by_count)]))],
+        ),
         _speedups(subs, imgs),
         _pass_rates(subs, imgs),
     ]
