@@ -9,7 +9,8 @@ Validated like a spec (one CourseError line naming the file, key and what was ex
 by `grade --problem`, from its own folder of the submission (its spec's `stubs:` below assignment/: GLU's files at
 the top, gelu's in gelu/), into OUT/<problem>/ (results.json, report.md, report.html: nothing per problem changes).
 Then OUT/course.json holds every problem's score scaled to its course points and the total, and OUT/report.md is
-the student report with one section per problem (each problem's own report.md under its heading)."""
+the student report with one section per problem (each problem's own report.md under its heading); OUT/report.html
+the total table with a link to each problem's report.html."""
 
 from __future__ import annotations
 
@@ -152,6 +153,33 @@ def student_report(course: Course, summary: dict[str, Any], out: Path) -> str:
     return "\n".join(lines)
 
 
+def student_page(course: Course, summary: dict[str, Any], out: Path) -> str:
+    """report.html: the same total table, as the report's own HTML page (grader/report's templates), each problem
+    linked to its own report.html (OUT/<problem>/report.html, a relative link)."""
+    from .report import html
+    from .report.blocks import Cell, Page, Row, Section, Table, Text
+
+    rows = [
+        Row(
+            [
+                Cell(
+                    r["problem"],
+                    href=f"{r['problem']}/report.html" if (out / r["problem"] / "report.html").is_file() else "",
+                ),
+                Cell(f"{r['score']:g} / {r['max_score']:g}"),
+                Cell(f"{r['earned']:.2f} / {r['points']:g}"),
+            ]
+        )
+        for r in summary["problems"]
+    ]
+    rows.append(Row([Cell("total"), Cell(""), Cell(f"{summary['earned']:.2f} / {summary['points']:g}")]))
+    notes = [Text(f"{r['problem']}: {r['note']}", "note") for r in summary["problems"] if r.get("note")]
+    section = Section("Problems", [Table(["problem", "score", "course points"], rows), *notes])
+    return html.render(
+        Page(course.name, [Text("each problem's own report is linked from its name", "facts")], [section])
+    )
+
+
 def run(args: argparse.Namespace, root: Path, grade_one: Callable[[argparse.Namespace], int]) -> int:
     """Grade every problem of the course with grade_one (the CLI's `grade` on one problem), then write course.json
     and the combined report.md. The exit code is the worst of the problems' (0 when all graded)."""
@@ -169,5 +197,7 @@ def run(args: argparse.Namespace, root: Path, grade_one: Callable[[argparse.Name
     summary = summarize(course, out)
     _write(out / "course.json", json.dumps(summary, indent=2) + "\n")
     _write(out / "report.md", student_report(course, summary, out))
-    print(f"course {course.name}: {summary['earned']:.2f} / {summary['points']:g} points; {out / 'report.md'}")
+    _write(out / "report.html", student_page(course, summary, out))
+    total = f"{summary['earned']:.2f} / {summary['points']:g} points"
+    print(f"course {course.name}: {total}; {out / 'report.md'} and {out / 'report.html'}")
     return rc

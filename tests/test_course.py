@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.course import CourseError, load_course, student_report, submission_dir, summarize
+from grader.course import CourseError, load_course, student_page, student_report, submission_dir, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 SCALE = ROOT / "tests" / "data" / "problems" / "scale" / "spec.yaml"
@@ -65,6 +65,10 @@ def test_the_summary_scales_each_problem_to_its_points_and_reports_a_section_eac
     md = student_report(c, s, tmp_path)
     assert "## glu report: 30 / 120 points" in md and "### Score" in md and "## gelu" in md
     assert "| glu | 30 / 120 | 15.00 / 60 |" in md and "**15.00 / 100**" in md
+    (tmp_path / "glu" / "report.html").write_text("<html></html>")
+    page = student_page(c, s, tmp_path)  # the same table as HTML, each problem linked to its own report.html
+    assert '<a href="glu/report.html">glu</a>' in page and "15.00 / 100" in page and "gelu: no results" in page
+    assert 'href="gelu/' not in page  # no report there: no link
 
 
 @pytest.mark.slow
@@ -78,3 +82,4 @@ def test_the_cli_grades_a_course(tmp_path):
     assert doc["earned"] == doc["points"] == 10
     assert json.loads((tmp_path / "out" / "scale" / "results.json").read_text())["score"] == 6
     assert "## scale report" in (tmp_path / "out" / "report.md").read_text()
+    assert 'href="scale/report.html"' in (tmp_path / "out" / "report.html").read_text()
