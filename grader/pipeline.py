@@ -24,6 +24,7 @@ import torch
 from . import availability, gpulock, identity, static
 from .correctness import Target, run_correctness
 from .performance import run_performance, skipped_tests, start_workers
+from .performance.workers import settle
 from .reference import load_reference
 from .results import FAILED, PASSED, SKIPPED, Code, Finding, Grade, Kind, Reason, TestResult
 from .sandbox import WorkerFailure
@@ -372,6 +373,11 @@ def _grade(
                 b.close()
             shared.close()
             raise
+    if early and os.environ.get(gpulock.ENV):
+        # The timing workers' start-up and the baselines' torch.compile run on the GPU in the background: over
+        # before the shared hold ends, so another grade's timing never runs beside them.
+        progress("performance: waiting for the timing workers to be ready")
+        settle(early, problem.limits.timing_s)
     shared.close()
 
     perf_targets = targets if device == "cuda" else [Target(i, "", i.file) for i in impls]

@@ -165,6 +165,7 @@ class Sandbox:
         child_conn.close()
         self.ready = False
         self.pending: list[str] = []  # what each command queued with `send` is, until `drain` collects its reply
+        self.drained: list[Any] = []  # every reply `drain` collected so far (one caller may drain for another)
         if wait:
             self.wait_ready(start_timeout_s)
 
@@ -209,6 +210,7 @@ class Sandbox:
         out = []
         while self.pending:
             out.append(self.request(None, None, timeout_s=timeout_s, what=self.pending.pop(0)))
+            self.drained.append(out[-1])
         return out
 
     def request(self, cmd: str | None, payload: Any, *, timeout_s: float, what: str) -> Any:

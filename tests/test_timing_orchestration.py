@@ -388,6 +388,7 @@ class PreStarted(FakeWorker):
         self.log: list[str] = []
         self.fail_load = fail_load
         self.queued = queued or []  # replies of commands start_workers queued (the baselines' `prepare`)
+        self.drained: list = []  # as Sandbox.drained: every reply drain collected so far
 
     def wait_ready(self, timeout_s: float) -> None:
         self.log.append("ready")
@@ -395,6 +396,7 @@ class PreStarted(FakeWorker):
     def drain(self, timeout_s: float) -> list:
         self.log.append("drain")
         out, self.queued = self.queued, []
+        self.drained += out
         return out
 
     def close(self) -> None:
@@ -652,6 +654,23 @@ def test_a_queued_command_is_answered_in_order_after_the_greeting_and_blocks_oth
         box.send("prepare", {"kind": "cuda"}, what="compiling the baselines")
         with pytest.raises(WorkerFailure, match="trusted baselines only"):
             box.drain(timeout_s=60)
+
+
+def test_settle_waits_for_the_baselines_prepare_and_keeps_its_reply_for_the_load(glu):
+    """batch --per-gpu: before another grade may time on the GPU, this grade's workers are up and the baselines'
+    torch.compile is over (workers.settle); the reply it collected is what load_workers reports afterwards."""
+    from dataclasses import asdict
+
+    from grader.sandbox import Sandbox
+
+    problem, case, _ = glu
+    with Sandbox("cpu", wait=False, trusted=True) as box, Sandbox("cpu", wait=False) as other:
+        box.send("prepare", _prep_payload(problem, [asdict(case)]), what="compiling the baselines")
+        workers.settle({"baselines": box, "triton": other}, limit=120)
+        assert box.ready and other.ready and box.pending == []
+        (first,) = box.drained
+        assert set(first[case.name]) == {"manual", "eager"}
+        assert box.drain(timeout_s=1) == [] and box.drained == [first]  # load_workers' drain finds it kept
 
 
 @pytest.mark.parametrize("starts", [True, False])

@@ -77,6 +77,20 @@ def start_workers(problem: Problem, targets: list[Target], device: str) -> dict[
     return boxes
 
 
+def settle(started: dict[str, Sandbox], limit: float) -> None:
+    """Wait until every started worker is up and the trusted ones' `prepare` (torch.compile's first calls, on the
+    GPU) is over; the replies stay on the box (Sandbox.drained) for load_workers. The pipeline calls this before it
+    lets another grade on this GPU time (grader/gpulock.py): after it, none of this grade's workers uses the GPU
+    until this grade's own timing stage. A worker that failed is left for load_workers (or a re-timing) to report."""
+    for name, box in started.items():
+        try:
+            box.wait_ready(timeout_s=180)
+            if name in ("baselines", SPARE_BASELINES):
+                box.drain(timeout_s=limit)
+        except (WorkerFailure, GraderFault):
+            pass
+
+
 def spares_of(started: dict[str, Sandbox]) -> tuple[list[Sandbox], list[Sandbox]]:
     """start_workers' spares: (untrusted ones for implementations, trusted ones for the baselines)."""
     untrusted = [b for k, b in started.items() if k.startswith(SPARE) and k != SPARE_BASELINES]
@@ -98,7 +112,8 @@ def load_workers(
         try:
             t0 = time.monotonic()
             started[name].wait_ready(timeout_s=180)
-            early = started[name].drain(timeout_s=limit)  # the baselines' `prepare`, queued by start_workers
+            started[name].drain(timeout_s=limit)  # the baselines' `prepare`, queued by start_workers
+            early = started[name].drained  # (settle may have collected it already)
             if early and name == "baselines":
                 info["baseline_first_calls_s"] = early[0]
             started[name].request("load", payload, timeout_s=limit, what="loading")
