@@ -39,7 +39,8 @@ COPY constraints.txt requirements.txt ./
 RUN python -m pip install -c constraints.txt -r requirements.txt
 
 COPY grader ./grader
-# The problem's public parts only: spec, truth and baselines (reference.py), the handout. No staff solutions.
+# The problems' public parts only: spec, words (hints.yaml), truth and baselines (reference.py), the handout. No staff
+# solutions.
 COPY reference ./reference
 COPY assignment/README.md ./assignment/README.md
 

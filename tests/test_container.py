@@ -66,6 +66,16 @@ def _build_context(dst: Path) -> None:
                     shutil.copy2(p, dst / p.relative_to(ROOT))
 
 
+def test_the_image_has_every_problem_s_public_parts_and_no_staff_solution(tmp_path):
+    """What .dockerignore lets in: each problem's spec, words (hints.yaml: the advice, failure patterns and static
+    checks a grade reads) and reference.py; never a staff solution."""
+    _build_context(tmp_path)
+    for spec in sorted(ROOT.glob("reference/*/spec.yaml")):
+        for f in ("spec.yaml", "hints.yaml", "reference.py", "__init__.py"):
+            assert (tmp_path / "reference" / spec.parent.name / f).is_file(), f"reference/{spec.parent.name}/{f}"
+    assert not list(tmp_path.rglob("solution_*"))
+
+
 def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
     out = {}
     for dirpath, dirnames, filenames in os.walk(root):

@@ -268,6 +268,14 @@ def test_no_staff_solution_in_any_distribution_and_the_problem_is(dists):
                   "grader/report/templates/style.css"):
             assert f in names, f"{f} missing from the {kind}"
         assert not [n for n in names if n.startswith(("tests/", "docs/", "scripts/"))], f"staff material in the {kind}"
+        # Every problem, not only GLU: its spec and words, and its stubs with their handout (the spec's `stubs:`).
+        for spec in sorted(ROOT.glob("reference/*/spec.yaml")):
+            name = spec.parent.name
+            want = [f"reference/{name}/spec.yaml", f"reference/{name}/hints.yaml", f"reference/{name}/reference.py"]
+            if name != "glu":
+                want += [f"assignment/{name}/README.md", f"assignment/{name}/{name}_triton.py",
+                         f"assignment/{name}/{name}_cuda.cu"]
+            assert not [f for f in want if f not in names], f"{name}: {[f for f in want if f not in names]} missing from the {kind}"
     entry_points = [n for n in _names(dists)["wheel"] if n.endswith(".dist-info/entry_points.txt")]
     assert entry_points
 
