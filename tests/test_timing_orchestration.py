@@ -84,8 +84,8 @@ class FakeWorker:
     def request(self, kind: str, p: dict, timeout_s: float = 0.0, what: str = "") -> dict:
         if kind == "time_setup":
             self.setup_p = p
-            case = Case(**p["case"])
-            self.sets = [make_input_seeded(case, "cpu", s) for s in p["seeds"]]
+            case = Case(**p["inputs"][0]["case"])
+            self.sets = [make_input_seeded(case, "cpu", s) for s in p["inputs"][0]["seeds"]]
             self.weights = digest_weights(p["n_out"], p["digest_seed"], "cpu")
             return {"compile_s": {n: 0.0 for n in self.fns}}
         if kind == "time_round":

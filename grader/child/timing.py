@@ -228,9 +228,8 @@ class Timer:
         # Every timed output's weighted checksum is taken right after its call, inside the round: an answer
         # produced later (when the parent asks for samples) cannot change it (docs/SECURITY.md).
         self.weights = digest_weights(int(p["n_out"]), int(p["digest_seed"]), self.device)
-        # p["inputs"]: per input, its case (shape) and one seed per set (grader/operands.timing_seeds); a request
-        # without it (one input) names the case and the seeds directly.
-        specs = p.get("inputs") or [{"case": p["case"], "seeds": p["seeds"]}]
+        # p["inputs"]: per input of the op, its case (shape) and one seed per set (grader/operands.timing_seeds).
+        specs = p["inputs"]
         cases = [SimpleNamespace(**d["case"]) for d in specs]
         self.cols = [c.shape[-1] for c in cases]
         for k in range(len(specs[0]["seeds"])):  # seeds mixed with the secret by the parent: it never comes here

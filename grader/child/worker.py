@@ -465,7 +465,7 @@ class Worker:
         return out
 
     def profile(self, p: dict[str, Any]) -> dict[str, Any]:
-        """`grader profile` (advisory, never graded): one input made here from p["case"] and p["seed"]; one call
+        """`grader profile` (advisory, never graded): the inputs made here from p["inputs"]; one call
         records its Triton launches (kernel, grid, constexprs, options); on a GPU, the median time of a call
         (triton.testing.do_bench: warmed up, L2 flushed, synchronized) and the torch.profiler table and per-kernel
         totals of p["reps"] calls."""
@@ -475,8 +475,7 @@ class Worker:
 
         self._poison(False)
         # p["inputs"] (grader/operands.timing_seeds): every input of the op, each from its first seed.
-        specs = p.get("inputs") or [{"case": p["case"], "seeds": [p["seed"]]}]
-        xs = [make_input_seeded(SimpleNamespace(**d["case"]), self.device, int(d["seeds"][0])) for d in specs]
+        xs = [make_input_seeded(SimpleNamespace(**d["case"]), self.device, int(d["seeds"][0])) for d in p["inputs"]]
         if self.launches is not None:
             self.launches.grids = []
         try:

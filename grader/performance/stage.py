@@ -10,7 +10,6 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from typing import Any
 
 from .. import inputs, operands, score, stats
@@ -173,8 +172,6 @@ def _time_case(
     live_boxes = [w for w, b in boxes.items() if b is not None and w not in dead]
     digest_seed = inputs.mix_seed(case.seed, secret, "digest")
     setup_p = {
-        "case": asdict(case),
-        "seeds": timing_seeds[0]["seeds"],
         "inputs": timing_seeds,
         "warmup_ms": 200,
         "spin_s": workers.spin_budget(len(live_boxes), workers.cpus()),
