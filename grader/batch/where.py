@@ -24,8 +24,6 @@ import subprocess
 from datetime import UTC, datetime
 from typing import Any
 
-from ..report.devices import HOT_C, suspect  # noqa: F401  (what graded_on's snapshots are judged by)
-
 FIELDS = (
     ("index", "index"),
     ("name", "name"),
