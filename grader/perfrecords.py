@@ -21,11 +21,15 @@ class FirstPass:
     wall_excess_ms: float
     retimes: int = 0  # re-timings done (each in a fresh worker)
     retimed: bool = False  # at least one re-timing produced times (the last one counts)
+    # The earlier case on which its excess recurred in all MAX_RETIMES re-timings: not re-timed again (stage.py).
+    confirmed_on: str | None = None
 
     def as_dict(self, retime_rounds: int) -> dict[str, Any]:
         d: dict[str, Any] = {"event_median_ms": self.event_median_ms, "wall_excess_ms": self.wall_excess_ms}
         if self.retimes:
             d["retimes"] = self.retimes
+        if self.confirmed_on is not None:
+            d["confirmed_on"] = self.confirmed_on
         return {**d, "retimed": self.retimed, "retime_rounds": retime_rounds}
 
 

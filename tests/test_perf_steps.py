@@ -43,8 +43,8 @@ def test_retime_replaces_times_and_stops_when_under_the_slack():
     fp = {"k": FirstPass(3.0, 1.0)}
     calls: list[list[str]] = []
     again = rounds({"k": [3.1] * 5, "eager": [6.0] * 5}, {"k": [2.0] * 5, "eager": [2.0] * 5}, n=3)
-    base, n = judgement.retime(fp, data, ["eager"], {}, calls.append, lambda names: again)
-    assert calls == [["k"]] and n == 3 and base == {"k": 2.0}
+    base, n, confirmed = judgement.retime(fp, data, ["eager"], {}, calls.append, lambda names: again)
+    assert calls == [["k"]] and n == 3 and base == {"k": 2.0} and confirmed == []
     assert data.event["k"] == [3.1] * 5 and fp["k"].retimed and fp["k"].retimes == 1
 
 
@@ -53,15 +53,16 @@ def test_retime_gives_up_after_max_retimes_and_keeps_the_last_pass():
     fp = {"k": FirstPass(3.0, 1.0)}
     calls: list[list[str]] = []
     again = rounds({"k": [3.0] * 5, "eager": [6.0] * 5}, {"k": [3.5] * 5, "eager": [2.0] * 5})
-    judgement.retime(fp, data, ["eager"], {}, calls.append, lambda names: again)
+    _, _, confirmed = judgement.retime(fp, data, ["eager"], {}, calls.append, lambda names: again)
     assert len(calls) == judgement.MAX_RETIMES and fp["k"].retimes == judgement.MAX_RETIMES
+    assert confirmed == ["k"]  # over the slack in every fresh worker: the excess is the code's
 
 
 def test_retime_does_nothing_once_the_baselines_are_dead():
     data = rounds({"k": [3.0] * 5}, {"k": [3.0] * 5})
     calls: list[list[str]] = []
     assert judgement.retime({"k": FirstPass(3.0, 1.0)}, data, ["eager"], {"baselines": "died"}, calls.append,
-                               lambda names: data) == ({}, 0)
+                               lambda names: data) == ({}, 0, [])
     assert not calls
 
 

@@ -119,7 +119,8 @@ def target(name: str) -> SimpleNamespace:
 
 
 def run_case(glu, impls: dict[str, FakeWorker], case: Case | None = None, baselines: FakeWorker | None = None,
-             fresh: dict[str, list[FakeWorker | None]] | None = None, restarts: list[list[str]] | None = None):
+             fresh: dict[str, list[FakeWorker | None]] | None = None, restarts: list[list[str]] | None = None,
+             confirmed: dict[str, str] | None = None):
     """Time `impls` against the fake baselines. A re-timing restarts a worker (workers.restart_workers): here
     the next of `fresh[name]` takes its place (None: it fails to start), or, with none left, the same fake worker
     stands for a new process that behaves the same. `restarts` collects the names of each restart."""
@@ -143,7 +144,7 @@ def run_case(glu, impls: dict[str, FakeWorker], case: Case | None = None, baseli
 
     res = stage._time_case(
         problem, case, targets, boxes, dead, ref, device="cpu", secret=SECRET, rule=rule, rng=random.Random(0),
-        copy_bps=1e15, ceiling_bps=1e15, progress=lambda s: None, restart=restart,
+        copy_bps=1e15, ceiling_bps=1e15, progress=lambda s: None, restart=restart, confirmed=confirmed,
     )
     return {t.part: t for t in res["tests"]}, res["info"]
 
@@ -231,6 +232,34 @@ def test_a_forger_is_caught_in_every_fresh_worker(glu):
     tests, info = run_case(glu, {"f": FakeWorker({"f": (12.0, 3.0)})}, fresh=fresh, restarts=restarts)
     assert restarts == [["f"], ["f"]] and not fresh["f"], restarts
     assert tests["f"].extra["credit"] < 0.1 and "recurred when re-timed (2 times)" in tests["f"].output
+
+
+def test_an_excess_confirmed_on_one_case_is_not_retimed_on_the_next(glu):
+    # The grade's cases share `confirmed`. A forger re-timed MAX_RETIMES times on the first case, over the slack in
+    # every fresh worker, is scored on its clock on the second without costing the GPU more workers; a kernel
+    # that merely hiccups on the second case (never confirmed) is still re-timed there, and costs nothing.
+    confirmed: dict[str, str] = {}
+    problem, case, _ = glu
+    first_restarts: list[list[str]] = []
+    tests, info = run_case(glu, {"f": FakeWorker({"f": (12.0, 3.0)})}, restarts=first_restarts, confirmed=confirmed)
+    assert first_restarts == [["f"]] * performance.MAX_RETIMES and confirmed == {"f": case.name}
+    second = replace(case, name="second")
+    restarts: list[list[str]] = []
+    tests, info = run_case(
+        glu,
+        {"f": FakeWorker({"f": (12.0, 3.0)}), "hiccup": Phased("hiccup", first=(9.0, 3.0), then=(3.0, 3.0))},
+        case=second, restarts=restarts, confirmed=confirmed,
+    )
+    assert restarts == [["hiccup"]], restarts  # the forger is not in any re-timing
+    f = tests["f"]
+    assert info["impls"]["f"]["first_pass"] == {
+        "event_median_ms": 3.0, "wall_excess_ms": pytest.approx(9.0), "retimed": False, "retime_rounds": 3,
+        "confirmed_on": case.name,
+    }, info["impls"]["f"]
+    assert abs(f.extra["effective_ms"] - 12.0) < 1e-9 and f.extra["credit"] < 0.1, f.output
+    assert f"recurred in every re-timing on {case.name}" in f.output, f.output
+    assert tests["hiccup"].extra["credit"] == 1.0 and not tests["hiccup"].extra["flags"], tests["hiccup"].output
+    assert confirmed == {"f": case.name}  # the second case confirmed nothing new
 
 
 def test_a_fresh_worker_that_fails_to_start_leaves_the_old_one_timing(glu):

@@ -77,13 +77,15 @@ def retime(
     dead: dict[str, str],
     fresh_workers: Callable[[list[str]], None],
     rounds_for: Callable[[list[str]], Rounds],
-) -> tuple[dict[str, float], int]:
+) -> tuple[dict[str, float], int, list[str]]:
     """Re-time what went over the slack, up to MAX_RETIMES passes, each in fresh workers (`fresh_workers`) beside
     the baselines (`rounds_for`), and each only for what was still over in the pass before. The last pass an
     implementation was timed in is the one that counts for it: its times replace the earlier ones in `data` (its
     checked outputs add up). A hiccup or an unlucky process does not recur every time; a forged timer must forge
     again, and is caught again; a worker that behaves only when re-timed is scored on that behaviour. Returns the
-    baselines' overhead in the pass each implementation was last timed in, and the rounds the re-timings took."""
+    baselines' overhead in the pass each implementation was last timed in, the rounds the re-timings took, and the
+    implementations still over the slack after all MAX_RETIMES re-timings (confirmed: a later case need not re-time
+    them)."""
     retime_base: dict[str, float] = {}
     rounds = 0
     pending = list(first_pass)
@@ -109,7 +111,7 @@ def retime(
             if median(data.overhead_ms[n]) - base_now > wall_slack_ms(stats.summarize(data.event[n]).median):
                 still.append(n)
         pending = still
-    return retime_base, rounds
+    return retime_base, rounds, [n for n in pending if first_pass[n].retimes == MAX_RETIMES]
 
 
 def describe(
@@ -158,6 +160,8 @@ def judge(
             f"; {fp.wall_excess_ms:.3g} ms in the first pass, and it recurred when "
             f"re-timed ({fp.retimes} time{'s' if fp.retimes > 1 else ''})"
             if fp is not None and fp.retimed
+            else f"; it recurred in every re-timing on {fp.confirmed_on}, so it was not re-timed again"
+            if fp is not None and fp.confirmed_on is not None
             else ""
         )
         flag(

@@ -87,6 +87,7 @@ def run_performance(
     limit = problem.limits.timing_s
     info: dict[str, Any] = {"cases": {}}
     tests: list[TestResult] = []
+    confirmed: dict[str, str] = {}  # implementation -> the case on which its wall-clock excess was confirmed
 
     # Every worker starts at once, so that CUDA start-up and imports overlap (and, started by the pipeline,
     # overlap the correctness stage too).
@@ -126,6 +127,7 @@ def run_performance(
                 first_calls=info.get("baseline_first_calls_s", {}).get(case.name, {}),
                 spares=spares,
                 base_spares=base_spares,
+                confirmed=confirmed,
             )
             info["cases"][case.name] = res["info"]
             tests += res["tests"]
@@ -155,10 +157,14 @@ def _time_case(
     restart: Callable[[list[str]], None] | None = None,
     spares: list[Sandbox] | None = None,
     base_spares: list[Sandbox] | None = None,
+    confirmed: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Time one case. `restart(names)` replaces those implementations' workers with fresh processes, set up for
-    the case, before a re-timing (default: workers.restart_workers; the tests give fake workers)."""
+    the case, before a re-timing (default: workers.restart_workers; the tests give fake workers). `confirmed`
+    (implementation -> case), shared by a grade's cases: what stayed over the wall-clock slack in every re-timing
+    of an earlier case is not re-timed again; this case adds what it confirms."""
     first_calls = first_calls or {}
+    confirmed = confirmed if confirmed is not None else {}
     spares = spares if spares is not None else []
     perf = problem.performance
     limit = problem.limits.timing_s
@@ -245,6 +251,12 @@ def _time_case(
     first_pass = {
         n: fp for n, fp in judgement.over_slack(impl_names, data, base_overhead).items() if not hopeless(n, data)
     }
+    # Re-timing gives an unlucky process a new draw. An implementation whose excess recurred in MAX_RETIMES fresh
+    # processes on an earlier case has had its draws: its excess is the code's (a forged timer, work outside the
+    # events), and more fresh workers would cost the GPU ~10 s each to find it again.
+    for n in first_pass:
+        first_pass[n].confirmed_on = confirmed.get(n)
+    to_retime = {n: fp for n, fp in first_pass.items() if n not in confirmed}
     by_name = {t.impl.name: t for t in targets}
 
     def fresh_workers(names: list[str]) -> None:
@@ -270,14 +282,15 @@ def _time_case(
             base_spares if base_spares is not None else [],
         )
 
-    retime_base, retime_rounds = judgement.retime(
-        first_pass,
+    retime_base, retime_rounds, now_confirmed = judgement.retime(
+        to_retime,
         data,
         list(problem.baselines),
         dead,
         fresh_workers,
         lambda names: timed_rounds([u for u in units if u[0] == "baselines" or u[1] in names]),
     )
+    confirmed.update({n: case.name for n in now_confirmed})
 
     # Verification happens after the rounds, so the parent's own GPU work never overlaps a timed call.
     t_verify = time.monotonic()
