@@ -112,6 +112,27 @@ def test_each_task_is_pinned_to_its_own_slot_and_no_slot_runs_two(tmp_path, fake
     assert (out / "batch_summary.json").is_file() and (out / "class_summary.html").is_file()
 
 
+def test_without_jsonschema_every_grade_is_kept_and_the_missing_report_is_said_at_start_and_end(
+    tmp_path, fake, monkeypatch, capsys
+):
+    # A GPU host with torch but not the report's jsonschema: the class is graded, nothing crashes at the end,
+    # and the TA is told before grading starts and again after it, with the command that makes the report later.
+    from grader.report import validate
+
+    monkeypatch.setitem(sys.modules, "jsonschema", None)  # `import jsonschema` raises ImportError
+    monkeypatch.setattr(validate, "_VALIDATOR", None)
+    subs = make_class(tmp_path / "class", {f"s{i}": {"score": str(i)} for i in range(3)})
+    out = tmp_path / "out"
+    assert batch(subs, "--out", out, "--gpus", "0", "--device", "cpu", "--no-perf") == EXIT_OK
+    assert [results(out, f"s{i}")["score"] for i in range(3)] == [0.0, 1.0, 2.0]
+    assert not (out / "grades.csv").exists()
+    said = capsys.readouterr()
+    assert "jsonschema package is not installed" in said.err
+    summary = json.loads((out / "batch_summary.json").read_text())
+    assert "jsonschema" in summary["report_error"] and f"grader report {out.resolve()}" in summary["report_error"]
+    assert "warning: the TA report was not written" in said.out
+
+
 def test_two_grades_share_a_gpu_but_never_its_timing(tmp_path, fake, monkeypatch):
     """--per-gpu 2: two slots per GPU, one lock file per GPU; the fake grade holds the lock shared for its first half
     (correctness) and alone for its second (timing), as grader/pipeline.py does."""

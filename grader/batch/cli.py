@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import os
 import shlex
 import shutil
@@ -297,6 +298,13 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     if args.engine == "slurm" and engines.live_indices(out):
         return _usage(f"{out}: tasks of an earlier submission are still queued or running (`batch status {out}`)")
 
+    if importlib.util.find_spec("jsonschema") is None:  # said now, not after hours of grading
+        print(
+            "warning: the jsonschema package is not installed: every submission will be graded, but the TA report "
+            "at the end will not be written (pip install -c constraints.txt -r requirements.txt, or make it "
+            f"later with `python -m grader report {out}`)",
+            file=sys.stderr,
+        )
     files = tuple(i.file for i in problem.implementations.values())
     try:
         found = discover(args.submissions, files, state.inputs_dir(out), args.deadline)

@@ -38,6 +38,7 @@ class Summary:
     resubmit: str = ""  # the command that resubmits the missing tasks (Slurm)
     report_paths: list[str] = field(default_factory=list)
     unusable: list[tuple[str, str]] = field(default_factory=list)  # the TA report's unreadable files (path, why)
+    report_error: str = ""  # why the TA report was not written (the grades are in place all the same)
 
     @property
     def per_gpu_hour(self) -> float | None:
@@ -90,10 +91,18 @@ def summarize(out: Path, manifest: dict[str, Any], live: set[int] | None = None,
         from .. import tareport
 
         state.clean_staging(out)  # what killed tasks left: never read as a student's grade
-        csv_path, html_path, subs, bad = tareport.write_ta_report(out)
-        s.report_paths = [str(csv_path), str(html_path)]
-        s.unusable = [(b.path, b.reason) for b in bad]
-        s.flagged = [(x.student, x.flags[0]) for x in subs if x.flags]
+        try:
+            csv_path, html_path, subs, bad = tareport.write_ta_report(out)
+        except ImportError:  # the report judges every results.json by its schema: that needs jsonschema
+            s.report_error = (
+                f"the TA report was not written: it needs the jsonschema package (pip install -c constraints.txt "
+                f"-r requirements.txt); the grades are in place: make it here once installed, or anywhere "
+                f"jsonschema is, with `python -m grader report {out}`"
+            )
+        else:
+            s.report_paths = [str(csv_path), str(html_path)]
+            s.unusable = [(b.path, b.reason) for b in bad]
+            s.flagged = [(x.student, x.flags[0]) for x in subs if x.flags]
     s.models, s.warnings = gpu_models(out, entries)
     uses_gpu = manifest["options"].get("device") != "cpu"
     s.graded = counts.get(str(Status.DONE), 0)
@@ -116,6 +125,7 @@ def write_summary(out: Path, s: Summary) -> tuple[Path, Path]:
         "submissions_per_gpu_hour": round(s.per_gpu_hour, 1) if s.per_gpu_hour else None,
         "resubmit": s.resubmit or None,
         "unusable_in_report": [{"path": p, "why": w} for p, w in s.unusable],
+        "report_error": s.report_error or None,
     }
     jp = out / SUMMARY_JSON
     write_json_atomic(jp, data)
@@ -183,3 +193,5 @@ def print_summary(s: Summary) -> None:
         print(f"resubmit only the missing tasks:\n  {s.resubmit}")
     if s.report_paths:
         print(f"written: {', '.join(s.report_paths)}")
+    if s.report_error:
+        print(f"warning: {s.report_error}")
