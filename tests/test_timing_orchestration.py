@@ -24,7 +24,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader import performance, stats
+from grader import operands, performance, stats
 from grader.performance import rounds, stage, workers
 from grader.correctness import Target
 from grader.child.inputs import digest, digest_weights
@@ -815,3 +815,32 @@ def test_a_kernel_far_past_the_zero_credit_time_is_timed_one_round_and_never_ret
     assert any("grader's own clock" in f for f in slow.extra["flags"]), slow.output
     assert info["impls"]["meh"]["event"]["n"] == 15 and meh.extra["credit"] == 0.0  # all 3 rounds
     assert info["baselines"]["manual"]["event"]["n"] == 15  # the baselines are always timed to the stop rule
+
+
+def test_the_warm_up_lasts_its_budget_of_gpu_time_even_for_a_slow_kernel(glu, monkeypatch):
+    # A fake GPU: a call queues 29 ms of work and returns at once (20 us of host time), a sync waits for the
+    # queue. Were the warm-up's calls not each waited for, the host would queue a launch every 20 us for its
+    # whole 200 ms budget and the sync after would wait 10,000 x 29 ms.
+    from grader.child import timing
+
+    now = [0.0]
+    queued = [0.0]
+
+    def sync() -> None:
+        now[0] += queued[0]
+        queued[0] = 0.0
+
+    def slow_kernel(x):
+        now[0] += 20e-6
+        queued[0] += 0.029
+        return x * 2
+
+    monkeypatch.setattr(timing, "_perf_counter", lambda: now[0])
+    t = timing.Timer.__new__(timing.Timer)  # no CUDA here: only what setup reads
+    t.device, t._sync = torch.device("cpu"), sync
+    problem, case, _ = glu
+    p = {"inputs": operands.timing_seeds(problem, case, SECRET, 3), "warmup_ms": 200, "n_out": 8 * 32,
+         "digest_seed": 5}
+    got = t.setup({"slow": slow_kernel}, p)
+    assert got["warmup_calls"]["slow"] == 7  # ceil(200 / 29): as many as fit in the budget
+    assert now[0] < 0.25, f"the warm-up took {now[0]:.1f} s of the GPU's time"

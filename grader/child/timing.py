@@ -251,8 +251,11 @@ class Timer:
             while _perf_counter() < t_end or n < 3:
                 held.append(fn(*self._views(self.work[n % len(self.work)])))
                 held = held[-p.get("calls_per_round", 5) :]
+                # Each call waited for: the warm-up lasts warmup_ms of the GPU's time. Unsynced, the host would
+                # queue ~1000 launches in warmup_ms and the sync after would wait for all of them (a 29 ms
+                # kernel's warm-up took 30 s on the H200).
+                self._sync()
                 n += 1
-            self._sync()
             del held
             out["warmup_calls"][name] = n
         return out
