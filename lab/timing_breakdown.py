@@ -16,13 +16,20 @@ def one(p: Path) -> None:
     r = json.loads(p.read_text())
     e = r.get("extra_data", {})
     print(f"{p.parent.name}: score {r.get('score')} / {r.get('max_score')}  phases {e.get('phases_s')}")
+    perf = e.get("performance", {})
+    scalars = {k: v for k, v in perf.items() if isinstance(v, (int, float, str)) and k.endswith("_s")}
+    if scalars:
+        print(f"   performance: {scalars}")
     for c, d in e.get("performance", {}).get("cases", {}).items():
         impls = []
         for n, i in d.get("impls", {}).items():
             fp = i.get("first_pass") or {}
             extra = ""
             if fp:
-                extra = f" retimes {fp.get('retimes', 0)} rounds {fp.get('retime_rounds')} confirmed_on {fp.get('confirmed_on')}"
+                extra = (
+                    f" retimes {fp.get('retimes', 0)} rounds {fp.get('retime_rounds')}"
+                    f" confirmed_on {fp.get('confirmed_on')}"
+                )
             impls.append(f"{n} {i.get('effective_ms', float('nan')):.4f} ms credit {i.get('credit')}{extra}")
         stopped = d.get("stopped_early") or []
         print(f"   {c:<14} wall {d.get('wall_s')} rounds {d.get('rounds')} stopped_early {stopped}")

@@ -1,7 +1,11 @@
 """The batch's GPU check (issue 19): ~10 submissions (the staff kernels, the stubs, correct kernels of other designs,
 broken ones, exploits) graded by `python -m grader batch --engine local` on this host's GPUs, then each graded once
-more by a single `python -m grader grade`; every score must be the same. Prints the throughput in submissions per
-GPU-hour (the batch's own figure: task wall time summed over GPU slots) and the wall-clock figure.
+more by a single `python -m grader grade`; the scores must agree. Every row but a performance row (build,
+correctness, kernel check, sanitizer) must be identical, and so must each performance row's verdict (passed,
+flagged or not); a performance row's points may differ by the timing noise of two runs, at most CREDIT_NOISE of
+its points (a case's median moves < 2% between grades on the H200, docs/performance.md, and 2% of the time moves
+the credit by ~0.03 between the thresholds). Prints the throughput in submissions per GPU-hour (the batch's own
+figure: task wall time summed over GPU slots) and the wall-clock figure.
 
     python scripts/batch_gpu_check.py --out DIR [--gpus 0,1] [--phase batch|single|compare|all] [--secret-file KEY]
 
@@ -22,6 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 T = ROOT / "tests"
+CREDIT_NOISE = 0.05  # of a performance row's points: two grades' timing noise (see the docstring)
 CLASS = {  # id -> files (target name -> source)
     "staff": {"glu_triton.py": ROOT / "reference/glu/solution_triton.py", "glu_cuda.cu": ROOT / "reference/glu/solution_cuda.cu"},
     "stubs": {"glu_triton.py": ROOT / "assignment/glu_triton.py", "glu_cuda.cu": ROOT / "assignment/glu_cuda.cu"},
@@ -44,9 +49,27 @@ def make_class(d: Path) -> Path:
     return d
 
 
-def scores(p: Path) -> tuple[float, list[tuple[str, float]]]:
+def rows(p: Path) -> tuple[float, list[dict]]:
     r = json.loads(p.read_text())
-    return float(r["score"]), [(t["name"], float(t["score"])) for t in r["tests"]]
+    return float(r["score"]), r["tests"]
+
+
+def differences(batch: list[dict], single: list[dict]) -> list[str]:
+    """What differs between two grades' rows beyond timing noise (see the module's docstring)."""
+    if [t["name"] for t in batch] != [t["name"] for t in single]:
+        return ["not the same rows"]
+    out = []
+    for b, s in zip(batch, single, strict=True):
+        perf = b.get("extra_data", {}).get("kind") == "performance" or "/ performance /" in b["name"]
+        if not perf and (b["score"], b["status"]) != (s["score"], s["status"]):
+            out.append(f"{b['name']}: batch {b['score']:g} ({b['status']}), single {s['score']:g} ({s['status']})")
+        elif perf:
+            bf, sf = bool(b.get("extra_data", {}).get("flags")), bool(s.get("extra_data", {}).get("flags"))
+            noise = CREDIT_NOISE * float(b.get("max_score") or 0)
+            if b["status"] != s["status"] or bf != sf or abs(b["score"] - s["score"]) > noise + 1e-9:
+                out.append(f"{b['name']}: batch {b['score']:.3f} ({b['status']}, flagged {bf}), single "
+                           f"{s['score']:.3f} ({s['status']}, flagged {sf}); noise allowed {noise:.3f}")
+    return out
 
 
 def main() -> int:
@@ -89,17 +112,18 @@ def main() -> int:
                 print(f"{sid}: missing ({'batch' if not b.is_file() else 'single'})")
                 bad += 1
                 continue
-            (bt, btests), (st, stests) = scores(b), scores(s)
-            diff = [(n, x, y) for (n, x), (_, y) in zip(btests, stests, strict=False) if x != y]
-            same = bt == st and not diff and len(btests) == len(stests)
-            bad += not same
-            print(f"{sid:32s} batch {bt:7.3f}  single {st:7.3f}  {'same' if same else 'DIFFERENT'}")
-            for n, x, y in diff[:5]:
-                print(f"    {n}: batch {x:g}, single {y:g}")
+            (bt, btests), (st, stests) = rows(b), rows(s)
+            diff = differences(btests, stests)
+            bad += bool(diff)
+            exact = bt == st
+            verdict = "identical" if exact else "same within timing noise" if not diff else "DIFFERENT"
+            print(f"{sid:32s} batch {bt:7.3f}  single {st:7.3f}  {verdict}")
+            for line in diff[:5]:
+                print(f"    {line}")
         summary = json.loads((out / "batch" / "batch_summary.json").read_text())
         print(f"GPU models: {summary['gpu_models']}; warnings: {summary['warnings'] or 'none'}")
         print(f"submissions per GPU-hour (task time on GPU slots): {summary['submissions_per_gpu_hour']}")
-        print(f"{'all scores identical' if not bad else f'{bad} submission(s) differ'}")
+        print(f"{'every submission agrees' if not bad else f'{bad} submission(s) differ'}")
         return 1 if bad else 0
     return 0
 
