@@ -62,10 +62,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--jobs", type=int, default=4)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--only", default="", help="comma-separated submission folder names (default: all)")
     a = ap.parse_args()
     out = a.out or Path(tempfile.mkdtemp(prefix="verdicts-"))
     subs = sorted(p for p in (ROOT / "tests" / "cuda_cpu").iterdir() if p.is_dir() and p.name != "hangs")
     subs += sorted(p for p in (ROOT / "tests" / "correct").iterdir() if (p / "glu_cuda.cu").is_file())
+    if a.only:
+        subs = [s for s in subs if s.name in a.only.split(",")]
     ctx = multiprocessing.get_context("spawn")  # the parent never touches CUDA; each grade is its own process
     with ProcessPoolExecutor(max_workers=a.jobs, mp_context=ctx) as pool:
         futs = {
