@@ -9,6 +9,10 @@ figure: task wall time summed over GPU slots) and the wall-clock figure.
 
     python scripts/batch_gpu_check.py --out DIR [--gpus 0,1] [--phase batch|single|compare|all] [--secret-file KEY]
 
+Each phase also writes DIR/batch.json or DIR/single.json, all of its results in one file: bring those back from a
+machine that returns few files (`--out /tmp/bc`, then `cp /tmp/bc/*.json "$OUT"`), and `--phase compare --out D`
+with them in D reads them.
+
 Each phase fits in one 10-minute device command on an H200 (10 grades of ~42 s; the batch phase is faster with more
 GPUs); `--phase all` runs the three in a row. Exit 0 when every score matches, 1 when one differs, 2 on bad use.
 """
@@ -54,6 +58,29 @@ def rows(p: Path) -> tuple[float, list[dict]]:
     return float(r["score"]), r["tests"]
 
 
+def pack(out: Path, phase: str) -> None:
+    """OUT/<phase>.json: every results.json of the phase (and the batch's summary) in one file, the one file to
+    bring back from a machine that returns few files (the device tool's count limit cut a whole phase once);
+    `--phase compare` reads a phase's folder back from it (`unpack`) when the folder is not there."""
+    d = out / phase
+    got = {x.name: json.loads((x / "results.json").read_text()) for x in sorted(d.glob("*/")) if (x / "results.json").is_file()}
+    summary = d / "batch_summary.json"
+    doc = {"results": got, "summary": json.loads(summary.read_text()) if summary.is_file() else None}
+    (out / f"{phase}.json").write_text(json.dumps(doc))
+
+
+def unpack(out: Path, phase: str) -> None:
+    packed = out / f"{phase}.json"
+    if (out / phase).is_dir() or not packed.is_file():
+        return
+    doc = json.loads(packed.read_text())
+    for sid, r in doc["results"].items():
+        (out / phase / sid).mkdir(parents=True, exist_ok=True)
+        (out / phase / sid / "results.json").write_text(json.dumps(r))
+    if doc.get("summary") is not None:
+        (out / phase / "batch_summary.json").write_text(json.dumps(doc["summary"]))
+
+
 def differences(batch: list[dict], single: list[dict]) -> list[str]:
     """What differs between two grades' rows beyond timing noise (see the module's docstring)."""
     if [t["name"] for t in batch] != [t["name"] for t in single]:
@@ -94,6 +121,7 @@ def main() -> int:
         n = len(CLASS)
         print(f"batch: exit {rc}, {n} submissions in {wall:.0f} s wall: {n / (wall / 3600):.0f} per hour on this host")
         (out / "batch_wall_s").write_text(f"{wall}\n")
+        pack(out, "batch")
     if a.phase in ("single", "all"):
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": (a.gpus or "0").split(",")[0]}
         for sid in singles:
@@ -104,7 +132,10 @@ def main() -> int:
             t0 = time.monotonic()
             rc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, check=False).returncode
             print(f"single grade of {sid}: exit {rc} in {time.monotonic() - t0:.0f} s", flush=True)
+            pack(out, "single")  # after each grade: a time limit that cuts the phase keeps what was graded
     if a.phase in ("compare", "all"):
+        for phase in ("batch", "single"):
+            unpack(out, phase)
         bad = 0
         for sid in singles:
             b, s = out / "batch" / sid / "results.json", out / "single" / sid / "results.json"
@@ -120,9 +151,13 @@ def main() -> int:
             print(f"{sid:32s} batch {bt:7.3f}  single {st:7.3f}  {verdict}")
             for line in diff[:5]:
                 print(f"    {line}")
-        summary = json.loads((out / "batch" / "batch_summary.json").read_text())
-        print(f"GPU models: {summary['gpu_models']}; warnings: {summary['warnings'] or 'none'}")
-        print(f"submissions per GPU-hour (task time on GPU slots): {summary['submissions_per_gpu_hour']}")
+        sp = out / "batch" / "batch_summary.json"
+        summary = json.loads(sp.read_text()) if sp.is_file() else None
+        if summary is None:
+            print("no batch_summary.json: the batch did not finish")
+        else:
+            print(f"GPU models: {summary['gpu_models']}; warnings: {summary['warnings'] or 'none'}")
+            print(f"submissions per GPU-hour (task time on GPU slots): {summary['submissions_per_gpu_hour']}")
         print(f"{'every submission agrees' if not bad else f'{bad} submission(s) differ'}")
         return 1 if bad else 0
     return 0
