@@ -146,8 +146,8 @@ def main() -> int:
             (bt, btests), (st, stests) = rows(b), rows(s)
             diff = differences(btests, stests)
             bad += bool(diff)
-            exact = bt == st
-            verdict = "identical" if exact else "same within timing noise" if not diff else "DIFFERENT"
+            exact = bt == st and [t["score"] for t in btests] == [t["score"] for t in stests]
+            verdict = "DIFFERENT" if diff else "identical" if exact else "same within timing noise"
             print(f"{sid:32s} batch {bt:7.3f}  single {st:7.3f}  {verdict}")
             for line in diff[:5]:
                 print(f"    {line}")
