@@ -28,7 +28,7 @@ from .performance.workers import settle
 from .reference import load_reference
 from .results import FAILED, PASSED, SKIPPED, Code, Finding, Grade, Kind, Reason, TestResult
 from .sandbox import WorkerFailure
-from .spec import Case, Implementation, Problem
+from .spec import Case, Implementation, Problem, sibling_folders
 
 
 class GraderError(Exception):
@@ -196,6 +196,16 @@ def official_reasons(problem: Problem, scratch: identity.Scratch) -> list[str]:
     return why
 
 
+def worth_naming(submission: Path, skipped: list[str], problem: Problem) -> list[str]:
+    """What of the submission's skipped entries the student should hear about. Python's own cache and the other
+    problems' folders of a course submission (or of assignment/ itself, grader/spec.py sibling_folders) are no
+    mistake; a folder of helpers, a link or an oversized file may be one (none of them reaches the grader)."""
+    expected = {"__pycache__", *sibling_folders(problem)}
+    return [
+        s for s in skipped if not (s in expected and (submission / s).is_dir() and not (submission / s).is_symlink())
+    ]
+
+
 def _grade(
     problem: Problem, opts: Options, device: str, scratch: identity.Scratch, progress: Callable[[str], None]
 ) -> Grade:
@@ -219,6 +229,7 @@ def _grade(
     g.official = not g.official_why
     if not opts.staff:
         skipped = scratch.add_submission(opts.submission)
+        skipped = worth_naming(opts.submission, skipped, problem)
         if skipped:
             g.notes.append("not graded (links, folders, or over the size limit): " + ", ".join(skipped[:10]))
     # A staff-only row (spec `staff_only`, e.g. the lecture's naive kernel) is graded and timed with --staff only.

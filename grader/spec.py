@@ -448,6 +448,23 @@ def _stubs(v: _V, obj: Any) -> str:
     return "/".join(parts)
 
 
+def sibling_folders(problem: Problem) -> set[str]:
+    """The folders that the problems beside this one (every spec.yaml one folder over) take inside a submission laid
+    out like assignment/ (grader/course.py's submission_dir: gelu's files in gelu/). A grade of one problem sees
+    them in a course submission, and in assignment/ itself, and does not call them skipped."""
+    out = set()
+    here = problem.path.resolve()
+    for spec in sorted(here.parent.parent.glob("*/spec.yaml")):
+        try:
+            other = load_problem(spec)
+        except SpecError:  # another problem's broken spec is that problem's error, not this grade's
+            continue
+        if other.path.resolve() != here:
+            parts = other.stubs.split("/")
+            out.add(parts[1] if parts[0] == "assignment" and len(parts) > 1 else other.name)
+    return out
+
+
 def find_problem(name_or_path: str, root: Path) -> Path:
     """`glu` -> <root>/reference/glu/spec.yaml; an explicit path is returned as is."""
     p = Path(name_or_path)

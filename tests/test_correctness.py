@@ -11,6 +11,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -402,3 +403,32 @@ def test_cli_writes_gradescope_results(problem, repo_root, tmp_path):
     assert data["score"] == pytest.approx(sum(t["score"] for t in tests))
     assert data["score"] == pytest.approx(sum(c.points for c in problem.cases if not c.gpu_only))
     assert not list(out.glob(".results.json.*")), "a temporary file was left next to results.json"
+
+
+def _intake(tmp_path: Path, repo_root: Path) -> Path:
+    """A student's assignment/: their kernel, the other problems' folders (gelu/, ...), Python's __pycache__/ (none
+    a mistake), a folder of helpers and a symlinked kernel (each may be one: neither reaches the grader)."""
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    shutil.copy(repo_root / "reference" / "glu" / "solution_triton.py", sub / "glu_triton.py")
+    for d in ("gelu", "swiglu", "__pycache__", "helpers"):
+        (sub / d).mkdir()
+    (sub / "kernel.py").symlink_to(sub / "glu_triton.py")
+    return sub
+
+
+def test_only_what_might_be_a_mistake_is_named_as_skipped(tmp_path, repo_root, problem):
+    from grader.pipeline import worth_naming
+
+    sub = _intake(tmp_path, repo_root)
+    (sub / "geglu").symlink_to(sub / "helpers")  # a link stays named, even under another problem's name
+    skipped = ["__pycache__", "geglu", "gelu", "helpers", "kernel.py", "swiglu"]
+    assert worth_naming(sub, skipped, problem) == ["geglu", "helpers", "kernel.py"]
+
+
+@pytest.mark.slow
+def test_a_grade_names_only_what_might_be_a_mistake_as_not_graded(tmp_path, grade_dir, repo_root):
+    g = grade_dir(_intake(tmp_path, repo_root), cases=("tiny_1x2/float32",))
+    note = next(n for n in g.notes if n.startswith("not graded"))
+    assert "helpers" in note and "kernel.py" in note, note
+    assert not any(d in note for d in ("gelu", "swiglu", "__pycache__")), note

@@ -310,3 +310,13 @@ def test_an_implementation_name_must_be_a_plain_word(spec_dir, raw_spec, name):
     raw["implementations"][name] = raw["implementations"].pop("triton")
     with pytest.raises(SpecError, match="implementation name of letters"):
         load_problem(write_spec(spec_dir, raw))
+
+
+def test_sibling_folders_are_the_other_problems_folders_in_a_submission(repo_root):
+    from grader.spec import sibling_folders
+
+    glu = load_problem(repo_root / "reference" / "glu" / "spec.yaml")
+    # GLU's stubs are assignment/ itself; each other problem's are assignment/<name>, so gelu/ in a submission
+    assert sibling_folders(glu) == {"gelu", "swiglu", "geglu", "glu_backward"}
+    gelu = load_problem(repo_root / "reference" / "gelu" / "spec.yaml")
+    assert "gelu" not in sibling_folders(gelu) and "swiglu" in sibling_folders(gelu)
