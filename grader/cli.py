@@ -445,8 +445,7 @@ def _ta_report(
         tareport.validator()
     except ImportError:
         print(
-            "grader error: the TA report needs the jsonschema package (pip install -c constraints.txt -r "
-            "requirements.txt)",
+            f"grader error: {tareport.NEEDS_JSONSCHEMA}",
             file=sys.stderr,
         )
         return 2

@@ -200,6 +200,8 @@ def worth_naming(submission: Path, skipped: list[str], problem: Problem) -> list
     """What of the submission's skipped entries the student should hear about. Python's own cache and the other
     problems' folders of a course submission (or of assignment/ itself, grader/spec.py sibling_folders) are no
     mistake; a folder of helpers, a link or an oversized file may be one (none of them reaches the grader)."""
+    if not skipped:  # the common case: no spec beside this one is read
+        return []
     expected = {"__pycache__", *sibling_folders(problem)}
     return [
         s for s in skipped if not (s in expected and (submission / s).is_dir() and not (submission / s).is_symlink())

@@ -26,12 +26,13 @@ from .report.roster import (
     read_roster,
     render_canvas_csv,
 )
-from .report.validate import BadResults, Unreadable, parse_results, validator
+from .report.validate import NEEDS_JSONSCHEMA, BadResults, Unreadable, parse_results, validator
 
 __all__ = [
     "CANVAS_CSV",
     "CANVAS_HEADER",
     "CANVAS_ID_RE",
+    "NEEDS_JSONSCHEMA",
     "BadResults",
     "Join",
     "Roster",

@@ -299,10 +299,12 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         return _usage(f"{out}: tasks of an earlier submission are still queued or running (`batch status {out}`)")
 
     if importlib.util.find_spec("jsonschema") is None:  # said now, not after hours of grading
+        from ..report.validate import NEEDS_JSONSCHEMA
+
         print(
             "warning: the jsonschema package is not installed: every submission will be graded, but the TA report "
-            "at the end will not be written (pip install -c constraints.txt -r requirements.txt, or make it "
-            f"later with `python -m grader report {out}`)",
+            f"at the end will not be written ({NEEDS_JSONSCHEMA}; or make it later with "
+            f"`python -m grader report {out}`)",
             file=sys.stderr,
         )
     files = tuple(i.file for i in problem.implementations.values())

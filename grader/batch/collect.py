@@ -95,9 +95,8 @@ def summarize(out: Path, manifest: dict[str, Any], live: set[int] | None = None,
             csv_path, html_path, subs, bad = tareport.write_ta_report(out)
         except ImportError:  # the report judges every results.json by its schema: that needs jsonschema
             s.report_error = (
-                f"the TA report was not written: it needs the jsonschema package (pip install -c constraints.txt "
-                f"-r requirements.txt); the grades are in place: make it here once installed, or anywhere "
-                f"jsonschema is, with `python -m grader report {out}`"
+                f"the TA report was not written: {tareport.NEEDS_JSONSCHEMA}; the grades are in place: make it "
+                f"here once installed, or anywhere jsonschema is, with `python -m grader report {out}`"
             )
         else:
             s.report_paths = [str(csv_path), str(html_path)]

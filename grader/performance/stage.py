@@ -247,9 +247,10 @@ def _time_case(
     # The wall-clock check, confirmed before it costs anything (see judgement.retime).
     base_overhead = rounds.median([o for n in problem.baselines for o in data.overhead_ms[n]])
     impl_names = [t.impl.name for t in targets if t.impl.name not in problem.baselines]
-    # Re-timing a kernel that earns nothing could only add to its time: not worth a fresh worker and the GPU's time.
+    # Re-timing a kernel that earns nothing (stopped early as hopeless) could only add to its time: not worth a
+    # fresh worker and the GPU's time.
     first_pass = {
-        n: fp for n, fp in judgement.over_slack(impl_names, data, base_overhead).items() if not hopeless(n, data)
+        n: fp for n, fp in judgement.over_slack(impl_names, data, base_overhead).items() if n not in data.stopped_early
     }
     # Re-timing gives an unlucky process a new draw. An implementation whose excess recurred in MAX_RETIMES fresh
     # processes on an earlier case has had its draws: its excess is the code's (a forged timer, work outside the

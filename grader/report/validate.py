@@ -79,6 +79,8 @@ def _depth_over(data: Any, limit: int) -> bool:
 
 
 _VALIDATOR: Any = None
+# What validator() needs, in the words every command that reaches it without jsonschema says.
+NEEDS_JSONSCHEMA = "the TA report needs the jsonschema package (pip install -c constraints.txt -r requirements.txt)"
 
 
 def validator() -> Any:
