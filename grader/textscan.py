@@ -1,0 +1,272 @@
+"""Reading and scanning text a submission influenced, in the trusted parent, in bounded memory and linear time.
+
+Everything here is hostile input: the student's source, the preprocessed units and the compilers' output built from
+it, sanitizer and profiler output, logs. Two rules hold for all of it (docs/SECURITY.md, "Untrusted text in the
+parent"):
+
+- Size-capped *before* it is read: `read_capped` opens the file and reads at most `limit + 1` bytes, so a 50 GB
+  preprocessed unit costs the parent `limit` bytes, never its whole size. `capped_run` does the same for a child
+  process's output (the pipe is drained to the end, what is past the cap is thrown away as it arrives).
+- Parsed in linear time: no backtracking regex over untrusted text and no recursion over its structure. The C/CUDA
+  comment and literal scanner below is a hand scanner that jumps between the characters that matter with
+  `str.find` and single-character-class searches (which cannot backtrack), so every character is looked at a
+  bounded number of times.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+
+def cut_note(limit: int) -> str:
+    """The line a report carries when a text was cut at its cap."""
+    return f"[output cut at {limit} bytes]"
+
+
+# -- reading with a cap -------------------------------------------------------------------------------------------
+
+
+def read_capped_bytes(path: Path | str, limit: int) -> tuple[bytes, bool]:
+    """(at most `limit` bytes of the file, True when it had more). Never reads more than limit + 1 bytes: the size
+    on disk is not trusted (the file may still be growing, or be a device)."""
+    with open(path, "rb") as f:
+        data = f.read(limit + 1)
+    return data[:limit], len(data) > limit
+
+
+def read_capped(path: Path | str, limit: int) -> tuple[str, bool]:
+    """(the file's first `limit` bytes decoded as UTF-8, bad bytes replaced; True when it had more)."""
+    data, truncated = read_capped_bytes(path, limit)
+    return data.decode("utf-8", errors="replace"), truncated
+
+
+# -- C/C++/CUDA comments and literals ------------------------------------------------------------------------------
+
+
+class Span(NamedTuple):
+    """A comment (comment=True) or a string/character literal in a source text: src[start:end]."""
+
+    start: int
+    end: int
+    comment: bool
+
+
+# Single characters or one fixed class each: a search for them cannot backtrack.
+_INTERESTING = re.compile(r"[/\"']")
+_IN_STRING = {'"': re.compile(r'["\\\n]'), "'": re.compile(r"['\\\n]")}
+_RAW_PREFIXES = ("u8R", "LR", "uR", "UR", "R")
+_RAW_DELIM_MAX = 16  # the C++ standard's limit on a raw string's delimiter
+
+
+def _ident(c: str) -> bool:
+    return c.isalnum() or c == "_"
+
+
+def _line_comment_end(src: str, i: int) -> int:
+    """The end of a // comment starting at i: the next newline not spliced by a backslash (C's phase 2 joins a line
+    ending in a backslash to the next, comment included). The newline itself is not part of the comment."""
+    n = len(src)
+    while True:
+        j = src.find("\n", i)
+        if j < 0:
+            return n
+        k = j - 1
+        if k >= 0 and src[k] == "\r":
+            k -= 1
+        if k >= 0 and src[k] == "\\":
+            i = j + 1
+            continue
+        return j
+
+
+def _quoted_end(src: str, i: int, quote: str) -> int:
+    """The end of the string or character literal whose opening quote is at i: after its closing quote, or at the
+    end of the line when it is not closed (the compiler rejects that; the scan just stops there)."""
+    find = _IN_STRING[quote]
+    j = i + 1
+    while True:
+        m = find.search(src, j)
+        if m is None:
+            return len(src)
+        c = m.group()
+        if c == quote:
+            return m.end()
+        if c == "\n":
+            return m.start()
+        j = m.end() + 1  # a backslash: skip the character it escapes (a spliced newline included)
+
+
+def _raw_prefix(src: str, i: int) -> bool:
+    """Whether the '"' at i opens a raw string: R"...( with a prefix that is a whole token (not `FOOR"`)."""
+    for p in _RAW_PREFIXES:
+        s = i - len(p)
+        if s >= 0 and src.startswith(p, s) and (s == 0 or not _ident(src[s - 1])):
+            return True
+    return False
+
+
+def _raw_end(src: str, i: int) -> int | None:
+    """The end of the raw string whose '"' is at i, or None when what follows is not a valid delimiter."""
+    j = src.find("(", i + 1, i + 2 + _RAW_DELIM_MAX)
+    if j < 0:
+        return None
+    delim = src[i + 1 : j]
+    if any(c in delim for c in ' ()\\\t\v\f\n"'):
+        return None
+    k = src.find(")" + delim + '"', j + 1)
+    return len(src) if k < 0 else k + len(delim) + 2
+
+
+def literal_spans(src: str) -> list[Span]:
+    """Every comment and string/character literal of a C, C++ or CUDA source, in order, in one linear pass.
+
+    Follows the compiler where a plain regex does not: a quote inside a comment or a comment marker inside a string
+    opens nothing; `//` comments continue over a backslash-newline; C++11 raw strings (R"x(...)x") end only at their
+    delimiter; a quote inside a number is a C++14 digit separator (1'000'000), not a character literal. An
+    unterminated block comment or raw string runs to the end of the text."""
+    spans: list[Span] = []
+    n = len(src)
+    pos = 0
+    # For digit separators: the start of the identifier/number token that ends just before the current position,
+    # found by scanning back no further than `floor` (the end of the previous thing handled), so the back-scans
+    # together cover each character at most once. `number_at` is where the last separator quote was seen.
+    floor = 0
+    number_at = -2
+    while pos < n:
+        m = _INTERESTING.search(src, pos)
+        if m is None:
+            break
+        i = m.start()
+        c = src[i]
+        if c == "/":
+            nxt = src[i + 1 : i + 2]
+            if nxt == "/":
+                end = _line_comment_end(src, i + 2)
+                spans.append(Span(i, end, True))
+            elif nxt == "*":
+                k = src.find("*/", i + 2)
+                end = n if k < 0 else k + 2
+                spans.append(Span(i, end, True))
+            else:
+                end = i + 1
+        elif c == "'":
+            if _digit_separator(src, i, floor, number_at):
+                number_at = i
+                end = i + 1
+            else:
+                end = _quoted_end(src, i, "'")
+                spans.append(Span(i, end, False))
+        else:  # '"'
+            raw = _raw_end(src, i) if _raw_prefix(src, i) else None
+            end = raw if raw is not None else _quoted_end(src, i, '"')
+            spans.append(Span(i, end, False))
+        pos = floor = max(end, i + 1)
+    return spans
+
+
+def _digit_separator(src: str, i: int, floor: int, number_at: int) -> bool:
+    """Whether the quote at i sits inside a number (a pp-number: a digit, or '.' and a digit, then letters, digits,
+    '_', '.' and separators). Scans back over the token no further than `floor`; a token that reaches back to the
+    separator quote at `number_at` is the rest of that number."""
+    j = i
+    while j > floor and (_ident(src[j - 1]) or src[j - 1] == "."):
+        j -= 1
+    if j == i:
+        return False  # nothing before the quote: L'x', u8'x' and plain 'x' all have a letter or nothing here
+    if j == floor and floor == number_at + 1:
+        return True
+    return src[j].isdigit() or (src[j] == "." and j + 1 < i and src[j + 1].isdigit())
+
+
+def _blank(segment: str) -> str:
+    """Spaces for every character but newlines (line numbers stay right)."""
+    return "\n".join(" " * len(part) for part in segment.split("\n"))
+
+
+def strip_comments(src: str, *, literals: bool = True) -> str:
+    """The source with every comment (and, with literals=True, every string and character literal) replaced by
+    spaces, newlines kept: the same length and the same line numbers as `src`, offsets unchanged."""
+    out: list[str] = []
+    pos = 0
+    for s in literal_spans(src):
+        if not s.comment and not literals:
+            continue
+        out.append(src[pos : s.start])
+        out.append(_blank(src[s.start : s.end]))
+        pos = s.end
+    out.append(src[pos:])
+    return "".join(out)
+
+
+def code_mask(src: str) -> bytearray:
+    """For each character of `src`: 1 when it is code, 0 when it is in a comment or a string/character literal."""
+    mask = bytearray(b"\x01") * len(src)
+    for s in literal_spans(src):
+        mask[s.start : s.end] = bytes(s.end - s.start)
+    return mask
+
+
+# -- child process output with a cap ------------------------------------------------------------------------------
+
+
+class Capped(NamedTuple):
+    returncode: int | None  # None: it ran past its timeout and its process group was killed
+    output: str  # stdout (with stderr, when merged) decoded, at most `limit` bytes of it
+    truncated: bool  # it wrote more than `limit` bytes: the rest was read and thrown away
+    seconds: float
+
+
+def _drain(stream: Any, limit: int, into: list[bytes], total: list[int]) -> None:
+    """Read a pipe to its end, keeping its first `limit` bytes and counting all of them (the writer never blocks on
+    a full pipe, and the parent never holds more than `limit`)."""
+    kept = 0
+    while True:
+        chunk = stream.read1(1 << 16)
+        if not chunk:
+            return
+        total[0] += len(chunk)
+        if kept < limit:
+            part = chunk[: limit - kept]
+            into.append(part)
+            kept += len(part)
+
+
+def capped_run(
+    cmd: Sequence[str],
+    *,
+    limit: int,
+    timeout_s: float,
+    kill: Any = None,
+    **popen: Any,
+) -> Capped:
+    """Run `cmd` with stdout and stderr merged into one pipe that is read with a cap of `limit` bytes. On a timeout
+    `kill(proc)` is called (default: proc.kill()). Never holds more than `limit` bytes of the output in memory."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **popen
+    )
+    chunks: list[bytes] = []
+    total = [0]
+    reader = threading.Thread(target=_drain, args=(proc.stdout, limit, chunks, total), daemon=True)
+    reader.start()
+    rc: int | None
+    try:
+        rc = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        (kill or (lambda p: p.kill()))(proc)
+        proc.wait()
+        rc = None
+    # The pipe closes when the last process holding it exits; a grandchild that kept it open has been killed with
+    # the group (kill), else wait a little and leave the daemon reader behind.
+    reader.join(timeout=5.0)
+    if proc.stdout is not None and not reader.is_alive():
+        proc.stdout.close()
+    data = b"".join(chunks)
+    text = data.decode("utf-8", errors="replace")
+    return Capped(rc, text, total[0] > limit, time.monotonic() - t0)
