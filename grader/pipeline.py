@@ -372,7 +372,9 @@ def _grade(
                 g.phases["correctness"] = time.monotonic() - t0
                 t1 = time.monotonic()
                 for sf in san_futures:
-                    g.tests.append(sf.result())
+                    san_row = sf.result()
+                    g.tests.append(san_row)
+                    sanitizer.charge(g.tests, san_row)  # a flagged case loses its points, as on the CPU layer
                 if san_futures:
                     g.phases["sanitizer"] = time.monotonic() - t1  # what it added after the correctness stage
             for t in g.tests:

@@ -6,7 +6,9 @@ H200). Here the same cases run through a small harness (grader/child/cudacpu/gpu
 student's file by nvcc as the grade's untrusted identity) that gives x and y cudaMalloc allocations of exactly their
 sizes, under `compute-sanitizer --tool memcheck`, and, when the source uses __shared__, again under racecheck. The
 correctness engine is the same (grader/correctness.py, a worker per tool); the cases' results fold into one row:
-failed, with each case's file:line, when the sanitizer reported anything. The row carries no points of its own.
+failed, with each case's file:line, when the sanitizer reported anything. The row carries no points of its own:
+each graded case the sanitizer flagged fails instead (`charge`), so an access outside x or y costs the same points
+on a GPU as the CPU layer's AddressSanitizer makes it cost on a laptop.
 """
 
 from __future__ import annotations
@@ -114,16 +116,49 @@ def row(impl: Implementation, state: str, text: str, reason: Reason = Reason.OK,
     )
 
 
-def fold(impl: Implementation, tool: str, results: list[TestResult]) -> tuple[list[str], Reason]:
+FLAGGED = (Reason.OUT_OF_BOUNDS, Reason.MISALIGNED, Reason.RACE, Reason.UNDEFINED)
+
+
+def fold(
+    impl: Implementation, tool: str, results: list[TestResult], cases: dict[str, tuple[str, str]] | None = None
+) -> tuple[list[str], Reason]:
     """The lines of one tool's failed cases, those the sanitizer flagged: a wrong value, a stub's return code or a hang
-    is the graded cases' business, already reported there."""
-    flagged = (Reason.OUT_OF_BOUNDS, Reason.MISALIGNED, Reason.RACE, Reason.UNDEFINED)
+    is the graded cases' business, already reported there. `cases` (when given) collects case -> (reason, line) for
+    `charge`."""
     lines, first = [], Reason.OK
     for r in results:
-        if r.kind == Kind.CORRECTNESS and r.state == FAILED and r.reason in flagged:
-            lines.append(f"{tool}, case {r.extra.get('case')}: {r.output.splitlines()[0]}")
+        if r.kind == Kind.CORRECTNESS and r.state == FAILED and r.reason in FLAGGED:
+            line = f"{tool}, case {r.extra.get('case')}: {r.output.splitlines()[0] if r.output else r.reason}"
+            lines.append(line)
             first = first if first != Reason.OK else r.reason
+            if cases is not None:
+                cases.setdefault(str(r.extra.get("case")), (str(r.reason), line))
     return lines, first
+
+
+def charge(tests: list[TestResult], sanitizer_row: TestResult) -> int:
+    """Fail every graded case of the part that the sanitizer flagged on the same case: a kernel that reads or writes
+    outside its buffers loses that case's points on a GPU exactly as the CPU layer's AddressSanitizer makes it lose
+    them on a laptop, even when every value it wrote is right (an over-read past a row's end leaves the values right;
+    the caching allocator's slack hides it from the graded run). Returns how many cases were charged."""
+    flagged = sanitizer_row.extra.get("flagged_cases")
+    if sanitizer_row.state != FAILED or not isinstance(flagged, dict):
+        return 0
+    charged = 0
+    for t in tests:
+        if t.part != sanitizer_row.part or t.kind != Kind.CORRECTNESS or t.state != PASSED:
+            continue
+        hit = flagged.get(str(t.extra.get("case")))
+        if hit is None:
+            continue
+        reason, line = hit
+        t.state, t.score, t.reason = FAILED, 0.0, Reason(reason)
+        t.output = (
+            f"{reason} under compute-sanitizer: every value was right, but the kernel touched memory outside its "
+            f"buffers ({line}). The CPU layer's AddressSanitizer fails this case too; see '{sanitizer_row.name}'."
+        )
+        charged += 1
+    return charged
 
 
 def _chunks() -> int:
@@ -175,6 +210,7 @@ def run_pass(
     if harness is None:
         return row(impl, SKIPPED, f"the compute-sanitizer harness did not build: {why}")
     lines: list[str] = []
+    cases: dict[str, tuple[str, str]] = {}
     reason = Reason.OK
     tools = tools_for(src.read_text(errors="replace"))
     for name in tools:
@@ -182,7 +218,7 @@ def run_pass(
         target = Target(impl, str(harness), display, sanitizer=(tool, *TOOLS[name]))
         # A CPU worker: the harness moves the data to and from the GPU itself, so the worker's tensors stay on the host.
         results = _run_split(problem, target, ref, secret)
-        found, first = fold(impl, name, results)
+        found, first = fold(impl, name, results, cases)
         through = [r for r in results if r.kind == Kind.CORRECTNESS and (r.state == PASSED or r.reason in _RAN)]
         if not found and not through and results:
             # Nothing flagged, and no case ran through: the pass saw nothing, which is not "no errors".
@@ -202,6 +238,7 @@ def run_pass(
             reason,
             tools=tools,
             seconds=seconds,
+            flagged_cases=cases,
         )
     return row(
         impl, PASSED, f"compute-sanitizer ({ran}): no errors in the CPU-sized cases", tools=tools, seconds=seconds

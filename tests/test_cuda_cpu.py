@@ -358,6 +358,55 @@ def test_the_sanitizer_row_counts_only_what_the_sanitizer_found(problem):
     assert sanitizer.fold(impl, "memcheck", results[:3]) == ([], Reason.OK)
 
 
+def test_a_case_the_sanitizer_flagged_loses_its_points_even_when_its_values_were_right(problem):
+    """On a GPU an over-read past a row's end (tests/cuda_cpu/overread_past_row) leaves every value right, and the
+    graded run cannot see it; the CPU layer's AddressSanitizer fails those cases. The compute-sanitizer pass sees it
+    on the same cases: `charge` fails exactly those graded cases of that part: both machines agree."""
+    from grader.results import TestResult
+
+    impl = problem.implementations["cuda"]
+
+    def case(part: str, name: str, state: str = PASSED) -> TestResult:
+        return TestResult(
+            f"{part} / correctness / {name}",
+            part,
+            "correctness",
+            1.0 if state == PASSED else 0.0,
+            1.0,
+            state,
+            "ok",
+            {"case": name},
+            kind=Kind.CORRECTNESS,
+        )
+
+    tests = [case("cuda", "a"), case("cuda", "b"), case("cuda", "c", FAILED), case("triton", "a")]
+    flagged = [
+        TestResult(
+            "cuda / correctness / a",
+            "cuda",
+            "correctness",
+            0.0,
+            1.0,
+            FAILED,
+            "out of bounds: read of 1 bytes to global memory at glu_cuda.cu:28",
+            {"case": "a"},
+            kind=Kind.CORRECTNESS,
+            reason=Reason.OUT_OF_BOUNDS,
+        )
+    ]
+    cases: dict[str, tuple[str, str]] = {}
+    lines, first = sanitizer.fold(impl, "memcheck", flagged, cases)
+    row = sanitizer.row(impl, FAILED, "\n".join(lines), first, flagged_cases=cases)
+    assert sanitizer.charge(tests, row) == 1
+    a, b, c, other = tests
+    assert (a.state, a.score, a.reason) == (FAILED, 0.0, Reason.OUT_OF_BOUNDS)
+    assert "glu_cuda.cu:28" in a.output and "compute-sanitizer" in a.output
+    assert (b.state, b.score) == (PASSED, 1.0) and (other.state, other.score) == (PASSED, 1.0)
+    assert c.state == FAILED and c.reason == Reason.OK  # already failed: left as the graded run said
+    clean = sanitizer.row(impl, PASSED, "no errors", flagged_cases={"b": ("out of bounds", "x")})
+    assert sanitizer.charge(tests, clean) == 0 and b.state == PASSED
+
+
 @pytest.mark.nvcc
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found")
 def test_the_compute_sanitizer_harness_builds_with_the_student_s_file(tmp_path):
@@ -385,6 +434,7 @@ def _rows_by_kind(g):
     [
         ("scalar", PASSED, Reason.OK),
         ("oob_write", FAILED, Reason.OUT_OF_BOUNDS),  # every value right on the GPU: only the sanitizer sees it
+        ("overread_past_row", FAILED, Reason.OUT_OF_BOUNDS),  # the same for a read one element past a row
         ("misaligned_float4", FAILED, Reason.MISALIGNED),
     ],
 )
@@ -396,9 +446,10 @@ def test_gpu_compute_sanitizer_row(name, state, reason, problem, tmp_path):
         assert "glu_cuda.cu:" in row.output, row.output
 
 
-# Where a GPU run alone cannot see the bug: a store one element past y lands in the allocator's slack (the
-# compute-sanitizer row catches it, above), and a race's winner depends on the scheduling.
-GPU_BLIND = {"oob_write", "racy"}
+# Where a GPU run cannot see the bug: a race's winner depends on the scheduling. (A store one element past y, or a
+# read one element past a row, lands in the allocator's slack in the graded run; the compute-sanitizer pass sees it
+# on the same cases and `sanitizer.charge` fails them, so those verdicts match the CPU layer's.)
+GPU_BLIND = {"racy"}
 # Host code that reads the device pointers: on the CPU layer every non-empty case fails ("returned without launching
 # a kernel"); on a GPU the process dies (SIGSEGV) and, after MAX_RESTARTS crashes, the rest is not run. Both fail
 # every case with work in it; only the empty ones can differ (passed on CPU, not run on the GPU).
