@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import textscan
+
 
 @dataclass(frozen=True)
 class Warning_:
@@ -19,7 +21,7 @@ class Warning_:
     why: str
 
     def text(self) -> str:
-        return f"line {self.line}: {self.what}: {self.why}"
+        return f"line {self.line}: {self.what}: {self.why}" if self.line else f"{self.what}: {self.why}"
 
 
 WHY = {
@@ -81,11 +83,13 @@ _PY_MODULES = {
     "importlib": "grader internals",
     "grader": "grader internals",
 }
-# Any torch.nn.functional op (F.glu, F.gelu, F.silu, ...): whatever the problem, the work is the student kernel's.
-_FUNCTIONAL = re.compile(r"^(F|torch\.nn\.functional)\.\w+$")
-_PATCH_TARGETS = re.compile(r"^(torch|time|triton|sys|builtins|os)\b")
-_GRADER_NAME = re.compile(r"^grader(\.\w+)*$|^(Worker|Timer|Sandbox)$")  # the grader's modules and classes
+_CALL_ROOTS = {p.split(".")[0] for p in _PY_CALLS} | {"F", "torch"}
+_PATCH_ROOTS = ("torch", "time", "triton", "sys", "builtins", "os")
+_GRADER_CLASSES = ("Worker", "Timer", "Sandbox")
 
+# Each pattern below is searched in one line of code (comments and literals blanked first). None can backtrack
+# super-linearly: a fixed word, then at most one run of one character class (\w*, \s*) followed by a character
+# outside that class, so an attempt at one start position ends at the first character that cannot continue it.
 _CU_PATTERNS = [
     (re.compile(r"\bcudaStreamCreate\w*|\bcudaStreamPerThread\b|cudaStreamLegacy"), "stream"),
     (re.compile(r"\bstd::thread\b|\bpthread_create\b"), "thread"),
@@ -93,26 +97,72 @@ _CU_PATTERNS = [
     (re.compile(r"\bfopen\s*\(|\bofstream\b|\bopen\s*\("), "file write"),
     (re.compile(r"\bsystem\s*\(|\bfork\s*\(|\bexec[lv]p?\s*\(|\bpopen\s*\("), "subprocess"),
     (re.compile(r"\bdlopen\s*\(|\bdlsym\s*\("), "ctypes"),
-    (re.compile(r"^\s*static\s+[^;()]*\*\s*\w+\s*="), "caching"),
 ]
+# `static T *name =` (a pointer kept across calls): `*`, spaces, a name, spaces, `=`. The runs are of disjoint
+# classes (\s, \w) and each attempt starts at a `*`, so the runs tried from different starts do not overlap: linear.
+_STATIC_POINTER = re.compile(r"\*\s*\w+\s*=")
+_WORD = re.compile(r"\w+")
+
+MAX_SOURCE_BYTES = 4 * 1024 * 1024  # a kernel source is a few kB; a bigger one is scanned up to this many bytes
+TOO_DEEP = "could not scan: too deeply nested"
 
 
-def _dotted(node: ast.AST) -> str:
+def _chain(node: ast.AST) -> list[str]:
+    """The dotted name an attribute chain spells (`a.b.c` -> ["a", "b", "c"]); a chain that starts at a call or a
+    subscript gives the names after it."""
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
         node = node.value
     if isinstance(node, ast.Name):
         parts.append(node.id)
-    return ".".join(reversed(parts))
+    return parts[::-1]
+
+
+def _dotted(node: ast.AST) -> str:
+    return ".".join(_chain(node))
+
+
+def _patch_target(name: str) -> bool:
+    return name.split(".", 1)[0] in _PATCH_ROOTS
+
+
+def _grader_name(value: str) -> bool:
+    """'grader', 'grader.x.y' or one of the grader's classes: a string a submission has no use for."""
+    if value in _GRADER_CLASSES:
+        return True
+    parts = value.split(".")
+    return parts[0] == "grader" and all(_WORD.fullmatch(p) for p in parts[1:])
+
+
+def _uses(parts: list[str]) -> list[str]:
+    """What a whole attribute chain uses: every pattern of _PY_CALLS it starts with (`sys.modules.get` uses
+    sys.modules), and the torch.nn.functional op it names (F.glu, F.gelu, ...: whatever the problem, the work is the
+    student kernel's)."""
+    if not parts or parts[0] not in _CALL_ROOTS:
+        return []
+    name = ".".join(parts)
+    found = [pat for pat in _PY_CALLS if name == pat or name.startswith(pat + ".")]
+    if len(parts) >= 2 and parts[0] == "F":
+        found.append("F." + parts[1])
+    if len(parts) >= 4 and parts[:3] == ["torch", "nn", "functional"]:
+        found.append(".".join(parts[:4]))
+    return found
 
 
 def scan_python(src: str) -> list[Warning_]:
+    """The warnings for a Python source. ast.parse recurses over the source's nesting: a too deeply nested file
+    (RecursionError, or MemoryError from the parser's own stack) is one clear warning, never an exception; the
+    walk over the tree is iterative, and each attribute chain is read once, from its outermost node (reading it
+    again from every inner node would be quadratic in the chain's length)."""
     try:
         tree = ast.parse(src)
-    except SyntaxError:
+    except (SyntaxError, ValueError):
         return []  # the worker reports the syntax error with its line
+    except (RecursionError, MemoryError) as e:
+        return [Warning_(0, TOO_DEEP, f"Python's parser gave up ({type(e).__name__}); the rest of the grade goes on")]
     out: list[Warning_] = []
+    inner: set[int] = set()  # the inner nodes of attribute chains: read as part of their outermost node
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
         if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -122,63 +172,65 @@ def scan_python(src: str) -> list[Warning_]:
                 if key:
                     out.append(Warning_(line, f"imports {m}", WHY[key]))
         elif isinstance(node, (ast.Attribute, ast.Name)):
-            name = _dotted(node)
-            for pat, key in _PY_CALLS.items():
-                if name == pat or name.startswith(pat + "."):
-                    out.append(Warning_(line, f"uses {name}", WHY[key]))
-            if _FUNCTIONAL.match(name):
-                out.append(Warning_(line, f"uses {name}", WHY["torch math"]))
-        elif isinstance(node, ast.Call) and _dotted(node.func) == "open":
-            mode = (
-                node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "mode"), None)
-            )
-            if isinstance(mode, ast.Constant) and isinstance(mode.value, str) and set(mode.value) & set("wax+"):
-                out.append(Warning_(line, "opens a file for writing", WHY["file write"]))
+            if isinstance(node, ast.Attribute):
+                inner.add(id(node.value))
+            if id(node) not in inner:
+                for used in _uses(_chain(node)):
+                    out.append(Warning_(line, f"uses {used}", WHY[_PY_CALLS.get(used, "torch math")]))
+        elif isinstance(node, ast.Call):
+            func = _dotted(node.func)
+            if func == "open":
+                mode = (
+                    node.args[1]
+                    if len(node.args) > 1
+                    else next((k.value for k in node.keywords if k.arg == "mode"), None)
+                )
+                if isinstance(mode, ast.Constant) and isinstance(mode.value, str) and set(mode.value) & set("wax+"):
+                    out.append(Warning_(line, "opens a file for writing", WHY["file write"]))
+            elif func == "setattr" and node.args and _patch_target(_dotted(node.args[0])):
+                out.append(Warning_(line, f"setattr on {_dotted(node.args[0])}", WHY["monkeypatch"]))
+            if func in ("getattr", "setattr", "delattr", "hasattr") and len(node.args) > 1:
+                if not (isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
+                    out.append(Warning_(line, f"{func} with a computed name", WHY["computed name"]))
         elif isinstance(node, (ast.Assign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
-                if isinstance(t, ast.Attribute) and _PATCH_TARGETS.match(_dotted(t)):
+                if isinstance(t, ast.Attribute) and _patch_target(_dotted(t)):
                     out.append(Warning_(line, f"assigns to {_dotted(t)}", WHY["monkeypatch"]))
-        elif isinstance(node, ast.Call) and _dotted(node.func) in ("setattr",) and node.args:
-            if _PATCH_TARGETS.match(_dotted(node.args[0])):
-                out.append(Warning_(line, f"setattr on {_dotted(node.args[0])}", WHY["monkeypatch"]))
-        if (
-            isinstance(node, ast.Call)
-            and _dotted(node.func) in ("getattr", "setattr", "delattr", "hasattr")
-            and len(node.args) > 1
-        ):
-            if not (isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
-                out.append(Warning_(line, f"{_dotted(node.func)} with a computed name", WHY["computed name"]))
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _GRADER_NAME.match(node.value):
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _grader_name(node.value):
             out.append(Warning_(line, f"names {node.value!r}", WHY["grader internals"]))
     uniq = {(w.line, w.what): w for w in out}
-    # `sys.modules.get(...)` is one use of sys.modules, not two: drop "uses a.b.c" when "uses a.b" is on the line.
-    uses = {(w.line, w.what[5:]) for w in uniq.values() if w.what.startswith("uses ")}
-    keep = [
-        w
-        for w in uniq.values()
-        if not (
-            w.what.startswith("uses ")
-            and any((w.line, w.what[5:].rsplit(".", k)[0]) in uses for k in range(1, w.what.count(".") + 1))
-        )
-    ]
-    return sorted(keep, key=lambda w: (w.line, w.what))
+    return sorted(uniq.values(), key=lambda w: (w.line, w.what))
 
 
 def scan_cuda(src: str) -> list[Warning_]:
+    """The warnings for a CUDA source, line by line, over its code only: comments and string literals are blanked
+    by a linear scanner first (grader/textscan.py), which keeps the line numbers."""
     out: list[Warning_] = []
-    for i, text in enumerate(src.splitlines(), 1):
-        code = text.split("//", 1)[0]
+    for i, code in enumerate(textscan.strip_comments(src).splitlines(), 1):
         for pat, key in _CU_PATTERNS:
             m = pat.search(code)
             if m:
                 out.append(Warning_(i, f"uses {m.group(0).strip()}", WHY[key]))
+        head = code.lstrip()
+        if head.startswith("static") and head[6:7].isspace():
+            decl = head[: min((k for k in (head.find(c) for c in ";()") if k >= 0), default=len(head))]
+            m = _STATIC_POINTER.search(decl)
+            if m:
+                out.append(Warning_(i, f"uses {decl[: m.end()].strip()}", WHY["caching"]))
     return out
 
 
 def scan(path: Path, kind: str) -> list[Warning_]:
+    """The static warnings for one source file, read with a cap (textscan.read_capped) and scanned in linear time.
+    Never raises: a file that cannot be read or scanned gets one warning saying why."""
     try:
-        src = path.read_text(errors="replace")
-    except OSError:
-        return []
-    return scan_python(src) if kind == "triton" else scan_cuda(src)
+        src, cut = textscan.read_capped(path, MAX_SOURCE_BYTES)
+    except OSError as e:
+        return [Warning_(0, "could not scan", f"could not read {path.name}: {e.strerror or e}")]
+    if cut and kind == "triton":
+        return [Warning_(0, "could not scan", f"{path.name} is larger than {MAX_SOURCE_BYTES} bytes")]
+    found = scan_python(src) if kind == "triton" else scan_cuda(src)
+    if cut:
+        found.append(Warning_(0, "could not scan", f"only the first {MAX_SOURCE_BYTES} bytes of {path.name} were"))
+    return found
