@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import textscan
 from .child.launches import ARCH
 
 if TYPE_CHECKING:
@@ -111,12 +112,43 @@ def cache_key(source: bytes, flags: list[str], version: str) -> str:
 
 
 def _scrub(text: str, replacements: list[tuple[str, str]]) -> str:
-    """Replace machine directories in nvcc output (longest first, so nested directories go first)."""
+    """Replace machine directories in nvcc output (longest first, so nested directories go first). Linear in the
+    text: str.replace, and _strip_tmpxft over each whitespace-free run."""
     for old, new in sorted(replacements, key=lambda p: -len(p[0])):
         if old and old not in ("/", "."):
             text = text.replace(old.rstrip("/") + "/", new)
     # nvcc's intermediate files (/tmp/tmpxft_...) can appear in host-compiler messages.
-    return re.sub(r"(?<![\w.])/\S*/(tmpxft_[\w.-]+)", r"\1", text)
+    if _TMPXFT not in text:
+        return text
+    return "".join(_strip_tmpxft(run) if _TMPXFT in run else run for run in _SPACES.split(text))
+
+
+_TMPXFT = "/tmpxft_"
+_SPACES = re.compile(r"(\s+)")  # one character class, kept by the split: cannot backtrack
+_TMP_NAME = re.compile(r"[\w.-]+")  # one character class, matched at one position
+_PATH_BREAK = re.compile(r"[\w.]")  # a '/' after one of these does not start a path
+
+
+def _strip_tmpxft(run: str) -> str:
+    r"""In one whitespace-free run, `<...>/dir/tmpxft_0001-6.cpp1.ii` -> `<...>tmpxft_0001-6.cpp1.ii`: the directories
+    from the first path start (a '/' after neither a word character nor '.') through the last `/tmpxft_<name>`.
+    This is what `re.sub(r"(?<![\w.])/\S*/(tmpxft_[\w.-]+)", r"\1", text)` did, but that pattern backtracks over
+    `\S*` from every '/' and took minutes on a log of slashes; here each character is looked at a bounded number of
+    times."""
+    q = len(run)
+    while True:
+        q = run.rfind(_TMPXFT, 0, q)
+        if q < 0:
+            return run
+        name = _TMP_NAME.match(run, q + 1 + len("tmpxft_"))
+        if name is not None:
+            break
+    p = run.find("/", 0, q)  # the path's first '/': before q (the pattern has a '/' before `\S*/tmpxft_`)
+    while p > 0 and _PATH_BREAK.match(run, p - 1):
+        p = run.find("/", p + 1, q)
+    if p < 0:
+        return run  # no '/' before q starts a path: neither does one before an earlier `/tmpxft_`
+    return run[:p] + run[q + 1 :]
 
 
 def _sweep_stale_temps(cache_dir: Path, older_than_s: float) -> None:
@@ -130,7 +162,7 @@ def _sweep_stale_temps(cache_dir: Path, older_than_s: float) -> None:
             pass  # raced with its owner or another sweeper; either way it is not ours to worry about
 
 
-def _kill_group(proc: subprocess.Popen[str]) -> None:
+def _kill_group(proc: subprocess.Popen[Any]) -> None:
     """nvcc runs cicc/ptxas/gcc as children: kill the whole process group, not only nvcc."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -139,6 +171,18 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
 
 
 MAX_LIB_BYTES = 256 * 1024 * 1024
+MAX_SOURCE_BYTES = 16 * 1024 * 1024  # a submission's whole size cap (grader/identity.py); a kernel is a few kB
+MAX_LOG_BYTES = 256 * 1024  # of a compiler's output: what is past it is read and thrown away, never held
+
+
+def run_logged(cmd: list[str], *, cwd: Path, timeout_s: float, **popen: Any) -> tuple[int | None, str]:
+    """Run a compiler in its own process group with stdout and stderr merged: (exit status, None on a timeout
+    after the whole group was killed; its output, at most MAX_LOG_BYTES of it, with a line saying so when it was
+    cut). An error bomb (a source that makes the compiler print gigabytes) costs the parent MAX_LOG_BYTES."""
+    r = textscan.capped_run(
+        cmd, limit=MAX_LOG_BYTES, timeout_s=timeout_s, kill=_kill_group, cwd=cwd, start_new_session=True, **popen
+    )
+    return r.returncode, r.output + (f"\n{textscan.cut_note(MAX_LOG_BYTES)}" if r.truncated else "")
 
 
 def _digest(data: bytes) -> str:
@@ -188,9 +232,17 @@ def build_cuda(
     if nvcc is None:
         return result(False, None, NVCC_MISSING, False, [])
     try:
-        source = src.read_bytes()
+        source, too_big = textscan.read_capped_bytes(src, MAX_SOURCE_BYTES)
     except OSError as e:
         return result(False, None, f"cannot read {src.name}: {e.strerror}", False, [])
+    if too_big:
+        return result(
+            False,
+            None,
+            f"{src.name} is larger than {MAX_SOURCE_BYTES >> 20} MiB: not built (make it smaller)",
+            False,
+            [],
+        )
     try:
         version = nvcc_version(nvcc)
     except (OSError, subprocess.SubprocessError) as e:
@@ -219,27 +271,13 @@ def build_cuda(
     command = [nvcc, *flags, "-o", str(tmp), src.name]
     scrub = [(str(src.parent), ""), (str(cache_dir), "<cache>/"), (tempfile.gettempdir(), "<tmp>/")]
     try:
-        proc = subprocess.Popen(
-            command,
-            cwd=src.parent,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            errors="replace",
-            start_new_session=True,  # own process group, so a timeout can kill nvcc's children too
-        )
-        try:
-            out, _ = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            out, _ = proc.communicate()
-            log = _scrub(out, scrub).rstrip()
+        rc, out = run_logged(command, cwd=src.parent, timeout_s=timeout_s)
+        log = _scrub(out, scrub).rstrip()
+        if rc is None:
             log = (log + "\n" if log else "") + f"nvcc timed out after {timeout_s:g} s"
             return result(False, None, log, False, shown)
-        log = _scrub(out, scrub).rstrip()
-        if proc.returncode != 0 or not tmp.is_file() or tmp.stat().st_size == 0:
-            log = (log + "\n" if log else "") + f"nvcc failed with exit status {proc.returncode}"
+        if rc != 0 or not tmp.is_file() or tmp.stat().st_size == 0:
+            log = (log + "\n" if log else "") + f"nvcc failed with exit status {rc}"
             return result(False, None, log, False, shown)
         _publish(lib, _read_output(tmp))
         return result(True, lib, log, False, shown)
@@ -279,36 +317,14 @@ def _build_untrusted(
     scrub = [(str(build_dir), ""), (str(scratch.root), "<scratch>/"), (str(src.parent), "")]
     kwargs: dict[str, Any] = dict(scratch.identity.popen_kwargs())
     try:
-        proc = subprocess.Popen(
-            command,
-            cwd=build_dir,
-            env=scratch.env(trusted=False),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            errors="replace",
-            start_new_session=True,
-            **kwargs,
-        )
-        try:
-            log_raw, _ = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            log_raw, _ = proc.communicate()
-            log = _scrub(log_raw, scrub).rstrip()
+        rc, log_raw = run_logged(command, cwd=build_dir, timeout_s=timeout_s, env=scratch.env(trusted=False), **kwargs)
+        log = _scrub(log_raw, scrub).rstrip()
+        if rc is None:
             return result(
                 False, None, (log + "\n" if log else "") + f"nvcc timed out after {timeout_s:g} s", False, shown
             )
-        log = _scrub(log_raw[:200_000], scrub).rstrip()
-        if proc.returncode != 0:
-            return result(
-                False,
-                None,
-                (log + "\n" if log else "") + f"nvcc failed with exit status {proc.returncode}",
-                False,
-                shown,
-            )
+        if rc != 0:
+            return result(False, None, (log + "\n" if log else "") + f"nvcc failed with exit status {rc}", False, shown)
         try:
             data = _read_output(out)
         except OSError as e:
@@ -329,6 +345,10 @@ def _build_untrusted(
 
 # `file(42): error: ...` (nvcc's front end), `file:42:7: error: ...` (the host compiler), ptxas and nvcc's own
 # fatal errors, and link errors.
+#
+# These run on a capped log (MAX_LOG_BYTES), one line at a time, and cannot backtrack super-linearly: each
+# alternative starts at a fixed character ('(', ':', or the line's start) and is then a run of digits followed by a
+# character that is not a digit, so an attempt ends within the digit runs next to its start.
 _ERROR_RE = re.compile(
     r"(\(\d+\): (catastrophic )?error\b)|(:\d+(:\d+)?: (fatal )?error\b)|^ptxas (fatal|error)|^nvcc (fatal|error)"
     r"|undefined reference|^nvcc timed out|^nvcc not found"
