@@ -7,6 +7,13 @@
 - a text file listing git repositories (GitHub Classroom), one a line: `URL` or `ID URL` (blank lines and `#`
   comments skipped): each is cloned and graded at its last commit before `--deadline`.
 
+Every submission has one identity (issue 28, class 2): one id (its folder under OUT) and one graded content. Ids
+are settled before anything is fetched (`assign_ids`, `read_repo_list`): two names that become the same folder
+(after SAFE_ID, or differing only in case, which some file systems merge) get distinct ids; two repositories of the
+same name (a/glu.git, b/glu.git) are told apart by their owner; an explicit id listed for two different
+repositories is refused. A clone is cached under a hash of its URL and only ever fetched from that URL, so one
+student's clone is never reused for another's repository; the commit graded is recorded in the item's `meta`.
+
 In every case a student's files may sit one or two folders down (a repository's `assignment/`): the submission is
 the shallowest folder that holds one of the problem's files. Nothing here runs submission code: files are copied,
 hashed and, for git, read with `git archive`.
@@ -27,7 +34,7 @@ import tarfile
 import zipfile
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 GRADESCOPE_METADATA = "submission_metadata.yml"  # the same name grader/tareport.py reads
@@ -36,6 +43,8 @@ MAX_ZIP_MEMBERS = 200_000
 NESTED_DEPTH = 3  # how far down a student's files may sit
 SAFE_ID = re.compile(r"[^A-Za-z0-9._@+-]")
 GIT_TIMEOUT_S = 300
+MAX_REPO_BYTES = 2 * 2**30  # a repository's graded commit, unpacked; a student's files are at most 16 MiB of it
+MAX_REPO_MEMBERS = 200_000
 
 
 class DiscoverError(Exception):
@@ -108,19 +117,29 @@ def submission_root(folder: Path, files: tuple[str, ...]) -> Path:
     return folder
 
 
-def _unique(items: list[Item]) -> list[Item]:
-    seen: dict[str, int] = {}
+def assign_ids(items: list[Item]) -> list[Item]:
+    """Make every id its own folder under OUT, in order: the first item keeps its id, a later one whose id names
+    the same folder (equal, or equal but for case: macOS and Windows file systems merge those) gets `-2`, `-3`, ...,
+    never an id that another item has or gets."""
+    taken = {it.sid.casefold() for it in items}
+    seen: set[str] = set()
     for it in items:
-        n = seen.get(it.sid, 0)
-        seen[it.sid] = n + 1
-        if n:
-            it.sid = f"{it.sid}-{n + 1}"
+        key = it.sid.casefold()
+        if key in seen:
+            n = 2
+            while f"{it.sid}-{n}".casefold() in taken:
+                n += 1
+            it.meta.setdefault("listed_as", it.sid)
+            it.sid = f"{it.sid}-{n}"
+            key = it.sid.casefold()
+            taken.add(key)
+        seen.add(key)
     return items
 
 
 def _folders(root: Path, files: tuple[str, ...]) -> list[Item]:
     subs = sorted(d for d in root.iterdir() if d.is_dir() and not d.name.startswith(".") and not d.is_symlink())
-    return [Item(safe_id(d.name), submission_root(d, files), {"source": "folder"}) for d in subs]
+    return [Item(safe_id(d.name), submission_root(d, files), {"source": "folder", "folder": d.name}) for d in subs]
 
 
 def _gradescope(root: Path, files: tuple[str, ...]) -> tuple[list[Item], Path] | None:
@@ -179,25 +198,60 @@ def parse_deadline(text: str) -> datetime:
     return when
 
 
+def _repo_name(url: str) -> tuple[str, str]:
+    """(owner, name) of a repository URL or path: `https://host/org/glu.git`, `git@host:org/glu`, `/srv/org/glu`."""
+    parts = [p for p in re.split(r"[/:\\]", url.rstrip("/")) if p]
+    name = re.sub(r"\.git$", "", parts[-1]) if parts else url
+    return (parts[-2] if len(parts) > 1 else ""), name
+
+
 def read_repo_list(path: Path) -> list[tuple[str, str]]:
-    """(id, url) per line: `URL` (the id is the repository's name) or `ID URL` / `ID,URL`."""
-    out = []
+    """(id, url) per repository of the list, every id its own: lines are `URL` (the id is the repository's name)
+    or `ID URL` / `ID,URL`. Settled here, before any fetch: a line repeating an earlier one (same id, same URL) is
+    read once; an explicit id given to two different URLs is an error; repositories whose names collide
+    (a/glu.git, b/glu.git) are named `owner-name` (a-glu, b-glu), then -2, -3 if that still collides."""
+    entries: list[tuple[str, str, int, bool]] = []  # id, url, line, explicit
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         line = line.split("#", 1)[0].strip() if line.lstrip().startswith("#") else line.strip()
         if not line:
             continue
         parts = [p for p in re.split(r"[\s,]+", line) if p]
         if len(parts) == 1:
-            url = parts[0]
-            sid = re.sub(r"\.git$", "", url.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1])
+            entries.append((safe_id(_repo_name(parts[0])[1]), parts[0], n, False))
         elif len(parts) == 2:
-            sid, url = parts
+            entries.append((safe_id(parts[0]), parts[1], n, True))
         else:
             raise DiscoverError(f"{path}:{n}: expected `URL` or `ID URL`, got {len(parts)} fields")
-        out.append((safe_id(sid), url))
-    if not out:
+    if not entries:
         raise DiscoverError(f"{path}: lists no repositories (one `URL` or `ID URL` a line)")
-    return out
+    unique: list[tuple[str, str, int, bool]] = []
+    first: dict[tuple[str, str], int] = {}
+    explicit: dict[str, tuple[str, int]] = {}
+    for sid, url, n, given in entries:
+        if (sid.casefold(), url) in first:
+            continue  # the same line twice: one repository, one grade
+        first[(sid.casefold(), url)] = n
+        if given:
+            other = explicit.get(sid.casefold())
+            if other is not None:
+                raise DiscoverError(
+                    f"{path}:{n}: id {sid!r} is also line {other[1]}'s, for another repository ({other[0]}): "
+                    "give each repository its own id"
+                )
+            explicit[sid.casefold()] = (url, n)
+        unique.append((sid, url, n, given))
+    counts: dict[str, int] = {}
+    for sid, *_ in unique:
+        counts[sid.casefold()] = counts.get(sid.casefold(), 0) + 1
+    items: list[tuple[bool, Item]] = []
+    for sid, url, _n, given in unique:
+        if not given and counts[sid.casefold()] > 1:  # a/glu.git and b/glu.git: the owner tells them apart
+            owner, name = _repo_name(url)
+            sid = safe_id(f"{owner}-{name}" if owner else name)
+        items.append((given, Item(sid, Path(), {"repository": url})))
+    # The explicit ids first, so that only a name taken from a URL is ever suffixed, never an id the TA wrote.
+    assign_ids([it for given, it in items if given] + [it for given, it in items if not given])
+    return [(it.sid, it.meta["repository"]) for _given, it in items]
 
 
 def _git(*args: str, cwd: Path | None = None) -> str:
@@ -210,32 +264,97 @@ def _git(*args: str, cwd: Path | None = None) -> str:
     return r.stdout.strip()
 
 
+def cache_key(url: str) -> str:
+    """The clone cache's folder for url: its repository name (for people reading the folder) and a hash of the
+    whole URL, so two repositories of one name never share a clone."""
+    name = safe_id(_repo_name(url)[1])[:60]
+    return f"{name}-{hashlib.sha256(url.encode()).hexdigest()[:24]}.git"
+
+
+def _clone_for(url: str, cache: Path) -> Path:
+    """A bare clone of url, up to date: the cached one when it was cloned from this very URL, else a new one."""
+    repo = cache / "repos" / cache_key(url)
+    if (repo / "HEAD").is_file():
+        try:
+            same = _git("config", "--get", "remote.origin.url", cwd=repo) == url
+        except DiscoverError:
+            same = False
+        if same:  # fetched from the URL itself, not from whatever `origin` says
+            _git("fetch", "--quiet", "--force", url, "+HEAD:refs/grader/head", cwd=repo)
+            return repo
+    shutil.rmtree(repo, ignore_errors=True)
+    repo.parent.mkdir(parents=True, exist_ok=True)
+    _git("clone", "--quiet", "--bare", url, str(repo))
+    _git("update-ref", "refs/grader/head", "HEAD", cwd=repo)
+    return repo
+
+
+def extract_tree(tarball: Path, dest: Path) -> list[str]:
+    """Unpack `git archive`'s tar into the new folder dest, writing every file itself, the same on every Python
+    the project supports (tarfile's extraction filters, `filter="data"`, came in 3.11.4; Debian 12's Python is
+    3.11.2). A name that is absolute or has a '..' refuses the archive; only folders and regular files are written
+    (mode 0644, or 0755 when executable: no set-uid, no owner from the archive), never through a link, at most
+    MAX_REPO_MEMBERS entries and MAX_REPO_BYTES. Links, devices and fifos are left out (a grade copies regular
+    files only): returns their names."""
+    left_out: list[str] = []
+    total = 0
+    dest.mkdir(parents=True)
+    with tarfile.open(tarball, mode="r:") as t:
+        for count, m in enumerate(t, 1):
+            if count > MAX_REPO_MEMBERS:
+                raise DiscoverError(f"over {MAX_REPO_MEMBERS} files in the commit")
+            parts = [p for p in PurePosixPath(m.name).parts if p != "."]
+            if m.name.startswith("/") or ".." in parts or "\0" in m.name:
+                raise DiscoverError(f"unsafe name in the archive: {m.name[:200]!r} (absolute or with '..')")
+            if not parts:
+                continue
+            path = dest.joinpath(*parts)
+            if m.isdir():
+                path.mkdir(parents=True, exist_ok=True)
+            elif m.isreg():
+                total += m.size
+                if total > MAX_REPO_BYTES:
+                    raise DiscoverError(f"the commit is over {MAX_REPO_BYTES >> 30} GiB unpacked")
+                path.parent.mkdir(parents=True, exist_ok=True)
+                mode = 0o755 if m.mode & 0o100 else 0o644
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
+                src = t.extractfile(m)
+                assert src is not None  # a regular member always has a file
+                with os.fdopen(fd, "wb") as f, src:
+                    shutil.copyfileobj(src, f, 1 << 20)
+                os.chmod(path, mode)  # whatever the umask
+            elif len(left_out) < 100:
+                left_out.append(m.name[:200])
+    return left_out
+
+
 def fetch_repo(sid: str, url: str, deadline: datetime, cache: Path) -> Item | Skipped:
-    """Clone (or fetch again) url into cache/<sid>.git and export its last commit before the deadline (committer
-    date, on the default branch's first-parent history) into cache/<sid>.tree."""
-    repo, tree = cache / f"{sid}.git", cache / f"{sid}.tree"
+    """Clone (or fetch again) url into its own cache entry (`cache_key`) and export its last commit before the
+    deadline (committer date, on the default branch's first-parent history) into cache/trees/<sid>."""
+    tree = cache / "trees" / sid
     try:
-        if (repo / "HEAD").is_file():
-            _git("fetch", "--quiet", "--force", "origin", "+HEAD:refs/grader/head", cwd=repo)
-            ref = "refs/grader/head"
-        else:
-            shutil.rmtree(repo, ignore_errors=True)
-            _git("clone", "--quiet", "--bare", url, str(repo))
-            ref = "HEAD"
-        sha = _git("rev-list", "-n", "1", "--first-parent", f"--before={deadline.isoformat()}", ref, cwd=repo)
+        repo = _clone_for(url, cache)
+        sha = _git(
+            "rev-list", "-n", "1", "--first-parent", f"--before={deadline.isoformat()}", "refs/grader/head", cwd=repo
+        )
         if not sha:
             return Skipped(sid, f"no commit before the deadline {deadline.isoformat()} in {url}")
         shutil.rmtree(tree, ignore_errors=True)
-        tree.mkdir(parents=True)
-        tarball = tree.parent / f"{sid}.tar"
+        tree.parent.mkdir(parents=True, exist_ok=True)
+        tarball = cache / "archives" / f"{sid}.tar"  # not beside the trees: an id may end in .tar
+        tarball.parent.mkdir(parents=True, exist_ok=True)
         _git("archive", "--format=tar", "-o", str(tarball), sha, cwd=repo)
-        with tarfile.open(tarball) as t:
-            t.extractall(tree, filter="data")  # no links out, no absolute names, no device files
-        tarball.unlink()
+        try:
+            left_out = extract_tree(tarball, tree)
+        finally:
+            tarball.unlink(missing_ok=True)
         when = _git("show", "-s", "--format=%cI", sha, cwd=repo)
     except (DiscoverError, subprocess.TimeoutExpired, OSError, tarfile.TarError) as e:
         return Skipped(sid, f"could not fetch {url}: {e}")
-    return Item(sid, tree, {"source": "git", "repository": url, "commit": sha, "committed": when})
+    meta: dict[str, Any] = {"source": "git", "repository": url, "commit": sha, "committed": when}
+    if left_out:
+        meta["left_out"] = left_out  # links and special files: not part of any grade
+    return Item(sid, tree, meta)
 
 
 def discover(src: Path, files: tuple[str, ...], work: Path, deadline: str | None = None) -> Found:
@@ -246,30 +365,31 @@ def discover(src: Path, files: tuple[str, ...], work: Path, deadline: str | None
         found = _gradescope(_unzip(src, work / "unzipped"), files)
         if found is None:
             raise DiscoverError(f"{src}: a zip without {GRADESCOPE_METADATA} (not a Gradescope export)")
-        return _content(Found(_unique(found[0]), [], "gradescope", found[1]))
+        return _content(Found(assign_ids(found[0]), [], "gradescope", found[1]))
     if src.is_file():
         if deadline is None:
             raise DiscoverError(
                 f"{src}: a list of repositories needs --deadline (grade each at its last commit before)"
             )
         when = parse_deadline(deadline)
+        repos = read_repo_list(src)  # every id settled before the first fetch
         (work / "git").mkdir(parents=True, exist_ok=True)
         items, skipped = [], []
-        for sid, url in read_repo_list(src):
+        for sid, url in repos:
             r = fetch_repo(sid, url, when, work / "git")
             if isinstance(r, Item):
                 r.path = submission_root(r.path, files)
                 items.append(r)
             else:
                 skipped.append(r)
-        return _content(Found(_unique(items), skipped, "git"))
+        return _content(Found(items, skipped, "git"))
     gs = _gradescope(src, files)
     if gs is not None:
-        return _content(Found(_unique(gs[0]), [], "gradescope", gs[1]))
+        return _content(Found(assign_ids(gs[0]), [], "gradescope", gs[1]))
     items = _folders(src, files)
     if not items:
         raise DiscoverError(f"{src}: holds no submission folders (one folder per student, each with its files)")
-    return _content(Found(_unique(items), [], "folders"))
+    return _content(Found(assign_ids(items), [], "folders"))
 
 
 def _content(found: Found) -> Found:
