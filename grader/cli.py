@@ -29,7 +29,9 @@ AUTOGRADE_KEY = Path("/autograder/secret/grader_key")  # Gradescope's staff-only
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
+    # @FILE: the arguments one a line from a file (the batch passes a grade's this way, from a 0600 file: a command
+    # line is readable by every user in /proc, and a submission's path or id must not be; grader/batch/task.py).
+    p = argparse.ArgumentParser(prog="python -m grader", description=__doc__, fromfile_prefix_chars="@")
     sub = p.add_subparsers(dest="command", required=True)
     # The options that grade and bench share, as parent parsers (argparse copies their actions into each child, in
     # order). Three of them so that grade's options keep their order: --problem, --submission, --staff, --out, ...

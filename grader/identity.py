@@ -5,15 +5,24 @@
 - untrusted workers (the submission's import, calls and timing, the GPU compile check) *and the nvcc build of the
   student's sources*: a separate unprivileged uid, a fresh environment, and a scratch of their own.
 
-When the grader runs as root (the container, Gradescope's root container, a cluster job) it picks an unused uid
-for the grade (or GRADER_STUDENT_UID) and every untrusted process runs as that uid: it cannot read the key file
-(root, 0600), write the grader's code or Python environment, write a trusted cache, or signal, ptrace or read
-/proc of a trusted process. Run as an ordinary user, the grader cannot change uid: the grade is then advisory
+When the grader runs as root (the container, Gradescope's root container, a cluster job) it takes a uid of its
+own for the grade from a pool (`pick_identity`) and every untrusted process runs as that uid: it cannot read the
+key file (root, 0600), write the grader's code or Python environment, write a trusted cache, or signal, ptrace or
+read /proc of a trusted process. Run as an ordinary user, the grader cannot change uid: the grade is then advisory
 (`Identity.separated` is False, and the reasons are in `why_not`), and the report says so.
 
-The scratch of a grade (`Scratch`), removed at the end:
-    <scratch>/            parent-owned, 0711
-      ro/                 parent-owned, read-only to the untrusted uid
+The pool: no two live grades on one machine share an untrusted uid, so that one grade's code cannot read, signal or
+ptrace a neighbour's workers, and one grade's cleanup (`kill_uid`) kills only its own. A grade holds an exclusive
+flock on <locks>/<uid>.lock (a 0700 folder of the grader's: /run/kernel-grader/uids, else <GRADER_CACHE>/uids) for
+its whole life; a grade killed outright frees its uid with its process (the kernel drops the flock). A uid that
+still has processes (left over, or another grader's) is never taken. GRADER_STUDENT_UID names the uids to try first
+(one uid, `10001`, or a range, `20000-20999`); when they are all taken, a random unused uid from UID_RANGE (no passwd
+entry needed). The grade's gid is its uid: a group no other grade has, so group-readable means "this grade only".
+
+The scratch of a grade (`Scratch`), removed at the end. Another grade's uid can enter none of it, even knowing the
+path (compiler command lines in /proc show it to everyone):
+    <scratch>/            the grader's, group = the grade's gid, 0710 (the untrusted uid may only pass through)
+      ro/                 the grader's, group = the grade's gid, 0750 (files 0640): read-only to the grade's uid
         lib/grader/child  a copy of grader/child: the only grader code an untrusted interpreter can import
         submission/       a copy of the submission's files
         libs/             built CUDA libraries, verified against the hash recorded when they were built
@@ -22,6 +31,7 @@ The scratch of a grade (`Scratch`), removed at the end:
 
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import shutil
@@ -33,9 +43,12 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 CHILD_PACKAGE = Path(__file__).resolve().parent / "child"
 UID_RANGE = (1_900_000, 1_999_999)  # far from any human or system account; no passwd entry is needed
+MAX_CONFIGURED = 100_000  # the most uids a GRADER_STUDENT_UID range may name
+LOCK_DIRS = (Path("/run/kernel-grader/uids"),)  # tried first: one per machine; then <GRADER_CACHE>/uids
 MAX_SUBMISSION_FILES = 64
 MAX_SUBMISSION_BYTES = 16 * 1024 * 1024
 # Environment variables a worker may inherit (everything else, the secret included, stays in the parent).
@@ -58,18 +71,26 @@ _PASS_ENV = (
 
 @dataclass
 class Identity:
-    """The uid (and gid) untrusted processes run as; the grader's own when `separated` is False."""
+    """The uid (and gid) untrusted processes run as; the grader's own when `separated` is False. A pooled identity
+    holds its uid's lock until `release()` (Scratch.close) or until it is garbage-collected."""
 
     uid: int
     gid: int
     separated: bool
     why_not: list[str] = field(default_factory=list)
+    lock: IO[bytes] | None = field(default=None, repr=False, compare=False)
 
     def popen_kwargs(self) -> dict[str, object]:
         """subprocess.Popen arguments that start a process as this identity (nothing when not separated)."""
         if not self.separated:
             return {}
         return {"user": self.uid, "group": self.gid, "extra_groups": [], "umask": 0o077}
+
+    def release(self) -> None:
+        """Give the uid back to the pool (after every process of it was killed)."""
+        if self.lock is not None:
+            self.lock.close()
+            self.lock = None
 
 
 def _uids_in_use() -> set[int]:
@@ -83,8 +104,57 @@ def _uids_in_use() -> set[int]:
     return used
 
 
+def configured_uids(raw: str) -> list[int]:
+    """GRADER_STUDENT_UID's uids, in the order to try them: `N`, or a range `A-B` (inclusive). ValueError, saying
+    what is wrong, for anything else, root included."""
+    lo, dash, hi = raw.strip().partition("-")
+    try:
+        a, b = int(lo), int(hi) if dash else int(lo)
+    except ValueError:
+        raise ValueError(
+            f"GRADER_STUDENT_UID={raw!r} is not a uid or a range of uids (e.g. 10001 or 20000-20999)"
+        ) from None
+    if a <= 0 or b < a or b - a >= MAX_CONFIGURED:
+        raise ValueError(
+            f"GRADER_STUDENT_UID={raw!r}: uids above 0 (never root), A-B with A <= B, at most {MAX_CONFIGURED} of them"
+        )
+    return list(range(a, b + 1))
+
+
+def lock_dir() -> Path | None:
+    """The pool's lock folder: the grader's own, 0700, not a link; None when none can be made."""
+    from . import build  # its cache folder; build imports this module
+
+    for d in (*LOCK_DIRS, build.default_cache_dir() / "uids"):
+        try:
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)
+            st = os.lstat(d)
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+                continue
+            os.chmod(d, 0o700)
+            return d
+        except OSError:
+            continue
+    return None
+
+
+def _take(uid: int, locks: Path) -> IO[bytes] | None:
+    """The uid's lock, held (an open file with an exclusive flock), or None when another grade holds it."""
+    try:
+        f = open(locks / f"{uid}.lock", "ab")  # noqa: SIM115 (held for the grade's life)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.close()
+        return None
+    return f
+
+
 def pick_identity(env_uid: str | None = None) -> Identity:
-    """The untrusted identity for one grade: GRADER_STUDENT_UID when set, else an unused uid, when we are root."""
+    """The untrusted identity for one grade, when we are root: a uid no other live grade holds (see the module
+    docstring), GRADER_STUDENT_UID's first, else a random one."""
     if not hasattr(os, "setuid"):  # Windows: no uids at all
         return Identity(0, 0, False, ["this system has no user ids to run submission code under (not POSIX)"])
     me = os.getuid()
@@ -94,27 +164,32 @@ def pick_identity(env_uid: str | None = None) -> Identity:
     if os.environ.get("GRADER_SAME_UID") == "1":  # a local or test grade that wants the grader's own user
         return Identity(me, os.getgid(), False, ["GRADER_SAME_UID=1: submission code runs as the grader's own user"])
     raw = env_uid if env_uid is not None else os.environ.get("GRADER_STUDENT_UID")
+    first: list[int] = []
     if raw:
         try:
-            uid = int(raw)
-        except ValueError:
-            return Identity(me, os.getgid(), False, [f"GRADER_STUDENT_UID={raw!r} is not a number"])
-        if uid == 0:
-            return Identity(me, os.getgid(), False, ["GRADER_STUDENT_UID is 0 (root)"])
-        try:
-            import pwd
-
-            gid = pwd.getpwuid(uid).pw_gid
-        except (KeyError, ImportError):
-            gid = uid
-        return Identity(uid, gid, True)
-    used = _uids_in_use()
+            first = configured_uids(raw)
+        except ValueError as e:
+            return Identity(me, os.getgid(), False, [str(e)])
+    locks = lock_dir()
+    if locks is None:
+        why = "no folder for the uid pool's locks (/run, GRADER_CACHE): set GRADER_CACHE to a writable folder"
+        return Identity(me, os.getgid(), False, [why])
     rng = random.SystemRandom()
-    for _ in range(100):
-        uid = rng.randint(*UID_RANGE)
-        if uid not in used:
-            return Identity(uid, uid, True)
-    return Identity(me, os.getgid(), False, ["no unused uid found"])  # pragma: no cover
+    rng.shuffle(first)  # concurrent grades of a range do not all queue on its first uid
+    candidates = [*first[:1000], *(rng.randint(*UID_RANGE) for _ in range(200))]
+    used = _uids_in_use()
+    for uid in candidates:
+        if uid in used or uid == me:
+            continue
+        lock = _take(uid, locks)
+        if lock is None:
+            continue
+        if uid in _uids_in_use():  # a process of it appeared meanwhile (another grader's, not in our pool)
+            lock.close()
+            continue
+        # gid = uid: a group only this grade has (a passwd entry's group may be shared by every pooled uid).
+        return Identity(uid, uid, True, lock=lock)
+    return Identity(me, os.getgid(), False, ["no free uid for this grade's submission code"])  # pragma: no cover
 
 
 def worker_env(home: Path | None, pythonpath: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -156,15 +231,18 @@ class Scratch:
     def __init__(self, identity: Identity, trusted_cache: Path, base: Path | None = None):
         self.identity = identity
         self.root = Path(tempfile.mkdtemp(prefix="grade-", dir=str(base) if base else None))
-        os.chmod(self.root, 0o711)
+        # Only the grader and the grade's own gid may pass (0710); read-only folders 0750, files 0640. Without a
+        # separate uid the untrusted processes are the grader's own: owner only.
+        self.dir_mode, self.file_mode = (0o750, 0o640) if identity.separated else (0o700, 0o600)
+        self._own(self.root, 0o710 if identity.separated else 0o700)
         self.ro = self.root / "ro"
         self.lib = self.ro / "lib"
         self.submission = self.ro / "submission"
         self.libs = self.ro / "libs"
         self.home = self.root / "home"
         for d in (self.ro, self.lib, self.submission, self.libs):
-            d.mkdir(mode=0o755)
-            os.chmod(d, 0o755)
+            d.mkdir(mode=0o700)
+            self._own(d, self.dir_mode)
         self.home.mkdir(mode=0o700)
         for sub in ("tmp", "cache", "triton", "inductor", "build"):
             (self.home / sub).mkdir(mode=0o700)
@@ -173,15 +251,24 @@ class Scratch:
                 os.chown(d, identity.uid, identity.gid)
         # Only grader/child is importable from here: not the trusted modules, not reference/ (staff solutions).
         pkg = self.lib / "grader"
-        pkg.mkdir(mode=0o755)
+        pkg.mkdir(mode=0o700)
         (pkg / "__init__.py").write_text('"""Only grader.child is here: the code that runs beside student code."""\n')
         shutil.copytree(CHILD_PACKAGE, pkg / "child", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        _readable_tree(self.ro)
+        for dirpath, _dirnames, filenames in os.walk(self.ro):
+            self._own(Path(dirpath), self.dir_mode)
+            for f in filenames:
+                self._own(Path(dirpath) / f, self.file_mode)
         # The trusted workers' caches: written only by the grader's uid, never by the untrusted one.
         self.trusted_cache = trusted_cache
         for sub in ("triton", "inductor"):
             (trusted_cache / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(trusted_cache, 0o700)
+
+    def _own(self, p: Path, mode: int) -> None:
+        """The grader's, with the grade's group when separated, and `mode`."""
+        if self.identity.separated:
+            os.chown(p, -1, self.identity.gid)
+        os.chmod(p, mode)
 
     def __enter__(self) -> Scratch:
         return self
@@ -223,31 +310,29 @@ class Scratch:
             dst = self.submission / p.name
             with open(p, "rb") as f:
                 dst.write_bytes(f.read(MAX_SUBMISSION_BYTES))
-            os.chmod(dst, 0o644)
+            self._own(dst, self.file_mode)
         return skipped
 
     def add_file(self, src: Path, name: str) -> Path:
-        """Copy one trusted file (a staff solution for --staff, a verified library) into ro/, readable by all."""
+        """Copy one trusted file (a staff solution for --staff, a verified library) into ro/, readable by the grade."""
         dst = (self.libs if name.endswith(".so") else self.submission) / name
         shutil.copyfile(src, dst)
-        os.chmod(dst, 0o644)
+        self._own(dst, self.file_mode)
         return dst
 
     def close(self) -> None:
         if self.identity.separated:
             kill_uid(self.identity.uid)
         shutil.rmtree(self.root, ignore_errors=True)
-
-
-def _readable_tree(root: Path) -> None:
-    for dirpath, _dirnames, filenames in os.walk(root):
-        os.chmod(dirpath, 0o755)
-        for f in filenames:
-            os.chmod(os.path.join(dirpath, f), 0o644)
+        self.identity.release()  # only now, with every process of the uid gone, may another grade take it
 
 
 def kill_uid(uid: int, rounds: int = 20) -> int:
-    """SIGKILL every process of `uid` (a grade's own uid: whatever the submission left running), until none is left."""
+    """SIGKILL every process of `uid` (a grade's own uid: whatever the submission left running), until none is left.
+    The pool gives each live grade a uid of its own, so these are this grade's processes only. Never root's or
+    the grader's own."""
+    if uid in (0, os.getuid()):
+        return 0
     killed = 0
     for _ in range(rounds):
         pids: list[int] = []
@@ -337,6 +422,22 @@ def readable_by(path: Path, identity: Identity) -> bool:
         else:
             ok = st.st_mode & need[2]
         if not ok:
+            return False
+    return True
+
+
+def open_to_everyone(path: Path) -> bool:
+    """Whether a uid that is neither owner nor group member of anything on the way can read `path`: every folder
+    above it passable by others (o+x), and the path itself readable by them (a file: o+r) or passable (a folder:
+    o+x is enough to open files whose names are known or guessed, such as a classmate's id/glu_triton.py)."""
+    p = Path(os.path.abspath(path))
+    for d in [*reversed(p.parents), p]:
+        try:
+            st = os.stat(d)
+        except OSError:
+            return False
+        need = stat.S_IROTH if d == p and not stat.S_ISDIR(st.st_mode) else stat.S_IXOTH
+        if not st.st_mode & need:
             return False
     return True
 

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-p = argparse.ArgumentParser()
+p = argparse.ArgumentParser(fromfile_prefix_chars="@")  # the batch passes @FILE (grader/batch/task.py)
 p.add_argument("--submission", type=Path, required=True)
 p.add_argument("--out", type=Path, required=True)
 p.add_argument("--secret-file", default=None)
@@ -30,6 +30,7 @@ p.add_argument("--problem")
 p.add_argument("--device")
 p.add_argument("--only", action="append")
 p.add_argument("--no-perf", action="store_true")
+p.add_argument("--student-id", default=None)
 a = p.parse_args()
 
 log = Path(os.environ["FAKE_GRADE_LOG"])

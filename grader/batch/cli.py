@@ -21,6 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from .. import identity
 from . import EXIT_INCOMPLETE, EXIT_INFRA, EXIT_NOT_GRADABLE, EXIT_OK, EXIT_USAGE, collect, engines, state
 from .discover import DiscoverError, discover
 from .progress import Counts, Progress
@@ -90,6 +91,11 @@ def _usage(msg: str) -> int:
 def main(argv: list[str]) -> int:
     if os.name != "posix":  # process groups, signals and file locks: a Linux (or macOS) host or cluster
         return _usage("batch runs on Linux or macOS (process groups and signals); grade one submission with `grade`")
+    # Everything a batch makes (OUT, the unpacked or cloned inputs, logs, each task's scratch and arguments file) is
+    # the grader's alone: a submission's code, run as an unprivileged uid, must find no classmate's work, id or
+    # name there (docs/SECURITY.md, "A grade's inputs are private to it"). Folders the grade's own uid must pass
+    # through are opened explicitly (grader/identity.py).
+    os.umask(0o077)
     if argv and argv[0] in SUBCOMMANDS:
         return _sub(argv[0], argv[1:])
     args = _run_parser().parse_args(argv)
@@ -261,6 +267,13 @@ def _retry_slurm(out: Path, manifest: dict[str, Any], live: set[int] | None) -> 
     )
 
 
+def _separated_grades() -> bool:
+    """Whether this batch's grades run submission code as uids of their own (root, grader/identity.py): then no
+    input may be open to every user. Otherwise submission code runs as the TA's own user, and the grade says it is
+    advisory."""
+    return hasattr(os, "getuid") and os.getuid() == 0 and os.environ.get("GRADER_SAME_UID") != "1"
+
+
 def _run(args: argparse.Namespace, argv: list[str]) -> int:
     from .. import keyfile
     from ..spec import SpecError, find_problem, load_problem
@@ -284,8 +297,17 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         return _usage(
             f"{args.submissions}: no such file or folder (pass a folder of submissions, an export zip or a list)"
         )
+    if _separated_grades() and identity.open_to_everyone(args.submissions):
+        # Its path is on this batch's command line, which every user can read in /proc.
+        return _usage(
+            f"{args.submissions} can be read by every user of this machine, so a submission's code could read its "
+            f"classmates' work there: make it private (chmod 700 it, or a folder above it) and run again"
+        )
     try:
         (state.batch_dir(out)).mkdir(parents=True, exist_ok=True)
+        os.chmod(out, 0o700)  # OUT holds every student's grade, report and log: the grader's only
+        state.inputs_dir(out).mkdir(mode=0o700, exist_ok=True)
+        os.chmod(state.inputs_dir(out), 0o700)  # the unpacked export and the clones: every student's code
     except OSError as e:
         return _usage(f"cannot write to {out}: {e.strerror or e} (pass --out DIR)")
     import fcntl  # POSIX only (main checked)

@@ -8,6 +8,9 @@ one stopped.
     OUT/.batch/running/<sid>.json     a task at work (host, pid, task id); removed when it ends
     OUT/../.OUT.inputs/               an export zip unpacked, repositories cloned (outside OUT: see inputs_dir)
 
+OUT and .OUT.inputs are 0700 and everything in them is the grader's (folders 0750 or 0700, files 0640 or 0600: the
+batch runs with umask 077): no submission's code, whatever uid it runs as, can read a classmate's work or grade.
+
 A result is *done* when batch.json carries the current key (the submission's content hash, the grader's version,
 the problem's hash, the options that change a grade, the image digest when there is one) and results.json still
 has the sha256 batch.json recorded: a changed submission, grader, spec or image, or a corrupt or half-written
@@ -147,7 +150,7 @@ def append_attempt(out: Path, sid: str, entry: dict[str, Any]) -> None:
     p = _attempts_path(out, sid)
     p.parent.mkdir(parents=True, exist_ok=True)
     line = (json.dumps({"at": time.time(), **entry}, default=str) + "\n").encode()
-    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
     try:
         os.write(fd, line)
     finally:
@@ -233,9 +236,10 @@ def install(out: Path, sid: str, files: dict[str, Path | bytes], record: dict[st
                 dest.write_bytes(src)
             else:
                 shutil.copyfile(src, dest)
-            os.chmod(dest, 0o644)
+            os.chmod(dest, 0o640)
         write_json_atomic(tmp / RECORD, record)
-        os.chmod(tmp, 0o755)
+        # The grader's (and its group's), never every user's: a classmate's code must not read this grade.
+        os.chmod(tmp, 0o750)
         final = out / sid
         old = None
         if final.exists() or final.is_symlink():

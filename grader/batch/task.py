@@ -6,8 +6,10 @@ The local engine starts one of these per submission, pinned to its GPU; a Slurm 
 --index $SLURM_ARRAY_TASK_ID. It
 1. skips a submission whose current result is already in place (a resubmission that overlaps a finished task);
 2. checks the machine before any submission code runs: disk space, and with --device cuda a visible GPU;
-3. runs `python -m grader grade --submission ... --out <scratch> [--secret-file KEY] ...` in its own process
-   group, with a scratch folder (TMPDIR) of its own, under a time limit (the spec's stage limits plus a margin);
+3. runs `python -m grader grade @<scratch>/grade.args` (the arguments `--submission ... --out <scratch>
+   [--secret-file KEY] ...`, one a line, in a 0600 file: a command line is readable by every user in /proc, and no
+   student's path, id or name may be seen by another's code) in its own process group, with a scratch folder
+   (TMPDIR) of its own, named by the task's index, under a time limit (the spec's stage limits plus a margin);
 4. reads nvidia-smi before and after (grader/batch/where.py) and adds `extra_data.graded_on` to results.json
    (re-signing it when it was signed and verifies: the wrapper holds the same key as the grade);
 5. installs OUT/<sid>/ whole (grader/batch/state.py) and appends the attempt to OUT/.batch/attempts/<sid>.jsonl.
@@ -50,6 +52,10 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 
 class _Stop(Exception):
     pass
+
+
+class _BadArgument(ValueError):
+    """A grade argument that the arguments file cannot carry."""
 
 
 def grade_command() -> list[str]:
@@ -157,20 +163,23 @@ def run_task(out: Path, index: int, *, engine: str, slot: str | None, task_id: s
             why = _gpu_visible(gpu)
         if why:
             return _record(out, sid, base, Outcome.INFRA, why, t0, TASK_INFRA)
-        scratch = Path(tempfile.mkdtemp(prefix=f"grader-batch-{sid}.", dir=tmp_base))
+        # Named by index, not by student: /tmp can be listed by everyone.
+        scratch = Path(tempfile.mkdtemp(prefix=f"grader-batch-{index}.", dir=tmp_base))
         (scratch / "tmp").mkdir()
         # Traversable, not listable, by the grade's unprivileged uid: its private scratch is made inside tmp/
-        # (grader/identity.py), and must be reachable for student code to run as that uid.
+        # (grader/identity.py), and must be reachable for student code to run as that uid. The rest of it (the
+        # arguments, the log, the grade's out/) is the grader's alone (the batch's umask, 077).
         os.chmod(scratch, 0o711)
         os.chmod(scratch / "tmp", 0o711)
         res, log = scratch / "out", scratch / "grade.log"
-        cmd = [*grade_command(), "--problem", opts["problem"], "--submission", item["path"], "--out", str(res)]
-        cmd += ["--device", opts.get("device") or "auto"]
-        cmd += [] if opts.get("perf", True) else ["--no-perf"]
+        args = ["--problem", opts["problem"], "--submission", item["path"], "--out", str(res)]
+        args += ["--device", opts.get("device") or "auto"]
+        args += [] if opts.get("perf", True) else ["--no-perf"]
         for o in opts.get("only") or ():
-            cmd += ["--only", o]
+            args += ["--only", o]
         if opts.get("secret_file"):
-            cmd += ["--secret-file", opts["secret_file"]]
+            args += ["--secret-file", opts["secret_file"]]
+        cmd = [*grade_command(), _args_file(scratch / "grade.args", args)]
         start = where.query(gpu)
         env = {**os.environ, "TMPDIR": str(scratch / "tmp")}
         with open(log, "wb") as lf:
@@ -242,12 +251,26 @@ def run_task(out: Path, index: int, *, engine: str, slot: str | None, task_id: s
         return _record(out, sid, base, Outcome.KILLED, f"stopped by signal {stop['signal']}", t0, TASK_KILLED)
     except OSError as e:  # ENOSPC while installing, an unreadable scratch: the machine's fault
         return _record(out, sid, base, Outcome.INFRA, f"{type(e).__name__}: {e}"[:300], t0, TASK_INFRA)
+    except _BadArgument as e:  # a path the grade's arguments cannot carry: the TA's to fix, never retried
+        return _record(out, sid, base, Outcome.REFUSED, str(e)[:300], t0, TASK_REFUSED)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
         state.clear_running(out, sid)
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _args_file(path: Path, args: list[str]) -> str:
+    """`@path` for argparse (grader/cli.py): `args` one a line in a new 0600 file. _BadArgument for an argument that
+    holds a line break (it would read back as two) or starts with @ (argparse would read it as one more file)."""
+    bad = next((a for a in args if "\n" in a or "\r" in a or a.startswith("@")), None)
+    if bad is not None:
+        raise _BadArgument(f"a grade argument holds a line break or starts with @ ({bad[:100]!r}): rename it")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write("".join(a + "\n" for a in args))
+    return f"@{path}"
 
 
 def _record(
