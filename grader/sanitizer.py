@@ -33,7 +33,20 @@ if TYPE_CHECKING:
     from .identity import Scratch
 
 TOOLS = {
-    "memcheck": ("--tool", "memcheck", "--leak-check", "no", "--error-exitcode", "86", "--print-limit", "10"),
+    # --padding: a guard band after every allocation, so an access just past x that would land in the next
+    # allocation (y, when the driver places it right after x) is still outside every allocation.
+    "memcheck": (
+        "--tool",
+        "memcheck",
+        "--leak-check",
+        "no",
+        "--padding",
+        "1024",
+        "--error-exitcode",
+        "86",
+        "--print-limit",
+        "10",
+    ),
     "racecheck": ("--tool", "racecheck", "--error-exitcode", "86", "--print-limit", "10"),
 }
 _SHARED = re.compile(r"\b__shared__\b")
