@@ -26,6 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SUBMISSION = ROOT / "assignment" if (ROOT / "pyproject.toml").is_file() else Path("assignment")
 EXIT_OK, EXIT_USAGE, EXIT_GRADER_FAULT = 0, 2, 3  # 0: graded (whatever the score); 2: cannot run; 3: grader fault
 AUTOGRADE_KEY = Path("/autograder/secret/grader_key")  # Gradescope's staff-only folder; the container passes its own
+GRADESCOPE_METADATA = Path("/autograder/submission_metadata.json")  # written by Gradescope for each submission
+MAX_STUDENT_ID = 200
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -91,6 +93,13 @@ def _parser() -> argparse.ArgumentParser:
         help="staff-only key file (made by `python -m grader keygen --out KEY`, mode 0600): mixed into every "
         "input and used to sign an official results.json; without it the grade is local and advisory",
     )
+    g.add_argument(
+        "--student-id",
+        default=None,
+        metavar="ID",
+        help="whose submission this is (the batch passes its id): signed into results.json, so that the TA report "
+        "can tell a copy of it under another student (replayed) from this student's grade",
+    )
     a = sub.add_parser("autograde", help="autograder entry (Gradescope paths; grading key from a staff-only file)")
     a.add_argument("--problem", default="glu")
     a.add_argument("--submission", type=Path, default=Path("/autograder/submission"))
@@ -104,6 +113,17 @@ def _parser() -> argparse.ArgumentParser:
         "when there is no file there, the grade is advisory and unsigned",
     )
     a.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    a.add_argument(
+        "--student-id", default=None, metavar="ID", help="whose submission this is (signed into results.json)"
+    )
+    a.add_argument(
+        "--submission-metadata",
+        type=Path,
+        default=GRADESCOPE_METADATA,
+        metavar="JSON",
+        help=f"Gradescope's submission metadata (default: {GRADESCOPE_METADATA}): its submission id and members are "
+        "signed into results.json; when there is no file there, the grade's identity is --student-id alone",
+    )
     b = sub.add_parser(
         "bench", help="lecture-style timing table: baselines vs Triton vs CUDA (needs a GPU)", parents=[where, what]
     )
@@ -122,6 +142,14 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="KEY",
         help="the key file the grades were made with: check every file's signature",
+    )
+    r.add_argument(
+        "--problem",
+        default=None,
+        metavar="NAME",
+        help="the problem the class was graded on (a name under reference/, or a spec.yaml): its spec gives the "
+        "columns and the points possible; default: the problem the valid (or, without --secret-file, all) files "
+        "name, when it is a known spec",
     )
     r.add_argument(
         "--roster",
@@ -221,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "report":
-        return _ta_report(args.dir, args.out, args.secret_file, args.roster, args.canvas_column)
+        return _ta_report(args.dir, args.out, args.secret_file, args.roster, args.canvas_column, args.problem)
     if args.command == "keygen":
         return _keygen(args.out)
     if args.command == "handout":
@@ -246,6 +274,7 @@ def _run(args: argparse.Namespace) -> int:
                 )
         key_path = getattr(args, "secret_file", None)
         key = _key(key_path, missing_ok=args.command == "autograde")
+        student_id, submission_id, users = _whose(args)
         submission = args.submission
         if submission == DEFAULT_SUBMISSION and problem.stubs != "assignment":
             submission = DEFAULT_SUBMISSION.parent / problem.stubs  # the problem's own stubs (spec `stubs:`)
@@ -260,6 +289,9 @@ def _run(args: argparse.Namespace) -> int:
             perf=not getattr(args, "no_perf", False),
             correctness=args.command != "bench",
             cases=tuple(getattr(args, "cases", []) or ()),
+            student_id=student_id,
+            submission_id=submission_id,
+            users=users,
         )
         _check_writable(args.out)
         # Orphans a submission leaves (daemons that escaped their process group) re-parent to us, and are
@@ -299,6 +331,29 @@ def _run(args: argparse.Namespace) -> int:
         )
     _student_report(g, args.out)
     return 0
+
+
+def _whose(args: argparse.Namespace) -> tuple[str | None, str | None, tuple[dict[str, str], ...]]:
+    """(student id, Gradescope submission id, Gradescope members) for the grade's signed identity: --student-id, and
+    for autograde Gradescope's submission_metadata.json when it is there (its first member's SID is the student id
+    unless --student-id names one). Raises GraderError for a bad --student-id or an unusable metadata file."""
+    sid = getattr(args, "student_id", None)
+    if sid is not None:
+        if not sid.strip() or len(sid) > MAX_STUDENT_ID or not sid.isprintable() or sid != sid.strip():
+            raise GraderError(
+                f"--student-id {sid[:40]!r}: want the student's id as one line of at most {MAX_STUDENT_ID} "
+                "printable characters, without leading or trailing spaces"
+            )
+    meta_path = getattr(args, "submission_metadata", None)
+    if meta_path is None or not meta_path.exists():
+        return sid, None, ()
+    from . import gradescope
+
+    try:
+        meta = gradescope.read_submission_metadata(meta_path)
+    except gradescope.GradescopeError as e:
+        raise GraderError(str(e)) from None
+    return sid or meta.student_id, meta.submission_id, meta.users
 
 
 def _profile(args: argparse.Namespace) -> int:
@@ -400,6 +455,7 @@ def _ta_report(
     secret_file: Path | None = None,
     roster_path: Path | None = None,
     canvas_column: str | None = None,
+    problem: str | None = None,
 ) -> int:
     """grades.csv + class_summary.html over every results.json under root (+ grades_canvas.csv with a roster).
     Bad results files are listed, never fatal; a roster that cannot be used is (exit 2, before anything is written)."""
@@ -414,6 +470,13 @@ def _ta_report(
     if canvas_column is not None and not canvas_column.strip():
         print("grader error: --canvas-column: empty (give the assignment's name)", file=sys.stderr)
         return 2
+    assignment = None
+    if problem is not None:
+        try:
+            assignment = tareport.from_argument(problem, ROOT)
+        except SpecError as e:
+            print(f"grader error: {e}", file=sys.stderr)
+            return 2
     roster = None
     if roster_path is not None:
         try:
@@ -452,14 +515,17 @@ def _ta_report(
         )
         return 2
     with report.progress("report", min_interval_s=1.0) as update:
-        csv_path, html_path, subs, bad = tareport.write_ta_report(
+        done = tareport.write_class_report(
             root,
             out,
             progress=update,
             key=key.signing if key is not None else None,
             roster=roster,
             canvas_column_name=canvas_column,
+            assignment=assignment,
         )
+    csv_path, html_path, subs, bad = done.csv_path, done.html_path, done.cls.subs, done.cls.bad
+    a = done.cls.assignment
     flagged = sum(1 for x in subs if x.flags)
     print(
         f"{len(subs)} submission(s) read, {flagged} flagged, {len(bad)} file(s) or folder(s) unusable "
@@ -471,8 +537,11 @@ def _ta_report(
             f"warning: {cpu} grade(s) made without a GPU (device CPU in grades.csv): no performance points "
             "in them; regrade on a GPU"
         )
-    if roster is not None:
-        j = tareport.join_roster(subs, roster, canvas_column, signatures=key is not None)
+    print(
+        f"problem {a.problem or 'unknown'} ({tareport.points_text(a.points) or 'unknown'} points), from {a.source}"
+    )
+    if roster is not None and done.join is not None:
+        j = done.join
         empty = len(roster.rows) - len(j.matched)
         print(
             f"{tareport.CANVAS_CSV}: {len(j.matched)} of {len(roster.rows)} roster student(s) with a score in column "
@@ -485,11 +554,18 @@ def _ta_report(
                 f"note: Canvas reads '({m.group(2)})' in '{j.column}' as the id of a Canvas assignment, not its points"
             )
     if key is not None:
-        forged = [x.student for x in subs if x.signature != signing.VALID]
-        names = (": " + ", ".join(forged[:10]) + (" ..." if len(forged) > 10 else "")) if forged else ""
-        print(
-            f"signatures: {len(subs) - len(forged)} valid, {len(forged)} not written by the grader with this key{names}"
-        )
+
+        def names(xs: list[str]) -> str:
+            return (": " + ", ".join(xs[:10]) + (" ..." if len(xs) > 10 else "")) if xs else ""
+
+        forged = [x.student for x in subs if x.signature in (signing.INVALID, signing.UNSIGNED)]
+        valid = sum(1 for x in subs if x.signature == signing.VALID)
+        line = f"signatures: {valid} valid, {len(forged)} not written by the grader with this key{names(forged)}"
+        for what in (signing.REPLAYED, signing.NO_IDENTITY):
+            these = [x.student for x in subs if x.signature == what]
+            if these:
+                line += f"; {len(these)} {what}{names(these)}"
+        print(line + (" (not imported; listed in the summary)" if valid < len(subs) else ""))
     else:
         print("signatures: not checked (pass --secret-file KEY, the key file the grades were made with, to check them)")
     print(

@@ -14,13 +14,19 @@ line of a staff solution) before anything is written.
 
 run_autograder reads two variables, for tests only: AUTOGRADER_ROOT (default /autograder) rebases Gradescope's
 folders, GRADER_PYTHON (default the venv setup.sh makes) picks the Python.
+
+Whose grade it is comes from Gradescope's /autograder/submission_metadata.json (read_submission_metadata): the
+submission's id and its members' sid and email are signed into results.json (grader/signing.py), so a copy of the
+file under another submission is reported as replayed by the TA report.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import zipfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import handout
@@ -31,6 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV = "/opt/glu-grader/venv"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 KEY_NAME = "grader_key"
+METADATA_NAME = "submission_metadata.json"  # Gradescope's, beside submission/ in /autograder
+MAX_METADATA_BYTES = 1024 * 1024  # a real one is a few kB (it lists previous submissions too)
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # fixed: the same tree gives the same zip
 
 SETUP_SH = f"""#!/usr/bin/env bash
@@ -66,6 +74,7 @@ PY="${{GRADER_PYTHON:-{VENV}/bin/python}}"
 SRC="$ROOT/source"
 mkdir -p "$ROOT/results"
 args=(autograde --submission "$ROOT/submission" --out "$ROOT/results" --device auto)
+args+=(--submission-metadata "$ROOT/{METADATA_NAME}")  # whose grade it is (signed into results.json)
 if [ -f "$SRC/{KEY_NAME}" ]; then
   chmod 600 "$SRC/{KEY_NAME}"  # the grader refuses a key file other users can read; unzip may not keep the mode
   args+=(--secret-file "$SRC/{KEY_NAME}")
@@ -78,7 +87,59 @@ cd "$SRC" && exec "$PY" -m grader "${{args[@]}}"
 
 
 class GradescopeError(Exception):
-    """The zip cannot be built; str(err) is one line saying why."""
+    """The zip cannot be built, or Gradescope's submission metadata cannot be used; str(err) is one line saying why."""
+
+
+@dataclass(frozen=True)
+class SubmissionMeta:
+    """Who a Gradescope submission is for: its id and its members (sid, email), from submission_metadata.json."""
+
+    submission_id: str | None
+    users: tuple[dict[str, str], ...] = field(default_factory=tuple)
+
+    @property
+    def student_id(self) -> str | None:
+        """The first member's SID, else their email, else their Gradescope user id; None for no member."""
+        return next((u[k] for u in self.users for k in ("sid", "email", "id") if u.get(k)), None)
+
+
+def _id_text(v: object) -> str:
+    from .signing import clean_id
+
+    return clean_id(v) or ""
+
+
+def read_submission_metadata(path: Path) -> SubmissionMeta:
+    """Gradescope's submission_metadata.json ({"id": ..., "users": [{"email", "id", "name", "sid"}], ...}), read as
+    input that is not the grader's own: at most MAX_METADATA_BYTES, checked before it is read (a larger file is
+    refused unread), strict JSON, every id bounded (grader/signing.py clean_id), at most 50 members. Raises
+    GradescopeError naming what is wrong."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_METADATA_BYTES + 1)
+    except OSError as e:
+        raise GradescopeError(f"--submission-metadata {path}: cannot read ({e.strerror or e})") from None
+    if len(raw) > MAX_METADATA_BYTES:
+        raise GradescopeError(
+            f"--submission-metadata {path}: over {MAX_METADATA_BYTES // 1024} kB (Gradescope's is a few kB)"
+        )
+
+    def no_constant(name: str) -> None:
+        raise ValueError(f"{name} is not JSON")
+
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_constant=no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise GradescopeError(f"--submission-metadata {path}: not JSON ({' '.join(str(e).split())[:120]})") from None
+    if not isinstance(data, dict):
+        raise GradescopeError(f"--submission-metadata {path}: not Gradescope's metadata (want a JSON object)")
+    users = data.get("users")
+    members = tuple(
+        {k: _id_text(u.get(k)) for k in ("sid", "email", "id")}
+        for u in (users if isinstance(users, list) else [])[:50]
+        if isinstance(u, dict)
+    )
+    return SubmissionMeta(_id_text(data.get("id")) or None, tuple(m for m in members if any(m.values())))
 
 
 def plan(root: Path = ROOT) -> list[handout.Item]:

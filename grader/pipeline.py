@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fnmatch
+import hashlib
 import os
 import sys
 import time
@@ -21,7 +22,7 @@ from typing import Any
 
 import torch
 
-from . import availability, gpulock, identity, static
+from . import availability, gpulock, identity, signing, static
 from .correctness import Target, run_correctness
 from .performance import run_performance, skipped_tests, start_workers
 from .performance.workers import settle
@@ -50,6 +51,11 @@ class Options:
     # --case: fnmatch patterns; only the correctness and performance cases whose name matches one are run. A
     # grade of a subset is partial: never official, so never signed (Grade.partial says which patterns).
     cases: tuple[str, ...] = ()
+    # Whose submission this is, signed into results.json (grader/signing.py new_identity): `--student-id`, the
+    # batch's id; on Gradescope its submission metadata's submission id and members (grader/gradescope.py).
+    student_id: str | None = None
+    submission_id: str | None = None
+    users: tuple[dict[str, str], ...] = ()
 
 
 def select_cases(problem: Problem, patterns: tuple[str, ...]) -> Problem:
@@ -196,6 +202,19 @@ def official_reasons(problem: Problem, scratch: identity.Scratch) -> list[str]:
     return why
 
 
+def _identity(problem: Problem, opts: Options, scratch: identity.Scratch) -> dict[str, Any]:
+    """Whose grade this is, hashed before any submission code runs: the files are the grade's own read-only copy of
+    the submission (what the workers import), so the hash is of exactly what was graded."""
+    return signing.new_identity(
+        student_id=None if opts.staff else opts.student_id,
+        files_sha256=None if opts.staff else signing.files_digest(scratch.submission),
+        problem=problem.name,
+        spec_sha256=hashlib.sha256(problem.path.read_bytes()).hexdigest(),
+        submission_id=opts.submission_id,
+        users=list(opts.users),
+    )
+
+
 def worth_naming(submission: Path, skipped: list[str], problem: Problem) -> list[str]:
     """What of the submission's skipped entries the student should hear about. Python's own cache and the other
     problems' folders of a course submission (or of assignment/ itself, grader/spec.py sibling_folders) are no
@@ -234,6 +253,7 @@ def _grade(
         skipped = worth_naming(opts.submission, skipped, problem)
         if skipped:
             g.notes.append("not graded (links, folders, or over the size limit): " + ", ".join(skipped[:10]))
+    g.identity = _identity(problem, opts, scratch)
     # A staff-only row (spec `staff_only`, e.g. the lecture's naive kernel) is graded and timed with --staff only.
     parts = problem.implementations if opts.staff else problem.student_implementations
     impls = [i for n, i in parts.items() if not opts.only or n in opts.only]

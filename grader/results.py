@@ -155,6 +155,9 @@ class Grade:
     official_why: list[str] = field(default_factory=list)  # reasons it is not official
     # --case patterns when only some cases were run (grader/pipeline.py select_cases): a partial grade, never official
     partial: list[str] = field(default_factory=list)
+    # Whose grade this is (grader/signing.py new_identity: student id, graded files' hash, problem, spec, grader
+    # version, time, nonce), written into extra_data.identity and so signed with the rest. None: not recorded.
+    identity: dict[str, Any] | None = None
 
     @property
     def score(self) -> float:
@@ -186,5 +189,6 @@ class Grade:
                 "official": bool(self.official),
                 "not_official_because": [] if self.official else list(self.official_why),
                 "partial_cases": list(self.partial),
+                **({"identity": dict(self.identity)} if self.identity is not None else {}),
             },
         }

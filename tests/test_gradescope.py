@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import cli, keyfile
+from grader import signing, cli, keyfile
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -88,6 +88,9 @@ def test_run_autograder_end_to_end_on_cpu(tmp_path):
     sub.mkdir(parents=True)
     (sub / "glu_triton.py").write_bytes((ROOT / "tests/correct/rows_2d_grid/glu_triton.py").read_bytes())
     (sub / "glu_cuda.cu").write_bytes((ROOT / "assignment/glu_cuda.cu").read_bytes())
+    # Gradescope's own record of whose submission this is: signed into results.json (grader/signing.py identity)
+    (ag / "submission_metadata.json").write_text(json.dumps(
+        {"id": 4242, "users": [{"email": "ada@uni.edu", "id": 7, "name": "Ada", "sid": "S1001"}]}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GRADER_", "AUTOGRADER_"))}
     # GRADER_SAME_UID: this test grades as its own user (as root it would otherwise pick a separate uid, which
     # cannot start this Python when it lives under a private home).
@@ -102,3 +105,7 @@ def test_run_autograder_end_to_end_on_cpu(tmp_path):
     assert first.startswith(f"{res['extra_data']['points_not_earnable_here']:g} of 76 points"), first
     assert not any("no key file" in w for w in res["extra_data"]["not_official_because"]), res["extra_data"]
     assert stat.S_IMODE((src / "grader_key").stat().st_mode) == 0o600
+    ident = res["extra_data"]["identity"]
+    assert (ident["student_id"], ident["submission_id"], ident["problem"]) == ("S1001", "4242", "glu"), ident
+    assert ident["users"] == [{"sid": "S1001", "email": "ada@uni.edu"}]
+    assert ident["files_sha256"] == signing.files_digest(sub)  # what was graded: the submission's two files

@@ -571,10 +571,18 @@ def test_results_written_with_a_secret_verify_and_edits_do_not(tmp_path):
     assert d["extra_data"]["not_official_because"] == ["student code ran as the grader's own user"]
 
 
+def _as_graded_for(doc: dict, student: str) -> dict:
+    """doc with the identity block an official grade of `student` signs (grader/signing.py new_identity)."""
+    doc = copy.deepcopy(doc)
+    doc["extra_data"]["identity"] = signing.new_identity(
+        student_id=student, files_sha256="ab" * 32, problem="glu", spec_sha256="cd" * 32)
+    return doc
+
+
 def _signed_class(root: Path) -> None:
     fx = _clean(fixture())
-    _write(root / "alice" / "results.json", signing.sign(fx, KEY.signing))
-    edited = signing.sign(_clean(fixture(), lose=3), KEY.signing)
+    _write(root / "alice" / "results.json", signing.sign(_as_graded_for(fx, "alice"), KEY.signing))
+    edited = signing.sign(_as_graded_for(_clean(fixture(), lose=3), "bob"), KEY.signing)
     edited["score"] = 76.0  # bob "restores" his lost points by hand
     for t in edited["tests"]:
         t["score"] = t["max_score"]

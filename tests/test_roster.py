@@ -62,6 +62,18 @@ def result(triton: float = 26.0, cuda: float = 26.0, perf: tuple[float, float] =
     return doc
 
 
+def signed(doc: dict, student: str | None, files: str | None = None) -> dict:
+    """doc as an official grade of `student` writes it: an identity block (grader/signing.py), then the signature.
+    files: the graded files' hash (default: one of the student's own)."""
+    import hashlib
+
+    doc = json.loads(json.dumps(doc))
+    doc["extra_data"]["identity"] = signing.new_identity(
+        student_id=student, files_sha256=files or hashlib.sha256(str(student).encode()).hexdigest(), problem="glu",
+        spec_sha256="0" * 64)
+    return signing.sign(doc, KEY.signing)
+
+
 def write(p: Path, doc: dict | str) -> Path:
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(doc if isinstance(doc, str) else json.dumps(doc), encoding="utf-8")
@@ -193,10 +205,10 @@ def test_a_plain_roster_matches_ids_and_emails(tmp_path):
 
 def test_two_results_for_one_student_or_unsigned_results_leave_the_score_empty(tmp_path):
     root = tmp_path / "class"
-    write(root / "alice" / "results.json", signing.sign(result(), KEY.signing))
-    write(root / "ALICE-resubmit" / "results.json", signing.sign(result(triton=1.0, student="S1001"), KEY.signing))
+    write(root / "alice" / "results.json", signed(result(), "alice"))
+    write(root / "S1001" / "results.json", signed(result(triton=1.0), "S1001"))  # Ada again, by her SIS User ID
     write(root / "cbabbage" / "results.json", result())  # not signed: the grader did not write it
-    write(root / "ghopper" / "results.json", signing.sign(result(cuda=3.0), KEY.signing))
+    write(root / "ghopper" / "results.json", signed(result(cuda=3.0), "ghopper"))
     roster = tareport.read_roster(write(tmp_path / "roster.csv", CANVAS_ROSTER))
     tareport.write_ta_report(root, tmp_path / "ta", key=KEY.signing, roster=roster)
     _, _, scores = canvas_reads(tmp_path / "ta" / "grades_canvas.csv")

@@ -173,7 +173,7 @@ def run_task(out: Path, index: int, *, engine: str, slot: str | None, task_id: s
         os.chmod(scratch / "tmp", 0o711)
         res, log = scratch / "out", scratch / "grade.log"
         args = ["--problem", opts["problem"], "--submission", item["path"], "--out", str(res)]
-        args += ["--device", opts.get("device") or "auto"]
+        args += ["--device", opts.get("device") or "auto", "--student-id", sid]  # signed: whose grade it is
         args += [] if opts.get("perf", True) else ["--no-perf"]
         for o in opts.get("only") or ():
             args += ["--only", o]

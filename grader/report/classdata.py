@@ -1,13 +1,17 @@
 """A class of graded submissions: every results.json under a folder, read (validated first, grader/report/validate.py)
 into a Submission with its points per part and stage, its flags and (with the key) its signature; and grades.csv.
 
-The student id is `extra_data.student_id` when the file has one, else the name of the directory holding the file
-(its parent's name when that directory is called `results`, as in Gradescope's /autograder/results)."""
+A row is the folder a file sits in: the name of the directory holding it (its parent's name when that directory is
+called `results`, as in Gradescope's /autograder/results), plus, in Gradescope's export layout, that folder's
+submitters. (A file from before identities were signed may name its row in `extra_data.student_id`.)
+
+With the key, a file counts (`valid`, imported into Canvas) only when its HMAC verifies AND its signed identity
+(grader/signing.py: student id, graded files' hash, problem, nonce) is its row's AND its signature is in no other
+row; see check_identities for what is reported instead (`replayed`, `identity not signed`). Class-wide values
+(columns, points possible) come from the course's spec (grader/report/assignment.py), never from a file."""
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,10 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from .. import signing
+from .assignment import UNKNOWN, Assignment, from_names
+from .cells import csv_text, safe_cell
 from .gsexport import gradescope_layout
 from .output import advisory_line
 from .records import STAGES, flags_of, num, tests_of
 from .validate import MAX_FILE_BYTES, BadResults, Unreadable, parse_results, rel
+
+__all__ = ["Submission", "collect", "columns", "read_class", "render_csv", "safe_cell", "who"]
 
 SCORE_TOLERANCE = 0.01  # top-level score vs the sum of the tests' scores (each rounded to 4 decimals)
 
@@ -32,10 +40,22 @@ class Submission:
     total: float = 0.0
     max: float = 0.0
     flags: list[str] = field(default_factory=list)
-    signature: str = signing.NOT_CHECKED  # see grader/signing.py
+    # The file's standing: the HMAC's verdict (valid, INVALID, unsigned, not checked: grader/signing.py verify), then
+    # for a file whose HMAC verifies, check_identities' (replayed, identity not signed). Only VALID is imported
+    # into Canvas when the key was given.
+    signature: str = signing.NOT_CHECKED
+    identity: signing.Identity | None = None  # the file's identity block (signed only when signature is VALID)
     key: str = ""  # the student id before collect() told duplicates apart (what a roster is matched against)
+    row_keys: set[str] = field(default_factory=set)  # the row's ids, casefolded: its folder, its submitters
+    misfit: str = ""  # why the file does not fit the class's assignment (another problem, more points than it has)
     submitters: list[dict[str, str]] = field(default_factory=list)  # Gradescope's: name, sid, email (one per member)
     report_href: str = ""  # relative link from class_summary.html to this student's report.html, when there is one
+
+    @property
+    def counted(self) -> bool:
+        """This file's grade counts: in Canvas, in the class's statistics and charts. With the key only a valid
+        file does; without it every file that fits the assignment (nothing could be checked)."""
+        return self.signature in (signing.VALID, signing.NOT_CHECKED) and not self.misfit
 
     @property
     def device(self) -> str:
@@ -60,8 +80,12 @@ class Submission:
 
 
 def _student_id(data: dict[str, Any], path: Path, root: Path) -> str:
-    sid = (data.get("extra_data") or {}).get("student_id")
-    if isinstance(sid, (str, int)) and str(sid).strip():
+    """The row's id: the folder. Only a file without an identity block (from before identities were signed) may
+    name its row in extra_data.student_id; one with an identity block is its folder's, whatever it says (a copy of a
+    classmate's file must stay in the copier's row, where it is reported as replayed, not move to the classmate's)."""
+    extra = data.get("extra_data") or {}
+    sid = extra.get("student_id")
+    if signing.IDENTITY not in extra and isinstance(sid, (str, int)) and str(sid).strip():
         return str(sid).strip()
     d = path.parent
     if d.name == "results" and d != root:
@@ -81,7 +105,7 @@ def _load_one(path: Path, root: Path, key: bytes | None = None) -> Submission | 
         data = parse_results(raw, size)
     except BadResults as e:
         return Unreadable(where, str(e))
-    sub = Submission(_student_id(data, path, root), where, data)
+    sub = Submission(_student_id(data, path, root), where, data, identity=signing.identity_of(data))
     tests = tests_of(data)
     for t in tests:
         if t.max_score <= 0 and t.stage not in STAGES:
@@ -113,12 +137,120 @@ def _load_one(path: Path, root: Path, key: bytes | None = None) -> Submission | 
     return sub
 
 
+@dataclass
+class ClassData:
+    subs: list[Submission]
+    bad: list[Unreadable]
+    assignment: Assignment
+
+    @property
+    def counted(self) -> list[Submission]:
+        return [s for s in self.subs if s.counted]
+
+
+def read_class(
+    root: Path,
+    progress: Callable[[str], None] = lambda s: None,
+    exclude: Path | None = None,
+    key: bytes | None = None,
+    assignment: Assignment | None = None,
+) -> ClassData:
+    """collect(), then the class's assignment (given: `report --problem`; else the problem the counted files name,
+    when it is a known spec), then each file checked against it (fit)."""
+    subs, bad = collect(root, progress, exclude, key)
+    if assignment is None:
+        what = "valid" if key is not None else "unchecked"
+        assignment = from_names([(s.data.get("extra_data") or {}).get("problem") for s in subs if s.counted], what)
+    fit(subs, assignment)
+    return ClassData(subs, bad, assignment)
+
+
+def fit(subs: list[Submission], a: Assignment) -> None:
+    """Flag (and stop counting) a file that does not fit the assignment: another problem's grade, or more points
+    than the problem has. Its row stays, with its own numbers; nothing class-wide is taken from it."""
+    for s in subs:
+        prob = (s.data.get("extra_data") or {}).get("problem")
+        if a.problem and prob != a.problem:
+            s.misfit = f"graded for problem {str(prob)[:60]!r}, not this class's {a.problem!r}"
+        elif a.points is not None and max(s.total, s.max) > a.points + SCORE_TOLERANCE:
+            s.misfit = f"claims {s.total:.4g} of {s.max:.4g} points; {a.problem} is worth {a.points:g}"
+        if s.misfit:
+            s.flags.insert(0, f"NOT COUNTED: {s.misfit}")
+
+
+def check_identities(subs: list[Submission]) -> None:
+    """With the key, after every HMAC was checked: whose grade each verified file is.
+
+    - No signed student id (identity block missing: an old file, or a grade made without --student-id) ->
+      `identity not signed`: not imported; regrade with the student's id.
+    - A signed identity that is not the row's (no id in common with the folder and its submitters) -> `replayed`:
+      another student's grade, copied here.
+    - One signature (so one nonce) in several rows: the row whose identity it is keeps it (the others are replayed
+      by the rule above); when no single row owns it (the same file in two folders of one student, or of one
+      group), every copy is `replayed`, for a person to choose. The original is never withheld because someone
+      copied it: that would let a student erase a classmate's grade.
+    - The same graded files (files_sha256) signed for different students: each is a real grade of what was
+      submitted (the hash is signed with its own student id, so neither is a copy of the other's results), so both
+      stay valid, and both get a `same files` flag for a person: identical submissions (copied code, or both
+      unchanged stubs). Withholding them would zero honest students who happen to submit identical files."""
+    for s in subs:
+        if s.signature != signing.VALID:
+            continue
+        ident = s.identity
+        if ident is None or not ident.keys():
+            s.signature = signing.NO_IDENTITY
+            s.flags.insert(
+                0,
+                "IDENTITY NOT SIGNED: this results.json does not say whose grade it is (made before identities were "
+                "signed, or without --student-id); regrade it with the student's id to import it",
+            )
+        elif not ident.keys() & s.row_keys:
+            s.signature = signing.REPLAYED
+            s.flags.insert(
+                0,
+                f"REPLAYED: signed for {ident.who} (graded {ident.graded_at or 'at an unknown time'}), not for "
+                f"{s.key}: another student's grade copied here; not imported",
+            )
+    by_sig: dict[str, list[Submission]] = {}
+    for s in subs:
+        sig = (s.data.get("extra_data") or {}).get("signature")
+        if s.signature in (signing.VALID, signing.REPLAYED, signing.NO_IDENTITY) and isinstance(sig, str):
+            by_sig.setdefault(sig, []).append(s)
+    for group in by_sig.values():
+        if len(group) < 2:
+            continue
+        owners = [s for s in group if s.signature == signing.VALID]
+        rows = ", ".join(s.key for s in group)
+        for s in group:
+            if len(owners) == 1 and s is owners[0]:
+                continue
+            if s.signature == signing.VALID:
+                s.signature = signing.REPLAYED
+                s.flags.insert(0, f"REPLAYED: the same signed grade is in {len(group)} rows ({rows}); keep one by hand")
+            else:
+                s.flags.append(f"the same signed grade is in {len(group)} rows: {rows}")
+    by_files: dict[str, list[Submission]] = {}
+    for s in subs:
+        if s.signature == signing.VALID and s.identity is not None and s.identity.files_sha256:
+            by_files.setdefault(s.identity.files_sha256, []).append(s)
+    for group in by_files.values():
+        if len({s.identity.who.casefold() for s in group if s.identity is not None}) < 2:
+            continue
+        for s in group:
+            others = ", ".join(o.key for o in group if o is not s)
+            s.flags.append(
+                f"same files: graded from files byte for byte identical to those of {others} (both grades are real "
+                "and imported; identical submissions: check by hand)"
+            )
+
+
 def collect(
     root: Path, progress: Callable[[str], None] = lambda s: None, exclude: Path | None = None, key: bytes | None = None
 ) -> tuple[list[Submission], list[Unreadable]]:
     """Every results.json under root, read; plus every directory directly under root that holds none (except
     `exclude`, the report's own output folder). In Gradescope's export layout (a submission_metadata.yml at root or
-    one level down), each submission also gets its submitters' names, SIDs and emails."""
+    one level down), each submission also gets its submitters' names, SIDs and emails. With the key, every file's
+    signature and identity are checked (check_identities)."""
     root = Path(root)
     skip = exclude.resolve() if exclude is not None else None
     files = sorted(
@@ -137,6 +269,11 @@ def collect(
         if layout:
             where = (root / s.path).resolve()
             s.submitters = next((layout[d] for d in where.parents if d in layout), [])
+        s.row_keys = {
+            k.casefold() for k in (s.key, *(p.get(f, "") for p in s.submitters for f in ("sid", "email"))) if k
+        }
+    if key is not None:
+        check_identities(subs)
     has = {p.resolve() for f in files for p in f.parents}
     for d in sorted(x for x in root.iterdir() if x.is_dir() and not x.name.startswith(".")) if root.is_dir() else []:
         if d.resolve() not in has and d.resolve() != skip:
@@ -152,29 +289,9 @@ def collect(
     return subs, bad
 
 
-def columns(subs: list[Submission]) -> list[str]:
-    """part_stage columns in the order the parts first appear; stages in STAGES order, then any others."""
-    parts: list[str] = []
-    cols_seen: set[str] = set()
-    for s in subs:
-        for t in tests_of(s.data):
-            if t.part not in parts:
-                parts.append(t.part)
-        cols_seen |= set(s.points)
-    order = []
-    for p in parts:
-        for st in STAGES:
-            if f"{p}_{st}" in cols_seen:
-                order.append(f"{p}_{st}")
-        order += sorted(
-            c for c in cols_seen if c.startswith(f"{p}_") and c not in order and c[len(p) + 1 :] not in STAGES
-        )
-    return order + sorted(cols_seen - set(order))
-
-
-def safe_cell(s: str) -> str:
-    """No spreadsheet formulas from a directory or kernel name."""
-    return "'" + s if s[:1] in ("=", "+", "-", "@", "\t", "\r") else s
+def columns(a: Assignment = UNKNOWN) -> list[str]:
+    """The part_stage columns: the assignment's parts (its spec's), never a name from a file."""
+    return a.columns
 
 
 def who(s: Submission, what: str) -> str:
@@ -182,38 +299,36 @@ def who(s: Submission, what: str) -> str:
     return "; ".join(p[what] for p in s.submitters if p.get(what))
 
 
-def render_csv(subs: list[Submission], signatures: bool = False) -> str:
-    """student_id, then name/email/sid (Gradescope's export layout only), the part_stage columns, device (the GPU
-    model, or CPU: such a grade holds no performance points), total, max, flags. Like the part columns, these
-    come with the data: a report of no submission has only student_id, total, max and flags.
-    signatures: add a `signature` column (valid / INVALID / unsigned), when the report checked them."""
-    cols = columns(subs)
+def render_csv(subs: list[Submission], signatures: bool = False, assignment: Assignment = UNKNOWN) -> str:
+    """student_id, then name/email/sid (Gradescope's export layout only), the assignment's part_stage columns (from
+    its spec, grader/report/assignment.py: a file's own parts add none), device (the GPU model, or CPU: such a grade
+    holds no performance points), total, max, flags. A report of no submission has only student_id, total, max and
+    flags. signatures: add a `signature` column (valid, INVALID, unsigned, replayed, identity not signed), when the
+    report checked them. Every cell, headers included, is formula-safe (grader/report/cells.py)."""
+    cols = columns(assignment) if subs else []
     people = any(s.submitters for s in subs)
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(
-        [
-            "student_id",
-            *(["name", "email", "sid"] if people else []),
-            *cols,
-            *(["device"] if subs else []),
-            "total",
-            "max",
-            "flags",
-            *(["signature"] if signatures else []),
-        ]
-    )
+    head: list[object] = [
+        "student_id",
+        *(["name", "email", "sid"] if people else []),
+        *cols,
+        *(["device"] if subs else []),
+        "total",
+        "max",
+        "flags",
+        *(["signature"] if signatures else []),
+    ]
+    rows: list[list[object]] = [head]
     for s in subs:
-        w.writerow(
+        rows.append(
             [
-                safe_cell(s.student),
-                *([safe_cell(who(s, "name")), safe_cell(who(s, "email")), safe_cell(who(s, "sid"))] if people else []),
+                s.student,
+                *([who(s, "name"), who(s, "email"), who(s, "sid")] if people else []),
                 *(f"{round(s.points[c][0], 4):g}" if c in s.points else "" for c in cols),
-                safe_cell(s.device_label),
+                s.device_label,
                 f"{round(s.total, 4):g}",
                 f"{round(s.max, 4):g}",
-                safe_cell(" | ".join(s.flags)),
+                " | ".join(s.flags),
                 *([s.signature] if signatures else []),
             ]
         )
-    return buf.getvalue()
+    return csv_text(rows)

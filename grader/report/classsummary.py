@@ -11,15 +11,27 @@ from __future__ import annotations
 import os
 import statistics
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from .. import signing
 from . import classstats, html
+from .assignment import UNKNOWN, Assignment
 from .blocks import Cell, Chart, Page, Row, Section, Table, Text
-from .classdata import Submission, collect, columns, render_csv, who
+from .classdata import ClassData, Submission, read_class, render_csv, who
 from .devices import gpu_summary
 from .output import write_text_atomic
-from .roster import CANVAS_CSV, CANVAS_HEADER, Join, Roster, join_roster, points_text, render_canvas_csv
+from .roster import (
+    CANVAS_CSV,
+    CANVAS_HEADER,
+    Join,
+    Roster,
+    join_roster,
+    points_text,
+    render_canvas_csv,
+    why_withheld,
+)
 from .validate import Unreadable, validator
 
 NO_PLOTS = "Note: plots need matplotlib (pip install matplotlib); this summary has tables only."
@@ -62,9 +74,7 @@ def _roster(roster: Roster, j: Join) -> Section:
         [*person(i), "several results: " + ", ".join(s.student for s in subs) + " (choose one by hand)"]
         for i, subs in j.conflicts.items()
     ]
-    empty += [
-        [*person(i), f"results not signed by the grader ({s.signature}): {s.student}"] for i, s in j.withheld.items()
-    ]
+    empty += [[*person(i), why_withheld(s)] for i, s in j.withheld.items()]
     left = [[s.student, s.path, f"{s.total:.4g}", "matches no roster student"] for s in j.unmatched]
     left += [
         [
@@ -123,6 +133,34 @@ def _pass_rates(subs: list[Submission], imgs: dict[str, bytes] | None) -> Sectio
     return s
 
 
+def _standing(subs: list[Submission]) -> Section:
+    """The files whose grade does not count although the grader may have written them: replayed (another row's
+    signed grade), identity not signed, not fitting the assignment; and identical graded files (a note)."""
+    replayed = [s for s in subs if s.signature == signing.REPLAYED]
+    no_id = [s for s in subs if s.signature == signing.NO_IDENTITY]
+    misfit = [s for s in subs if s.misfit]
+    same = [s for s in subs if any(f.startswith("same files:") for f in s.flags)]
+
+    def rows(group: list[Submission], why) -> Table | Text:
+        return _none_or(
+            Table(["student", "file", "why"], [Row([_student(s), Cell(s.path), Cell(why(s))]) for s in group])
+        )
+
+    def first(prefix: str):
+        return lambda s: next((f for f in s.flags if f.startswith(prefix)), "")
+
+    return Section(
+        f"Grades that do not count ({len(replayed) + len(no_id) + len(misfit)})",
+        [Text("Not in grades_canvas.csv, nor in the statistics and charts below; each stays in its own row.", "facts")],
+        [
+            Section(f"Replayed ({len(replayed)})", [rows(replayed, first("REPLAYED"))]),
+            Section(f"Identity not signed ({len(no_id)})", [rows(no_id, first("IDENTITY NOT SIGNED"))]),
+            Section(f"Not this assignment ({len(misfit)})", [rows(misfit, lambda s: s.misfit)]),
+            Section(f"Same graded files as another student ({len(same)}, counted)", [rows(same, first("same files:"))]),
+        ],
+    )
+
+
 def build(
     subs: list[Submission],
     bad: list[Unreadable],
@@ -130,10 +168,26 @@ def build(
     source: str,
     roster: Roster | None = None,
     join: Join | None = None,
+    assignment: Assignment = UNKNOWN,
 ) -> Page:
-    top = max([s.max for s in subs] + [0.0])
-    totals = [s.total for s in subs]
-    page = Page(f"Class summary: {len(subs)} graded submission(s)", [Text(f"from {source}", "facts")])
+    """The class summary. Class-wide values (the columns, "out of", points possible) are the assignment's (its
+    spec's); the statistics, histogram, charts and device table are over the counted files only
+    (Submission.counted): a file that does not count has its row and its flags, nothing else."""
+    counted = [s for s in subs if s.counted]
+    top = assignment.points or 0.0
+    totals = [s.total for s in counted]
+    page = Page(
+        f"Class summary: {len(subs)} graded submission(s)",
+        [
+            Text(f"from {source}", "facts"),
+            Text(
+                f"problem {assignment.problem or 'unknown'}, {points_text(assignment.points) or 'unknown'} points, "
+                f"columns {', '.join(assignment.columns) or 'none'}: from {assignment.source}; "
+                f"{len(counted)} of {len(subs)} grade(s) count",
+                "facts",
+            ),
+        ],
+    )
     cpu = [s for s in subs if s.without_gpu]
     if cpu:
         lead = f"{len(cpu)} of {len(subs)} grade(s) were made without a GPU"
@@ -147,7 +201,7 @@ def build(
         )
     # Speed points are judged against baselines of the same run, so they hold on any GPU, but a leaderboard, or a
     # grade made on a hot or throttled GPU, needs to know: grouped by GPU model, with the batch's warnings.
-    models, device_warnings = gpu_summary((s.student, s.data) for s in subs)
+    models, device_warnings = gpu_summary((s.student, s.data) for s in counted)
     for w in device_warnings:
         page.head.append(Text(w, "note", "Devices:"))
     if imgs is None:
@@ -159,7 +213,7 @@ def build(
             f"{statistics.median(totals):.2f}",
             f"{min(totals):.4g}",
             f"{max(totals):.4g}",
-            f"{top:g}",
+            points_text(assignment.points) or "unknown",
         ]
         page.head.append(_table(["submissions", "mean", "median", "min", "max", "out of"], [stats]))
     flagged = [s for s in subs if s.flags]
@@ -185,12 +239,17 @@ def build(
             "Graded on",
             [_none_or(_table(["device", "grades"], [[m, n] for m, n in sorted(models.items(), key=_by_count)]))],
         ),
-        _speedups(subs, imgs),
-        _pass_rates(subs, imgs),
+        _speedups(counted, imgs),
+        _pass_rates(counted, imgs),
     ]
+    if any(not s.counted or s.signature != signing.NOT_CHECKED for s in subs) or any(
+        f.startswith("same files:") for s in subs for f in s.flags
+    ):
+        page.sections.insert(1, _standing(subs))
     if roster is not None and join is not None:
         page.sections.append(_roster(roster, join))
-    cols = columns(subs)
+    cols = assignment.columns if subs else []
+    checked = any(s.signature != signing.NOT_CHECKED for s in subs)
     everyone = Section("All submissions")
     if any(s.report_href for s in subs):
         everyone.blocks.append(
@@ -204,10 +263,12 @@ def build(
                 [
                     _student(s),
                     *(Cell(str(v)) for v in [*points, f"{s.total:.4g}", f"{s.max:g}", s.device_label, len(s.flags)]),
+                    *([Cell(s.signature)] if checked else []),
                 ]
             )
         )
-    everyone.blocks.append(Table(["student", *cols, "total", "max", "device", "flags"], rows))
+    head = ["student", *cols, "total", "max", "device", "flags", *(["signature"] if checked else [])]
+    everyone.blocks.append(Table(head, rows))
     page.sections.append(everyone)
     return page.fix_levels()
 
@@ -224,6 +285,14 @@ def report_href(s: Submission, root: Path, out: Path) -> str:
     return quote(Path(rel).as_posix(), safe="/")
 
 
+@dataclass
+class ClassReport:
+    csv_path: Path
+    html_path: Path
+    cls: ClassData  # the submissions, the unusable files, the assignment
+    join: Join | None  # the roster's join (grades_canvas.csv), when there was a roster
+
+
 def write_ta_report(
     root: Path,
     out: Path | None = None,
@@ -231,27 +300,46 @@ def write_ta_report(
     key: bytes | None = None,
     roster: Roster | None = None,
     canvas_column_name: str | None = None,
+    assignment: Assignment | None = None,
 ) -> tuple[Path, Path, list[Submission], list[Unreadable]]:
+    """write_class_report, returning (grades.csv, class_summary.html, submissions, unusable files)."""
+    r = write_class_report(root, out, progress, key, roster, canvas_column_name, assignment)
+    return r.csv_path, r.html_path, r.cls.subs, r.cls.bad
+
+
+def write_class_report(
+    root: Path,
+    out: Path | None = None,
+    progress: Callable[[str], None] = lambda s: None,
+    key: bytes | None = None,
+    roster: Roster | None = None,
+    canvas_column_name: str | None = None,
+    assignment: Assignment | None = None,
+) -> ClassReport:
     """Write grades.csv and class_summary.html into out (default: root). Never raises for a bad results file.
     key: the signing key of the key file the grades were made with (keyfile.Key.signing); every file's signature
-    is then checked (grader/signing.py). roster (read_roster): also write grades_canvas.csv, one row per roster
-    student (join_roster), with the assignment column canvas_column_name (default: canvas_column's)."""
+    and signed identity are then checked (grader/signing.py, classdata.check_identities). roster (read_roster):
+    also write grades_canvas.csv, one row per roster student (join_roster), with the assignment column
+    canvas_column_name (default: canvas_column's). assignment: `report --problem` (grader/report/assignment.py);
+    default: the problem the counted files name, when it is a known spec."""
     root = Path(root)
     out = Path(out) if out is not None else root
     validator()  # the schema and the jsonschema package are there before any file is judged by them
-    subs, bad = collect(root, progress, exclude=out if out.resolve() != root.resolve() else None, key=key)
+    cls = read_class(
+        root, progress, exclude=out if out.resolve() != root.resolve() else None, key=key, assignment=assignment
+    )
+    subs, bad, a = cls.subs, cls.bad, cls.assignment
     for s in subs:
         s.report_href = report_href(s, root, out)
-    join = join_roster(subs, roster, canvas_column_name, signatures=key is not None) if roster is not None else None
+    join = join_roster(subs, roster, canvas_column_name, key is not None, a) if roster is not None else None
     progress("drawing charts")
-    top = max([s.max for s in subs] + [0.0])
     try:
-        imgs = classstats.charts(subs, top)
+        imgs = classstats.charts(cls.counted, a.points or 0.0)
     except Exception:  # a chart must never cost the CSV: fall back to tables only
         imgs = None
     csv_path, html_path = out / "grades.csv", out / "class_summary.html"
-    write_text_atomic(csv_path, render_csv(subs, signatures=key is not None))
+    write_text_atomic(csv_path, render_csv(subs, signatures=key is not None, assignment=a))
     if roster is not None and join is not None:
         write_text_atomic(out / CANVAS_CSV, render_canvas_csv(roster, join))
-    write_text_atomic(html_path, html.render(build(subs, bad, imgs, root.name or str(root), roster, join)))
-    return csv_path, html_path, subs, bad
+    write_text_atomic(html_path, html.render(build(subs, bad, imgs, root.name or str(root), roster, join, a)))
+    return ClassReport(csv_path, html_path, cls, join)

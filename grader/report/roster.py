@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import signing
-from .classdata import Submission, safe_cell
+from .assignment import UNKNOWN, Assignment
+from .cells import csv_text
+from .classdata import Submission
 
 CANVAS_CSV = "grades_canvas.csv"
 CANVAS_HEADER = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
@@ -113,12 +115,12 @@ class Join:
     """Results joined to a roster: one score (or none) per roster student."""
 
     column: str  # the assignment column's header
-    points_possible: float
+    points_possible: float | None  # the assignment's (its spec's); None: unknown (no --problem, no known problem)
     scores: list[str]  # per roster row: the score as written, or "" (none)
     matched: dict[int, Submission] = field(default_factory=dict)  # roster row -> its results
     missing: list[int] = field(default_factory=list)  # roster rows with no results at all
     conflicts: dict[int, list[Submission]] = field(default_factory=dict)  # roster rows with several results: no score
-    withheld: dict[int, Submission] = field(default_factory=dict)  # signature not valid: no score
+    withheld: dict[int, Submission] = field(default_factory=dict)  # not counted (see Submission.counted): no score
     unmatched: list[Submission] = field(default_factory=list)  # results that match no roster student
     ambiguous: list[tuple[Submission, list[int]]] = field(default_factory=list)  # results that match several
 
@@ -134,19 +136,29 @@ def _local(k: str) -> str:
     return k.split("@", 1)[0] if "@" in k else ""
 
 
-def points_text(v: float) -> str:
-    return f"{round(v, 2):.2f}".rstrip("0").rstrip(".") if math.isfinite(v) else ""
+def points_text(v: float | None) -> str:
+    return f"{round(v, 2):.2f}".rstrip("0").rstrip(".") if v is not None and math.isfinite(v) else ""
 
 
-def canvas_column(subs: list[Submission], roster: Roster, name: str | None = None) -> str:
+def why_withheld(s: Submission) -> str:
+    """Why a matched result gets no score in grades_canvas.csv (s.counted is False)."""
+    if s.misfit:
+        return f"does not fit the assignment ({s.misfit}): {s.student}"
+    if s.signature == signing.REPLAYED:
+        return f"replayed: another row's signed grade, or in several rows (see its flags): {s.student}"
+    if s.signature == signing.NO_IDENTITY:
+        return f"identity not signed (regrade with --student-id): {s.student}"
+    return f"results not signed by the grader ({s.signature}): {s.student}"
+
+
+def canvas_column(a: Assignment, roster: Roster, name: str | None = None) -> str:
     """The assignment column's header. A Canvas export's own column of that assignment ("Title (12345)", its
     Canvas id) is reused, so the import updates it; otherwise the plain title, and Canvas makes a new assignment
-    of that name with the "Points Possible" row's points. Default title: "<PROBLEM> kernels". Not "Title (76)":
-    Canvas reads a number in parentheses as the assignment's id, not its points."""
+    of that name with the "Points Possible" row's points. Default title: "<PROBLEM> kernels", the problem from the
+    assignment (its spec), never from a results.json. Not "Title (76)": Canvas reads a number in parentheses as the
+    assignment's id, not its points."""
     if not name:
-        probs = [" ".join(str((s.data.get("extra_data") or {}).get("problem") or "").split())[:60] for s in subs]
-        prob = max(sorted(set(probs)), key=probs.count) if any(probs) else ""
-        name = f"{prob.upper()} kernels" if prob else "Kernels"
+        name = a.canvas_title
     m = CANVAS_ID_RE.match(name)
     if m:
         return name  # an explicit Canvas id: as given
@@ -157,10 +169,18 @@ def canvas_column(subs: list[Submission], roster: Roster, name: str | None = Non
     return name
 
 
-def join_roster(subs: list[Submission], roster: Roster, column: str | None = None, signatures: bool = False) -> Join:
+def join_roster(
+    subs: list[Submission],
+    roster: Roster,
+    column: str | None = None,
+    signatures: bool = False,
+    assignment: Assignment = UNKNOWN,
+) -> Join:
     """Match every result to the roster (its keys: ID, SIS User ID, SIS Login ID and any email/login column) and
-    give each roster student a score: empty when there are no results, several results, or (signatures checked)
-    results the grader did not sign."""
+    give each roster student a score: empty when there are no results, several results, or results that do not
+    count (Submission.counted: with the key, anything but valid; and any file that does not fit the assignment).
+    The column's name and its points possible are the assignment's (its spec's), never a file's. `signatures` is
+    kept for callers; what counts is decided by the submissions' own standing."""
     index: dict[str, set[int]] = {}
     local: dict[str, set[int]] = {}  # an email's local part -> rows: tried when no key matches in full
     for i, ks in enumerate(roster.keys):
@@ -177,7 +197,7 @@ def join_roster(subs: list[Submission], roster: Roster, column: str | None = Non
         return set().union(*(index.get(k, set()) | local.get(k, set()) for k in short))
 
     found: dict[int, list[Submission]] = {}
-    j = Join(canvas_column(subs, roster, column), max([s.max for s in subs] + [0.0]), [""] * len(roster.rows))
+    j = Join(canvas_column(assignment, roster, column), assignment.points, [""] * len(roster.rows))
     for s in subs:
         hits: set[int] = set()
         for keys in _identities(s):
@@ -196,7 +216,7 @@ def join_roster(subs: list[Submission], roster: Roster, column: str | None = Non
             j.missing.append(i)
         elif len(got) > 1:
             j.conflicts[i] = got
-        elif signatures and got[0].signature != signing.VALID:
+        elif not got[0].counted:
             j.withheld[i] = got[0]
         else:
             j.matched[i] = got[0]
@@ -206,20 +226,12 @@ def join_roster(subs: list[Submission], roster: Roster, column: str | None = Non
 
 def render_canvas_csv(roster: Roster, j: Join) -> str:
     """Canvas's gradebook import: Student, ID, SIS User ID, SIS Login ID, Section, the assignment column; a "Points
-    Possible" row; one row per roster student, in the roster's order (an empty score leaves Canvas's as it is)."""
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow([*CANVAS_HEADER, j.column])
-    w.writerow(["Points Possible", "", "", "", "", points_text(j.points_possible)])
+    Possible" row (the assignment's, from its spec); one row per roster student, in the roster's order (an empty
+    score leaves Canvas's as it is). Every cell formula-safe (grader/report/cells.py)."""
+    rows: list[list[object]] = [
+        [*CANVAS_HEADER, j.column],
+        ["Points Possible", "", "", "", "", points_text(j.points_possible)],
+    ]
     for row, score in zip(roster.rows, j.scores, strict=False):
-        w.writerow(
-            [
-                safe_cell(row["Student"]),
-                row["ID"],
-                row["SIS User ID"],
-                row["SIS Login ID"],
-                safe_cell(row["Section"]),
-                score,
-            ]
-        )
-    return buf.getvalue()
+        rows.append([row["Student"], row["ID"], row["SIS User ID"], row["SIS Login ID"], row["Section"], score])
+    return csv_text(rows)
