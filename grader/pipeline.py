@@ -199,6 +199,12 @@ def official_reasons(problem: Problem, scratch: identity.Scratch) -> list[str]:
     for d in {Path(__file__).resolve().parent, *(Path(p) for p in sys.path if p and Path(p).is_dir())}:
         if identity.writable_by(d, ident):
             why.append(f"{d.name or d} (the grader's code or Python) is writable by the student uid")
+    # Not only this spec's files: whatever staff file or trusted module the student uid can import or #include,
+    # asked of that uid through the worker's own interpreter, sys.path, finders and include paths (issue 28, 8).
+    from . import staffprobe
+
+    staff = [i.staff.name for i in problem.implementations.values()]
+    why += staffprobe.reasons(staffprobe.probe(scratch, staff, [problem.name, problem.path.parent.name]))
     return why
 
 
