@@ -8,7 +8,9 @@
 // cooperative groups): grader/cudacpu.py finds those in the preprocessed source and reports "needs a GPU", and one
 // it missed fails to compile or link, which is reported the same way.
 #pragma once
-#define __CUDACPU__ 1
+// nvcc defines __CUDACC__ 1 too. The layer defines no macro of its own that outlives this header: every helper below
+// is #undef'd at its end, and grader/cudacpu.py undefines the command line's (CUDACPU_ENTRY, CUDACPU_SCAN) before
+// the student's first line, so that no #ifdef can tell this build from nvcc's (grader/cudacpu.py, one_program).
 #define __CUDACC__ 1
 
 #include <math.h>
@@ -476,3 +478,11 @@ CUDACPU_H_ARITH(__nv_bfloat16)
     inline T2 h2exp(T2 a) { return T2{hexp(a.x), hexp(a.y)}; }
 CUDACPU_H2_ARITH(__half2, __half)
 CUDACPU_H2_ARITH(__nv_bfloat162, __nv_bfloat16)
+
+// Gone before the student's code (see the top).
+#undef CUDACPU_VEC2
+#undef CUDACPU_VEC3
+#undef CUDACPU_VEC4
+#undef CUDACPU_PAIR
+#undef CUDACPU_H_ARITH
+#undef CUDACPU_H2_ARITH
