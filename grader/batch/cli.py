@@ -95,11 +95,14 @@ def main(argv: list[str]) -> int:
     # the grader's alone: a submission's code, run as an unprivileged uid, must find no classmate's work, id or
     # name there (docs/SECURITY.md, "A grade's inputs are private to it"). Folders the grade's own uid must pass
     # through are opened explicitly (grader/identity.py).
-    os.umask(0o077)
-    if argv and argv[0] in SUBCOMMANDS:
-        return _sub(argv[0], argv[1:])
-    args = _run_parser().parse_args(argv)
-    return _run(args, argv)
+    old = os.umask(0o077)
+    try:
+        if argv and argv[0] in SUBCOMMANDS:
+            return _sub(argv[0], argv[1:])
+        args = _run_parser().parse_args(argv)
+        return _run(args, argv)
+    finally:
+        os.umask(old)  # a caller's own (the tests call main in-process)
 
 
 def _sub(cmd: str, argv: list[str]) -> int:
