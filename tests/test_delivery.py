@@ -131,7 +131,8 @@ def test_workflow_runs_on_the_staff_gpu_runner_group(workflow):
 def test_workflow_grades_the_pinned_image_on_one_gpu_with_the_key(workflow):
     runs = _runs(workflow)
     for flag in ('--gpus "device=$GRADER_GPU"', "--network none", ":/submission:ro", "--read-only", "--device cuda",
-                 "--secret-file /run/secrets/grader_key", "/scratch:mode=1777,exec"):
+                 "--secret-file /run/secrets/grader_key", "/scratch:mode=1777,exec",
+                 '--student-id "$STUDENT"'):  # signed into results.json: whose grade it is (docs/SECURITY.md)
         assert flag in runs, flag
     assert "docker build" not in runs, "the image comes from the registry, pinned by digest, never from a checkout"
     assert "@sha256:[0-9a-f]{64}" in runs and '[ -n "$GRADER_KEY" ] || fail' in runs
