@@ -323,6 +323,12 @@ def _run(args: argparse.Namespace) -> int:
     else:
         report.print_summary(g)
     Console().print(f"results written to {path}", highlight=False)
+    if g.official and key is not None and not (g.identity or {}).get("student_id"):
+        print(
+            "warning: official and signed, but for no student (no --student-id, no Gradescope metadata): the TA "
+            "report calls it 'identity not signed' and does not import it; grade with --student-id ID",
+            file=sys.stderr,
+        )
     if key is not None and not g.official:
         print(
             f"warning: this grade is not official, so student code may have run as this user and read the key file "
@@ -537,9 +543,7 @@ def _ta_report(
             f"warning: {cpu} grade(s) made without a GPU (device CPU in grades.csv): no performance points "
             "in them; regrade on a GPU"
         )
-    print(
-        f"problem {a.problem or 'unknown'} ({tareport.points_text(a.points) or 'unknown'} points), from {a.source}"
-    )
+    print(f"problem {a.problem or 'unknown'} ({tareport.points_text(a.points) or 'unknown'} points), from {a.source}")
     if roster is not None and done.join is not None:
         j = done.join
         empty = len(roster.rows) - len(j.matched)

@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 from grader import cli, gradescope, keyfile, signing, tareport
-from grader.report import cells
 from grader import results as gr
+from grader.report import cells
 from grader.results import Grade
 
 KEY_HEX = "5eed" * 16
@@ -44,12 +44,31 @@ def result(triton: float = 26.0, cuda: float = 26.0, perf: float = 12.0) -> dict
     tests = []
     for part, corr in (("triton", triton), ("cuda", cuda)):
         for stage, score, top in (("correctness", corr, 26.0), ("performance", perf, 12.0)):
-            tests.append({"name": f"{part} / {stage} / all", "score": score, "max_score": top,
-                          "status": "passed" if score == top else "failed", "tags": [part, stage], "output": "",
-                          "extra_data": {"state": "passed" if score == top else "failed", "case": "all"}})
-    doc = {"score": sum(t["score"] for t in tests), "max_score": 76.0, "output": "", "tests": tests,
-           "extra_data": {"problem": "glu", "submission": "assignment", "device": "cuda", "official": True,
-                          "not_official_because": [], "performance": {"device": {"name": "NVIDIA H200"}}}}
+            tests.append(
+                {
+                    "name": f"{part} / {stage} / all",
+                    "score": score,
+                    "max_score": top,
+                    "status": "passed" if score == top else "failed",
+                    "tags": [part, stage],
+                    "output": "",
+                    "extra_data": {"state": "passed" if score == top else "failed", "case": "all"},
+                }
+            )
+    doc = {
+        "score": sum(t["score"] for t in tests),
+        "max_score": 76.0,
+        "output": "",
+        "tests": tests,
+        "extra_data": {
+            "problem": "glu",
+            "submission": "assignment",
+            "device": "cuda",
+            "official": True,
+            "not_official_because": [],
+            "performance": {"device": {"name": "NVIDIA H200"}},
+        },
+    }
     tareport.parse_results(json.dumps(doc).encode())  # the report's own check, schema included
     return doc
 
@@ -58,8 +77,11 @@ def graded_for(student: str | None, doc: dict | None = None, files: str | None =
     """A signed results.json as an official grade of `student` writes it (identity block, then the HMAC)."""
     doc = copy.deepcopy(doc or result())
     doc["extra_data"]["identity"] = signing.new_identity(
-        student_id=student, files_sha256=files or hashlib.sha256(f"files of {student}".encode()).hexdigest(),
-        problem="glu", spec_sha256="0" * 64)
+        student_id=student,
+        files_sha256=files or hashlib.sha256(f"files of {student}".encode()).hexdigest(),
+        problem="glu",
+        spec_sha256="0" * 64,
+    )
     signed = signing.sign(doc, KEY.signing)
     tareport.parse_results(json.dumps(signed).encode())  # the identity block passes the report's schema
     return signed
@@ -130,8 +152,10 @@ def test_the_cli_says_how_many_were_replayed(tmp_path, capsys, monkeypatch):
     key.chmod(0o600)
     assert cli.main(["report", str(root), "--out", str(tmp_path / "ta"), "--secret-file", str(key)]) == 0
     out = capsys.readouterr().out
-    assert ("signatures: 1 valid, 0 not written by the grader with this key; 1 replayed: bob; 1 identity not "
-            "signed: grace (not imported; listed in the summary)") in out
+    assert (
+        "signatures: 1 valid, 0 not written by the grader with this key; 1 replayed: bob; 1 identity not "
+        "signed: grace (not imported; listed in the summary)"
+    ) in out
     assert "problem glu (76 points), from reference/glu/spec.yaml, named by 1 valid file(s)" in out
 
 
@@ -188,14 +212,21 @@ def test_a_gradescope_export_row_is_matched_by_its_submission_and_members(tmp_pa
     """On Gradescope the identity is the submission's id and its members (submission_metadata.json); the export's
     row is the folder submission_<id> and its submitters (submission_metadata.yml)."""
     root = tmp_path / "export"
-    meta = ("submission_111:\n  :submitters:\n  - :name: Ada\n    :sid: S1001\n    :email: ada@uni.edu\n"
-            "submission_222:\n  :submitters:\n  - :name: Bob\n    :sid: S1002\n    :email: bob@uni.edu\n")
+    meta = (
+        "submission_111:\n  :submitters:\n  - :name: Ada\n    :sid: S1001\n    :email: ada@uni.edu\n"
+        "submission_222:\n  :submitters:\n  - :name: Bob\n    :sid: S1002\n    :email: bob@uni.edu\n"
+    )
     (root).mkdir()
     (root / "submission_metadata.yml").write_text(meta)
     doc = copy.deepcopy(result())
     doc["extra_data"]["identity"] = signing.new_identity(
-        student_id="S1001", files_sha256="ab" * 32, problem="glu", spec_sha256="0" * 64, submission_id="111",
-        users=[{"sid": "S1001", "email": "ada@uni.edu"}])
+        student_id="S1001",
+        files_sha256="ab" * 32,
+        problem="glu",
+        spec_sha256="0" * 64,
+        submission_id="111",
+        users=[{"sid": "S1001", "email": "ada@uni.edu"}],
+    )
     signed = signing.sign(doc, KEY.signing)
     put(root, "submission_111", signed)
     put(root, "submission_222", signed)  # Ada's grade under Bob's submission
@@ -227,7 +258,9 @@ def test_the_identity_block_is_in_the_grade_and_its_schema(tmp_path):
     data = tareport.parse_results(path.read_bytes())
     ident = signing.identity_of(data)
     assert ident is not None and ident.student_id == "alice" and ident.keys() == {"alice"}
-    assert len(data["extra_data"]["identity"]["nonce"]) == 32 and data["extra_data"]["identity"]["graded_at"].endswith("Z")
+    assert len(data["extra_data"]["identity"]["nonce"]) == 32 and data["extra_data"]["identity"]["graded_at"].endswith(
+        "Z"
+    )
     assert "+" in data["extra_data"]["identity"]["grader_version"]
     # Two grades of the same files by the same student still differ (nonce, time): a signature is never reused.
     other = signing.new_identity(student_id="alice", files_sha256="ab" * 32, problem="glu", spec_sha256="cd" * 32)
@@ -244,13 +277,26 @@ def test_student_id_and_gradescope_metadata_are_checked_before_grading(tmp_path)
         with pytest.raises(cli.GraderError, match="--student-id"):
             whose(student_id=bad)
     meta = tmp_path / "submission_metadata.json"
-    meta.write_text(json.dumps({"id": 4242, "users": [{"email": "ada@uni.edu", "id": 7, "name": "Ada", "sid": "S1001"},
-                                                      {"email": "bob@uni.edu", "id": 8, "name": "Bob", "sid": ""}]}))
+    meta.write_text(
+        json.dumps(
+            {
+                "id": 4242,
+                "users": [
+                    {"email": "ada@uni.edu", "id": 7, "name": "Ada", "sid": "S1001"},
+                    {"email": "bob@uni.edu", "id": 8, "name": "Bob", "sid": ""},
+                ],
+            }
+        )
+    )
     sid, sub_id, users = whose(submission_metadata=meta)
     assert (sid, sub_id) == ("S1001", "4242") and [u["email"] for u in users] == ["ada@uni.edu", "bob@uni.edu"]
     assert whose(submission_metadata=tmp_path / "absent.json") == (None, None, ())  # not on Gradescope
-    for raw, why in ((b"x" * (gradescope.MAX_METADATA_BYTES + 1), "over"), (b"[" * 100000, "not JSON"),
-                     (b"{\"id\": NaN}", "not JSON"), (b"[1]", "not Gradescope's metadata")):
+    for raw, why in (
+        (b"x" * (gradescope.MAX_METADATA_BYTES + 1), "over"),
+        (b"[" * 100000, "not JSON"),
+        (b'{"id": NaN}', "not JSON"),
+        (b"[1]", "not Gradescope's metadata"),
+    ):
         meta.write_bytes(raw)
         t0 = time.monotonic()
         with pytest.raises(cli.GraderError, match=why):
@@ -265,10 +311,17 @@ def test_student_id_and_gradescope_metadata_are_checked_before_grading(tmp_path)
 def _poison() -> dict:
     """An unsigned file that claims 5000 points, a part named like a formula, and another problem."""
     doc = result()
-    doc["tests"].append({"name": "=HYPERLINK(\"http://x.invalid\",\"click\") / correctness / all", "score": 4924.0,
-                         "max_score": 4924.0, "status": "passed",
-                         "tags": ["=HYPERLINK(\"http://x.invalid\",\"click\")", "correctness"], "output": "",
-                         "extra_data": {"state": "passed", "case": "all"}})
+    doc["tests"].append(
+        {
+            "name": '=HYPERLINK("http://x.invalid","click") / correctness / all',
+            "score": 4924.0,
+            "max_score": 4924.0,
+            "status": "passed",
+            "tags": ['=HYPERLINK("http://x.invalid","click")', "correctness"],
+            "output": "",
+            "extra_data": {"state": "passed", "case": "all"},
+        }
+    )
     doc["score"], doc["max_score"] = 5000.0, 5000.0
     doc["extra_data"]["problem"] = "=1+1"
     return doc
@@ -300,7 +353,9 @@ def test_a_flagged_file_changes_no_class_wide_value(tmp_path, key):
     m = subs["mallory"]
     assert not m.counted and m.total == 5000.0  # its own row keeps its own (flagged) numbers
     page = html.read_text(encoding="utf-8")
-    assert "columns triton_correctness, triton_performance, cuda_correctness, cuda_performance: from reference/glu" in page
+    assert (
+        "columns triton_correctness, triton_performance, cuda_correctness, cuda_performance: from reference/glu" in page
+    )
 
 
 def test_class_wide_values_come_from_the_problem_argument(tmp_path, capsys):
@@ -312,7 +367,10 @@ def test_class_wide_values_come_from_the_problem_argument(tmp_path, capsys):
     assert csv_rows(out / "grades.csv")[0][1] == "triton_correctness"
     assert cli.main(["report", str(root), "--out", str(out), "--problem", "nope"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("grader error: --problem nope: no such problem (known under reference/: ") and err.count("\n") == 1
+    assert (
+        err.startswith("grader error: --problem nope: no such problem (known under reference/: ")
+        and err.count("\n") == 1
+    )
     # No --problem, and no counted file names a known problem: no columns, points possible unknown.
     for name in ("../../etc/passwd", "glu/../gelu", "GLU", "=glu"):
         doc = result()
@@ -330,18 +388,30 @@ def test_every_csv_cell_is_formula_safe(tmp_path):
     put(root, "alice", graded_for("alice"))
     roster = tmp_path / "roster.csv"
     roster.write_text(ROSTER + '"=HYPERLINK(""http://x.invalid"")",1004,+S1004,-dave,\t@L03\n', encoding="utf-8")
-    tareport.write_ta_report(root, out, key=KEY.signing, roster=tareport.read_roster(roster),
-                             canvas_column_name="=2+3")
+    tareport.write_ta_report(root, out, key=KEY.signing, roster=tareport.read_roster(roster), canvas_column_name="=2+3")
     cells_seen = [c for name in ("grades.csv", "grades_canvas.csv") for r in csv_rows(out / name) for c in r]
     assert "'=cmd|' -C calc'!A0" in cells_seen and "'=2+3" in cells_seen and "'+S1004" in cells_seen
     for c in cells_seen:
         assert c[:1] not in cells.FORMULA_START or cells._NUMBER.fullmatch(c), c
 
 
-@pytest.mark.parametrize("raw,safe", [
-    ("=1+1", "'=1+1"), ("+1", "'+1"), ("-1+1", "'-1+1"), ("@A1", "'@A1"), ("\tx", "'\tx"), ("\rx", "'\rx"),
-    ("-3", "-3"), ("-1.5e-05", "-1.5e-05"), ("alice", "alice"), ("", ""), (None, ""), (76.0, "76.0"),
-])
+@pytest.mark.parametrize(
+    "raw,safe",
+    [
+        ("=1+1", "'=1+1"),
+        ("+1", "'+1"),
+        ("-1+1", "'-1+1"),
+        ("@A1", "'@A1"),
+        ("\tx", "'\tx"),
+        ("\rx", "'\rx"),
+        ("-3", "-3"),
+        ("-1.5e-05", "-1.5e-05"),
+        ("alice", "alice"),
+        ("", ""),
+        (None, ""),
+        (76.0, "76.0"),
+    ],
+)
 def test_safe_cell(raw, safe):
     assert cells.safe_cell(raw) == safe
 
