@@ -26,17 +26,16 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import textscan
-from .build import _kill_group, _read_output, _scrub, error_lines
+from .build import MAX_SOURCE_BYTES, _read_output, _scrub, error_lines, run_logged
 
 if TYPE_CHECKING:
     from .identity import Scratch
@@ -543,49 +542,61 @@ def layer_macros(cxx: str) -> frozenset[str] | None:
 
 # -- 1. launches -------------------------------------------------------------------------------------------------
 
-_SKIP = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.DOTALL)
-_KERNEL_TAIL = re.compile(r"[A-Za-z_][\w]*\s*$")
+
+def _code_mask(src: str) -> bytearray:
+    r"""For each character: 1 when it is code (not in a comment, string or character literal). A linear scanner
+    (grader/textscan.py): the regex this was (`/\*.*?\*/` and string patterns under DOTALL) backtracked without end
+    on crafted sources."""
+    return textscan.code_mask(src)
 
 
-def _code_mask(src: str) -> list[bool]:
-    """For each character: True when it is code (not in a comment, string or character literal)."""
-    mask = [True] * len(src)
-    for m in _SKIP.finditer(src):
-        for i in range(m.start(), m.end()):
-            mask[i] = False
-    return mask
+def _name_start(src: str, j: int, floor: int) -> int | None:
+    r"""Where the identifier that ends at `j` (spaces before `j` skipped) starts, not looking before `floor`: its first
+    ASCII letter or '_' after the digits that may open the run of word characters. None when there is none.
+    (What `re.search(r"[A-Za-z_][\w]*\s*$", src[:j])` found, without trying every start position of the text.)"""
+    e = j
+    while e > floor and src[e - 1].isspace():
+        e -= 1
+    b = e
+    while b > floor and (src[b - 1].isalnum() or src[b - 1] == "_"):
+        b -= 1
+    for k in range(b, e):
+        if src[k] == "_" or ("a" <= src[k] <= "z") or ("A" <= src[k] <= "Z"):
+            return k
+    return None
 
 
-def _kernel_start(src: str, end: int) -> int:
-    """Where the kernel expression that ends at `end` (just before `<<<`) starts: names, `::`, template args."""
+def _kernel_start(src: str, end: int, floor: int = 0) -> int:
+    """Where the kernel expression that ends at `end` (just before `<<<`) starts: names, `::`, template args. Never
+    looks before `floor` (the end of the previous launch), so the scans of all launches together are linear."""
     i = end
     while True:
         j = i
-        while j > 0 and src[j - 1].isspace():
+        while j > floor and src[j - 1].isspace():
             j -= 1
-        if j > 0 and src[j - 1] == ">":  # template arguments: back over the balanced <...>
+        if j > floor and src[j - 1] == ">":  # template arguments: back over the balanced <...>
             depth, k = 0, j - 1
-            while k >= 0:
+            while k >= floor:
                 depth += {">": 1, "<": -1}.get(src[k], 0)
                 if depth == 0:
                     break
                 k -= 1
-            if k < 0:
+            if k < floor:
                 return i
             j = k
-            while j > 0 and src[j - 1].isspace():
+            while j > floor and src[j - 1].isspace():
                 j -= 1
-        m = _KERNEL_TAIL.search(src, 0, j)
-        if not m:
+        start = _name_start(src, j, floor)
+        if start is None:
             return j
-        j = m.start()
-        if j >= 2 and src[j - 2 : j] == "::":
+        j = start
+        if j >= floor + 2 and src[j - 2 : j] == "::":
             i = j - 2
             continue
         return j
 
 
-def _matching(src: str, start: int, mask: list[bool], open_: str, close: str) -> int:
+def _matching(src: str, start: int, mask: bytearray, open_: str, close: str) -> int:
     """The index of the `close` that balances the `open_` at `start` (-1 if none)."""
     depth = 0
     for k in range(start, len(src)):
@@ -627,12 +638,14 @@ def rewrite_launches(src: str) -> str:
         while p < len(src) and src[p].isspace():
             p += 1
         if p >= len(src) or src[p] != "(":
-            i = src.find("<<<", i + 3)
+            # Not a launch; go on after its `>>>` (from i + 3 every `<<<` inside would scan to the same `>>>` again:
+            # quadratic on a source of many `<<<`).
+            i = src.find("<<<", cfg_end + 3)
             continue
         close = _matching(src, p, mask, "(", ")")
         if close == -1:
             break
-        start = _kernel_start(src, i)
+        start = _kernel_start(src, i, pos)
         kernel = " ".join(src[start:i].split())
         args = src[p + 1 : close]
         # Newlines in the kernel's name or between >>> and ( are kept (as newlines), so later lines do not move.
@@ -652,11 +665,37 @@ def rewrite_launches(src: str) -> str:
 
 # -- 2. what the layer cannot run ----------------------------------------------------------------------------------
 
+
+class _Finder(Protocol):
+    def search(self, text: str, /) -> object: ...
+
+
+_TOKEN = re.compile(r"\w+|[^\w\s]")  # a word or one other character: one token per match, no backtracking
+
+
+class _ExternShared:
+    r"""`extern <words> __shared__` on a line (dynamic shared memory), in one pass over its tokens. The regex it
+    replaces, `\bextern\s+(\w+\s+)*__shared__\b`, ran from every `extern` over all the words after it: quadratic
+    on a line of many `extern`s."""
+
+    def search(self, text: str, /) -> bool:
+        if "__shared__" not in text or "extern" not in text:
+            return False
+        chain = False  # inside `extern` followed by words only
+        for m in _TOKEN.finditer(text):
+            word = m.group()
+            if word == "__shared__" and chain:
+                return True
+            chain = word == "extern" or (chain and (word[0].isalnum() or word[0] == "_"))
+        return False
+
+
 # Each: what it is, for the student. Matched on the student's own lines of the preprocessed source (so comments
-# and #if'd-out code do not count), with the layer's __shared__ left as it is.
-UNSUPPORTED: tuple[tuple[str, re.Pattern[str]], ...] = (
+# and #if'd-out code do not count), with the layer's __shared__ left as it is. The regexes are linear on a line of
+# any length: a fixed word, then at most a run of \w (or \s before a fixed character), nothing nested.
+UNSUPPORTED: tuple[tuple[str, _Finder], ...] = (
     ("__syncthreads (block-wide barriers)", re.compile(r"\b__syncthreads\w*\b|\b__syncwarp\b|\bbarrier\.sync\b")),
-    ("dynamic shared memory (extern __shared__)", re.compile(r"\bextern\s+(\w+\s+)*__shared__\b")),
+    ("dynamic shared memory (extern __shared__)", _ExternShared()),
     ("warp shuffles and votes", re.compile(r"\b__(shfl|ballot|any|all|activemask|match|reduce)\w*\b")),
     ("atomics", re.compile(r"\batomic[A-Z]\w*\b|\bcuda::atomic\w*\b")),
     ("inline PTX (asm)", re.compile(r"\b(__asm__|__asm|asm)\b")),
@@ -665,7 +704,10 @@ UNSUPPORTED: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("clock-based waits", re.compile(r"\b(clock|clock64|globaltimer)\s*\(")),
     ("memory fences", re.compile(r"\b__threadfence\w*\b")),
 )
+# Applied with .match (one start) to one line; each part is a run of one class followed by a character outside it
+# (\s then a digit or 'l', \d then \s, [^"] then '"'), so it cannot backtrack super-linearly.
 _LINEMARK = re.compile(r'^#\s*(?:line\s+)?(\d+)\s+"([^"]*)"')
+MAX_UNIT_BYTES = 20_000_000  # of the preprocessed unit; the parent never reads more than this of it
 
 
 def unsupported(preprocessed: str, filename: str) -> list[str]:
@@ -711,25 +753,10 @@ def run_untrusted(cmd: list[str], cwd: Path, scratch: Scratch | None, timeout_s:
     env = scratch.env(trusted=False) if scratch is not None else dict(os.environ)
     who: dict[str, Any] = dict(scratch.identity.popen_kwargs()) if scratch is not None else {}
     scrub = [(str(cwd), "")] + ([(str(scratch.root), "<scratch>/")] if scratch is not None else [])
-    proc = subprocess.Popen(
-        cmd,
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        errors="replace",
-        start_new_session=True,
-        **who,
-    )
-    try:
-        out, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        out, _ = proc.communicate()
-        return -1, _scrub(out[:200_000], scrub) + f"\n{Path(cmd[0]).name} timed out after {timeout_s:g} s"
-    return proc.returncode, _scrub(out[:200_000], scrub)
+    rc, out = run_logged(cmd, cwd=cwd, timeout_s=timeout_s, env=env, **who)
+    if rc is None:
+        return -1, _scrub(out, scrub) + f"\n{Path(cmd[0]).name} timed out after {timeout_s:g} s"
+    return rc, _scrub(out, scrub)
 
 
 def _stage(build_dir: Path, src_name: str, source: str) -> Path:
@@ -761,7 +788,9 @@ def build_cpu(
     cxx = find_compiler()
     if cxx is None:
         return CpuBuild(State.NO_COMPILER, None, how_to_get_a_compiler())
-    source = src.read_text(errors="replace")
+    source, too_big = textscan.read_capped(src, MAX_SOURCE_BYTES)
+    if too_big:
+        return CpuBuild(State.FAILED, None, f"{src.name} is larger than {MAX_SOURCE_BYTES >> 20} MiB: not built")
     # One program (section 0): a file that could tell this build from nvcc's earns nothing here.
     macros = layer_macros(cxx)
     refused = (
@@ -791,7 +820,10 @@ def build_cpu(
     try:
         rc, log = run([*common, "-DCUDACPU_SCAN", "-E", "-o", "unit.i", unit.name])
         if rc == 0:
-            uses = unsupported((bdir / "unit.i").read_text(errors="replace")[:20_000_000], src.name)
+            unit_text, cut = textscan.read_capped(bdir / "unit.i", MAX_UNIT_BYTES)  # capped before it is read
+            uses = unsupported(unit_text, src.name) + (
+                [f"a preprocessed unit of more than {MAX_UNIT_BYTES} bytes (not scanned past that)"] if cut else []
+            )
             if uses:
                 return CpuBuild(
                     State.NEEDS_GPU,
