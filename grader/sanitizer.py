@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import build, cudacpu
+from . import build, cudacpu, textscan
 from .correctness import Target, run_correctness
 from .reference import Reference
 from .results import FAILED, PASSED, SKIPPED, Kind, Reason, TestResult
@@ -77,9 +77,19 @@ def find_compute_sanitizer() -> str | None:
 
 
 def tools_for(source: str) -> list[str]:
-    """memcheck always; racecheck when the source declares shared memory (the only memory racecheck watches)."""
-    code = re.sub(r"//[^\n]*|/\*.*?\*/", "", source, flags=re.DOTALL)
+    """memcheck always; racecheck when the source declares shared memory (the only memory racecheck watches).
+    Comments and literals are blanked by textscan's linear scanner (the `/\\*.*?\\*/` regex under DOTALL this
+    replaces never finished on a crafted file, and a "/*" in a string hid the code after it); `\\b__shared__\\b`
+    is a fixed word, linear."""
+    code = textscan.strip_comments(source)
     return ["memcheck", *(["racecheck"] if _SHARED.search(code) else [])]
+
+
+def tools_for_file(src: Path) -> list[str]:
+    """tools_for on a source read with a cap; one too big to read whole gets both tools (the part not read could
+    declare shared memory)."""
+    source, cut = textscan.read_capped(src, build.MAX_SOURCE_BYTES)
+    return ["memcheck", "racecheck"] if cut else tools_for(source)
 
 
 def build_harness(
@@ -225,7 +235,7 @@ def run_pass(
     lines: list[str] = []
     cases: dict[str, tuple[str, str]] = {}
     reason = Reason.OK
-    tools = tools_for(src.read_text(errors="replace"))
+    tools = tools_for_file(src)
     for name in tools:
         progress(f"{impl.name}: correctness under compute-sanitizer {name}")
         target = Target(impl, str(harness), display, sanitizer=(tool, *TOOLS[name]))
