@@ -337,3 +337,41 @@ def test_a_searcher_in_a_batch_in_the_container_layout_finds_no_classmate(separa
     assert not w.leaks, w.leaks
     _check_class(out)
     _assert_private(out)
+
+
+# --- the Slurm engine ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    """A real single-node Slurm (tests/slurm_cluster.py), ended with this module."""
+    import slurm_cluster  # tests/ is on sys.path
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("Slurm runs on Linux only")
+    try:
+        c = slurm_cluster.start(tmp_path_factory.mktemp("slurm"))
+    except slurm_cluster.Unavailable as e:
+        pytest.skip(f"no Slurm here: {e}")
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.mark.slow
+def test_a_searcher_in_a_slurm_batch_finds_no_classmate(separated, slurm, world_dir, tmp_path, monkeypatch):
+    """The same class on the Slurm engine (array tasks as root, real CPU grades of the Triton part): the searcher
+    finds nothing, the classmates keep their scores, no command line (sbatch scripts, array tasks) names a student."""
+    for k, v in slurm.env.items():
+        monkeypatch.setenv(k, v)
+    z = _export_zip(_class(tmp_path / "class"), tmp_path / "export.zip")  # unpacked beside OUT, by the batch
+    out = world_dir / "out"
+    args = ["batch", str(z), "--out", str(out), "--engine", "slurm", "--device", "cpu", "--no-perf", "--only",
+            "triton", "--cpus-per-task", "1", "--mem", "1G", "--max-parallel", "3"]  # fmt: skip
+    with CmdlineWatch((*CLASSMATES, SEARCHER_ID, "submission_")) as w:
+        assert cli.main(args) == EXIT_OK
+        slurm.wait_idle(timeout=600)
+    assert not w.leaks, w.leaks
+    _check_class(out, {sid: f"submission_{n}" for n, sid in enumerate(sorted((*CLASSMATES, SEARCHER_ID)))})
+    _assert_private(out, state.inputs_dir(out))
