@@ -127,6 +127,9 @@ SOURCE_CAP = 1 << 20  # bytes of the student's .cu the layer reads: far above an
 # "glu_cuda.cu") and __LINE__ the student's line (the launch rewrite keeps every line where it was). The CUDA
 # qualifiers are macros in both, so `defined(__global__)` is the same; their *expansions* differ (nvcc:
 # __attribute__((global)), the layer: nothing), which is why no macro may stringify an expanded argument (above).
+# Checked with nvcc 13.0 on the H200 (nvcc -std=c++17 -arch=sm_90 -E -Xcompiler -dM): __CUDACC__ 1, __cplusplus
+# 201703L, __NVCC__ 1, __CUDA_ARCH__ 900 (device pass), CUDART_VERSION 13000, _GNU_SOURCE 1, no linux/unix; __FILE__
+# of `nvcc ... g.cu` is "g.cu"; and a `#ifndef __CUDA_ARCH__` switch in a kernel runs its #else branch on the GPU.
 QUALIFIERS = frozenset(
     {
         "__global__",
