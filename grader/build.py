@@ -175,7 +175,7 @@ MAX_SOURCE_BYTES = 16 * 1024 * 1024  # a submission's whole size cap (grader/ide
 MAX_LOG_BYTES = 256 * 1024  # of a compiler's output: what is past it is read and thrown away, never held
 
 
-def run_logged(cmd: list[str], *, cwd: Path, timeout_s: float, **popen: Any) -> tuple[int | None, str]:
+def run_logged(cmd: list[str], *, cwd: Path | None, timeout_s: float, **popen: Any) -> tuple[int | None, str]:
     """Run a compiler in its own process group with stdout and stderr merged: (exit status, None on a timeout
     after the whole group was killed; its output, at most MAX_LOG_BYTES of it, with a line saying so when it was
     cut). An error bomb (a source that makes the compiler print gigabytes) costs the parent MAX_LOG_BYTES."""

@@ -22,16 +22,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .build import BASE_FLAGS, DEFAULT_ARCH, find_nvcc
+from . import textscan
+from .build import BASE_FLAGS, DEFAULT_ARCH, find_nvcc, run_logged
 
+# The PTX and ptxas's log are the student's (kernel names, inline asm text): each pattern is matched on one line,
+# with .match from the line's first non-blank character or searched from a fixed word, and none can backtrack
+# super-linearly. (A `^\s*` under MULTILINE, as these once were, runs from every line start over every blank line
+# after it: quadratic on a PTX of blank lines, which an asm("\n\n...") puts there.)
 # ld.global[.nc][.L1::...][.v2|.v4].<type><bits> and st.global[...]: vector width x element bits = bytes moved.
-_ACCESS = re.compile(
-    r"^\s*(?:@!?%p\d+\s+)?(ld|st)\.global((?:\.[a-zA-Z0-9_:]+)*?)\.([bsuf])(8|16|32|64)\b", re.MULTILINE
-)
-_ENTRY = re.compile(r"^\s*(?:\.(?:visible|weak)\s+)?\.entry\s+(\S+?)\s*\(", re.MULTILINE)
+# The modifiers `(\.[...]+)*?` split one way only ('.' is outside the class), and the tail is tried once per split.
+_ACCESS = re.compile(r"(?:@!?%p\d+\s+)?(ld|st)\.global((?:\.[a-zA-Z0-9_:]+)*?)\.([bsuf])(8|16|32|64)\b")
+_ENTRY = re.compile(r"(?:\.(?:visible|weak)\s+)?\.entry\s+(\S+?)\s*\(")
 _PTXAS_FN = re.compile(r"ptxas info\s*: (?:Compiling entry function|Function properties for) '?([\w$]+)'?")
 _PTXAS_REGS = re.compile(r"Used (\d+) registers")
-_PTXAS_SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+# (?<!\d): start at a run's first digit only; from every digit of a long run (a kernel named k000...) \d+ would
+# run to the run's end and back, quadratic.
+_PTXAS_SPILL = re.compile(r"(?<!\d)(\d+) bytes spill stores, (\d+) bytes spill loads")
+MAX_PTX_BYTES = 32 * 1024 * 1024  # the PTX of a GLU kernel is tens of kB; the parent reads no more than this
+MAX_DEMANGLED_BYTES = 1024 * 1024  # c++filt's output for the kernel names (a demangler can expand a name a lot)
 
 
 @dataclass
@@ -71,11 +79,12 @@ def _demangle(names: list[str]) -> dict[str, str]:
     if not tool or not names:
         return {n: n for n in names}
     try:
-        out = subprocess.run(
-            [tool], input="\n".join(names), capture_output=True, text=True, timeout=10
-        ).stdout.splitlines()
+        r = textscan.capped_run([tool], limit=MAX_DEMANGLED_BYTES, timeout_s=10, input="\n".join(names).encode())
     except (OSError, subprocess.SubprocessError):
         return {n: n for n in names}
+    if r.returncode != 0 or r.truncated:
+        return {n: n for n in names}
+    out = r.output.splitlines()
     return (
         {n: (_short(d.strip()) or n) for n, d in zip(names, out, strict=True)}
         if len(out) == len(names)
@@ -84,13 +93,22 @@ def _demangle(names: list[str]) -> dict[str, str]:
 
 
 def parse_ptx(ptx: str) -> dict[str, KernelInfo]:
-    """Access widths per .entry function of a PTX file (each function's body runs to the next .entry)."""
+    """Access widths per .entry function of a PTX file (each function's body runs to the next .entry), in one pass
+    over its lines."""
     out: dict[str, KernelInfo] = {}
-    starts = [(m.start(), m.group(1)) for m in _ENTRY.finditer(ptx)]
-    for i, (pos, name) in enumerate(starts):
-        body = ptx[pos : starts[i + 1][0] if i + 1 < len(starts) else len(ptx)]
-        k = out.setdefault(name, KernelInfo(name))
-        for op, mods, _, bits in _ACCESS.findall(body):
+    k: KernelInfo | None = None
+    for raw in ptx.splitlines():
+        line = raw.lstrip()
+        if line.startswith((".visible", ".weak", ".entry")):
+            m = _ENTRY.match(line)
+            if m:
+                k = out.setdefault(m.group(1), KernelInfo(m.group(1)))
+                continue
+        if k is None or not line.startswith(("ld.", "st.", "@")):
+            continue
+        a = _ACCESS.match(line)
+        if a:
+            op, mods, _, bits = a.groups()
             vec = 4 if ".v4" in mods else 2 if ".v2" in mods else 1
             (k.loads if op == "ld" else k.stores)[vec * int(bits) // 8] += 1
     return out
@@ -121,34 +139,39 @@ def report(src: Path, arch: str | None = None, timeout_s: float = 120.0, scratch
     arch = arch or DEFAULT_ARCH
     flags = [f for f in BASE_FLAGS if f not in ("-shared", "-Xcompiler", "-fPIC")]
     run_as: dict[str, Any] = {}
+    cwd = None
     if scratch is not None:
-        run_as = {"env": scratch.env(trusted=False), "cwd": scratch.home, **scratch.identity.popen_kwargs()}
+        run_as = {"env": scratch.env(trusted=False), **scratch.identity.popen_kwargs()}
+        cwd = scratch.home
     with tempfile.TemporaryDirectory(prefix="grader-ptx-", dir=scratch.home / "build" if scratch else None) as tmp:
         if scratch is not None and scratch.identity.separated:
             os.chown(tmp, scratch.identity.uid, scratch.identity.gid)
         ptx_path = Path(tmp) / "k.ptx"
+        # Both tools' output through build.run_logged's capped pipe; the PTX read with a cap before it is read.
         try:
-            r = subprocess.run(
+            rc, _ = run_logged(
                 [nvcc, *flags, f"-arch={arch}", "-ptx", "-o", str(ptx_path), str(src)],
-                capture_output=True,
-                text=True,
-                timeout=timeout_s,
+                cwd=cwd,
+                timeout_s=timeout_s,
                 **run_as,
             )
-            if r.returncode != 0 or not ptx_path.is_file():
+            if rc is None:
+                return f"could not produce a compiler report: nvcc -ptx timed out after {timeout_s:g} s", {}
+            if rc != 0 or not ptx_path.is_file():
                 return "could not produce a compiler report: nvcc -ptx failed", {}
-            ptx = ptx_path.read_text(errors="replace")
+            ptx, cut = textscan.read_capped(ptx_path, MAX_PTX_BYTES)
+            if cut:
+                return f"could not produce a compiler report: the PTX is larger than {MAX_PTX_BYTES >> 20} MiB", {}
             kernels = parse_ptx(ptx)
             ptxas = Path(nvcc).with_name("ptxas")
             if ptxas.is_file():
-                v = subprocess.run(
+                rc, log = run_logged(
                     [str(ptxas), "-v", f"-arch={arch}", "-O3", "-o", str(Path(tmp) / "k.cubin"), str(ptx_path)],
-                    capture_output=True,
-                    text=True,
-                    timeout=timeout_s,
+                    cwd=cwd,
+                    timeout_s=timeout_s,
                     **run_as,
                 )
-                parse_ptxas(v.stdout + v.stderr, kernels)
+                parse_ptxas(log, kernels)
         except (OSError, subprocess.SubprocessError) as e:
             return f"could not produce a compiler report: {type(e).__name__}", {}
     if not kernels:

@@ -237,24 +237,45 @@ def _drain(stream: Any, limit: int, into: list[bytes], total: list[int]) -> None
             kept += len(part)
 
 
+def _feed(stream: Any, data: bytes) -> None:
+    """Write a child's stdin and close it; a child that exits without reading it all is not an error."""
+    try:
+        stream.write(data)
+    except OSError:  # BrokenPipeError included
+        pass
+    finally:
+        try:
+            stream.close()
+        except OSError:
+            pass
+
+
 def capped_run(
     cmd: Sequence[str],
     *,
     limit: int,
     timeout_s: float,
     kill: Any = None,
+    input: bytes | None = None,
     **popen: Any,
 ) -> Capped:
     """Run `cmd` with stdout and stderr merged into one pipe that is read with a cap of `limit` bytes. On a timeout
-    `kill(proc)` is called (default: proc.kill()). Never holds more than `limit` bytes of the output in memory."""
+    `kill(proc)` is called (default: proc.kill()). Never holds more than `limit` bytes of the output in memory.
+    `input` is written to its stdin from a thread (a child that does not read it cannot block the parent)."""
     t0 = time.monotonic()
     proc = subprocess.Popen(
-        list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **popen
+        list(cmd),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
+        **popen,
     )
     chunks: list[bytes] = []
     total = [0]
     reader = threading.Thread(target=_drain, args=(proc.stdout, limit, chunks, total), daemon=True)
     reader.start()
+    if input is not None:
+        threading.Thread(target=_feed, args=(proc.stdin, input), daemon=True).start()
     rc: int | None
     try:
         rc = proc.wait(timeout=timeout_s)
