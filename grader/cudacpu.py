@@ -522,14 +522,20 @@ def layer_macros(cxx: str) -> frozenset[str] | None:
         probe.write_text(
             "".join(f"#if __has_include(<{h}>)\n#include <{h}>\n#endif\n" for h in sorted(STD_HEADERS | CUDA_HEADERS))
         )
-        flags = [*BASE, *SANITIZE, f"-I{LAYER / 'include'}", f"-I{LAYER}", "-include", "cuda_cpu.h"]
-        try:
-            cmd = [cxx, *flags, "-dM", "-E", probe.name]
-            done = textscan.capped_run(cmd, limit=8 << 20, timeout_s=120.0, cwd=tmp)
-        except OSError:
+        flags = [*BASE, f"-I{LAYER / 'include'}", f"-I{LAYER}", "-include", "cuda_cpu.h", "-dM", "-E", probe.name]
+        done = None
+        # With the sanitizers' flags first (their macros are the build's); a compiler that refuses them (MSYS2's
+        # g++) builds without them, and is asked without them.
+        for sanitize in (SANITIZE, ()):
+            try:
+                done = textscan.capped_run([cxx, *sanitize, *flags], limit=8 << 20, timeout_s=120.0, cwd=tmp)
+            except OSError:
+                return None
+            if done.returncode == 0 and not done.truncated:
+                break
+        else:
             return None
-    if done.returncode != 0 or done.truncated:
-        return None
+    assert done is not None
     names = set()
     for line in done.output.splitlines():
         if line.startswith("#define "):
