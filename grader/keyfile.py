@@ -109,18 +109,25 @@ def _new_key_hex() -> str:
             return h
 
 
-def _student_uid() -> int | None:
+def _is_student_uid(uid: int) -> bool:
+    """Whether submission code may run as `uid`: one of GRADER_STUDENT_UID's (one uid or a range A-B) or of the
+    pool's random range (grader/identity.py), from which every grade takes a uid of its own."""
+    from .identity import UID_RANGE, configured_uids
+
+    if UID_RANGE[0] <= uid <= UID_RANGE[1]:
+        return True
+    raw = os.environ.get("GRADER_STUDENT_UID")
     try:
-        return int(os.environ["GRADER_STUDENT_UID"])
-    except (KeyError, ValueError):
-        return None
+        return bool(raw) and uid in configured_uids(raw or "")
+    except ValueError:
+        return False
 
 
 def load(path: Path, *, euid: int | None = None, student_uid: int | None = None) -> Key:
     """Read and check a key file; return its derived values. euid and student_uid default to this process's
-    effective uid and GRADER_STUDENT_UID (tests pass them to play another user)."""
+    effective uid and any uid submission code may run as (GRADER_STUDENT_UID's, or the pool's range; tests pass
+    them to play another user)."""
     euid = os.geteuid() if euid is None else euid
-    student_uid = _student_uid() if student_uid is None else student_uid
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
@@ -131,7 +138,8 @@ def load(path: Path, *, euid: int | None = None, student_uid: int | None = None)
         st = os.fstat(fd)  # the checks are on the file actually opened, whatever links led to it
         if not stat.S_ISREG(st.st_mode):
             raise KeyFileError(f"the key file {path} is not a regular file; make one with `{KEYGEN}`")
-        owner_ok = st.st_uid == euid or (euid == 0 and st.st_uid != student_uid)
+        student = st.st_uid == student_uid if student_uid is not None else _is_student_uid(st.st_uid)
+        owner_ok = st.st_uid == euid or (euid == 0 and not student)
         if not owner_ok:
             raise KeyFileError(
                 f"the key file {path} is owned by uid {st.st_uid}, not by this user (uid {euid}): "

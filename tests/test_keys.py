@@ -119,6 +119,26 @@ def test_the_loader_refuses_a_key_of_another_owner(tmp_path):
         keyfile.load(path, euid=0, student_uid=owner)
 
 
+@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="chown needs root")
+@pytest.mark.parametrize("configured", ["", "20000", "20000-20010"])
+def test_as_root_a_key_owned_by_any_uid_submission_code_may_run_as_is_refused(tmp_path, monkeypatch, configured):
+    """Grades take their uid from a pool (GRADER_STUDENT_UID's uid or range, else a random uid of
+    identity.UID_RANGE): a key owned by any of them could be read by some grade's submission code."""
+    from grader.identity import UID_RANGE
+
+    monkeypatch.setenv("GRADER_STUDENT_UID", configured) if configured else monkeypatch.delenv(
+        "GRADER_STUDENT_UID", raising=False
+    )
+    path = _write_key(tmp_path / "k", "ab" * 32)
+    pooled = [UID_RANGE[0], UID_RANGE[1]] + ([20000, 20005 if "-" in configured else 20000] if configured else [])
+    for uid in pooled:
+        os.chown(path, uid, -1)
+        with pytest.raises(keyfile.KeyFileError, match="chown"):
+            keyfile.load(path, euid=0)
+    os.chown(path, 12345, -1)  # a host user's key, bind-mounted: accepted
+    assert keyfile.load(path, euid=0).signing
+
+
 def test_the_loader_refuses_a_missing_file_or_a_directory(tmp_path):
     with pytest.raises(keyfile.KeyFileError, match="does not exist"):
         keyfile.load(tmp_path / "nope")
