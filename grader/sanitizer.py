@@ -111,12 +111,19 @@ def build_harness(
     shutil.copyfile(src, bdir / src.name)
     shutil.copyfile(cudacpu.LAYER / "gpu_harness.cu", bdir / "gpu_harness.cu")
     cudacpu.give_to_untrusted(bdir, scratch)
-    flags = ["-O3", "-std=c++17", "-lineinfo", f"-arch={arch or build.DEFAULT_ARCH}", f"-DCUDACPU_ENTRY={entry}"]
-    rc, log = cudacpu.run_untrusted(
-        [nvcc, *flags, src.name, "gpu_harness.cu", "-o", "harness" + cudacpu.EXE], bdir, scratch, timeout_s
-    )
-    if rc != 0:
-        return None, "\n".join(build.error_lines(log) or log.strip().splitlines()[-20:])
+    flags = ["-O3", "-std=c++17", "-lineinfo", f"-arch={arch or build.DEFAULT_ARCH}"]
+    # Three steps, so that the entry point's name reaches the harness's translation unit only: compiled together
+    # with -D, the student's file could test CUDACPU_ENTRY and be another program under the sanitizer than in the
+    # graded build (issue 28, "one program").
+    steps = [
+        [nvcc, *flags, "-c", src.name, "-o", "student.o"],
+        [nvcc, *flags, f"-DCUDACPU_ENTRY={entry}", "-c", "gpu_harness.cu", "-o", "gpu_harness.o"],
+        [nvcc, *flags, "student.o", "gpu_harness.o", "-o", "harness" + cudacpu.EXE],
+    ]
+    for cmd in steps:
+        rc, log = cudacpu.run_untrusted(cmd, bdir, scratch, timeout_s)
+        if rc != 0:
+            return None, "\n".join(build.error_lines(log) or log.strip().splitlines()[-20:])
     dst = (scratch.libs if scratch is not None else bdir) / out_name
     dst = dst.with_name(dst.name + cudacpu.EXE)
     dst.write_bytes(build._read_output(bdir / ("harness" + cudacpu.EXE)))

@@ -422,6 +422,22 @@ def test_the_compute_sanitizer_harness_builds_with_the_student_s_file(tmp_path):
     assert harness is not None and harness.stat().st_mode & 0o111, why
 
 
+@pytest.mark.nvcc
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found")
+def test_the_sanitizer_harness_does_not_show_the_student_s_file_its_entry_macro(tmp_path):
+    """The entry point's name is defined for the harness's translation unit only: a file that tests CUDACPU_ENTRY
+    (to be another program under compute-sanitizer than in the graded build) sees it undefined, as under nvcc."""
+    src = tmp_path / "glu_cuda.cu"
+    src.write_text(
+        "#ifdef CUDACPU_ENTRY\n#error the sanitizer's build is told apart from the graded one\n#endif\n"
+        + (SUBS / "scalar" / "glu_cuda.cu").read_text()
+    )
+    harness, why = sanitizer.build_harness(
+        src, entry="glu_cuda_forward", arch=None, scratch=None, timeout_s=180, out_name="h", build_dir=tmp_path / "b"
+    )
+    assert harness is not None, why
+
+
 def _rows_by_kind(g):
     return {t.kind: t for t in g.tests if t.part == "cuda"}
 
