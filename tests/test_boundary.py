@@ -255,7 +255,8 @@ def test_an_official_grade_end_to_end_is_signed_and_verifies(separated, tmp_path
     assert r.returncode == 0, r.stderr
     out = tmp_path / "out"
     r = subprocess.run([*run, "grade", "--problem", str(locked_problem), "--submission", str(ROOT / "tests" / "correct" / "rows_2d_grid"),
-                        "--only", "triton", "--device", "cpu", "--no-perf", "--secret-file", str(key), "--out", str(out)],
+                        "--only", "triton", "--device", "cpu", "--no-perf", "--secret-file", str(key), "--out", str(out),
+                        "--student-id", "out"],  # the folder the TA report finds it in: its row
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     import json
