@@ -209,6 +209,15 @@ def _parser() -> argparse.ArgumentParser:
         "`batch --help`, `batch status OUT` (grader/batch/)",
         add_help=False,
     )
+    from .similarity import add_arguments as similarity_arguments
+
+    similarity_arguments(
+        sub.add_parser(
+            "similarity",
+            help="TA: pairs of submissions with similar code per part, the starter code left out "
+            "(similarity.html, pairs.csv; grader/similarity.py): evidence to read, never a penalty",
+        )
+    )
     k = sub.add_parser("keygen", help="write a new 256-bit grading key (64 hex characters) to a new file of mode 0600")
     k.add_argument("--out", type=Path, required=True, metavar="FILE", help="where the key goes (never overwritten)")
     return p
@@ -250,6 +259,10 @@ def main(argv: list[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "report":
         return _ta_report(args.dir, args.out, args.secret_file, args.roster, args.canvas_column, args.problem)
+    if args.command == "similarity":
+        from . import similarity
+
+        return similarity.main(args, ROOT)
     if args.command == "keygen":
         return _keygen(args.out)
     if args.command == "handout":

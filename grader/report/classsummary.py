@@ -341,5 +341,9 @@ def write_class_report(
     write_text_atomic(csv_path, render_csv(subs, signatures=key is not None, assignment=a))
     if roster is not None and join is not None:
         write_text_atomic(out / CANVAS_CSV, render_canvas_csv(roster, join))
-    write_text_atomic(html_path, html.render(build(subs, bad, imgs, root.name or str(root), roster, join, a)))
+    page = build(subs, bad, imgs, root.name or str(root), roster, join, a)
+    if (out / "similarity.html").is_file():  # `python -m grader similarity` wrote one here (grader/similarity.py)
+        link = Cell("similarity.html: pairs of submissions with similar code", href="similarity.html")
+        page.head.append(Table(["class integrity (evidence to read, never a penalty)"], [Row([link])]))
+    write_text_atomic(html_path, html.render(page))
     return ClassReport(csv_path, html_path, cls, join)

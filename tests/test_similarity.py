@@ -1,0 +1,352 @@
+"""`python -m grader similarity` (grader/similarity.py, issue 30): planted copies are found and independent kernels
+are not; the starter code is never a match; hostile files are skipped with a reason and never stop the report."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import itertools
+import os
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from grader import similarity as S
+from grader.cli import main as cli_main
+from grader.spec import find_problem, load_problem
+
+ROOT = Path(__file__).resolve().parent.parent
+CORRECT = ROOT / "tests" / "correct"
+GLU = load_problem(find_problem("glu", ROOT))
+STAFF_T, STAFF_C = "staff:glu/solution_triton.py", "staff:glu/solution_cuda.cu"
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("similarity_bench", ROOT / "scripts" / "similarity_bench.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["similarity_bench"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+bench = _bench()
+
+
+def _put(folder: Path, sid: str, name: str, text: str) -> None:
+    (folder / sid).mkdir(parents=True, exist_ok=True)
+    (folder / sid / name).write_text(text, encoding="utf-8")
+
+
+def _independent() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(Triton, CUDA) files of independently written correct kernels: the hand-written designs of tests/correct/,
+    and generated students picked so that every two differ in each decision that shapes the code they write (the
+    grid design, the sigmoid, and for Triton the wrapper's structure). Two generated students that made the same
+    decisions write the same code, as two real students would: that is no test of independence."""
+    tri = [(f"correct-{p.parent.name}", p.read_text(encoding="utf-8")) for p in sorted(CORRECT.glob("*/glu_triton.py"))]
+    cu = [(f"correct-{p.parent.name}", p.read_text(encoding="utf-8")) for p in sorted(CORRECT.glob("*/glu_cuda.cu"))]
+    seen_t: list[dict[str, int]] = []
+    seen_c: list[dict[str, int]] = []
+    for seed in range(400):
+        t, c, ct, cc = bench.student(seed)
+        if all(all(ct[k] != o[k] for k in ("design", "sig", "style")) for o in seen_t):
+            seen_t.append(ct)
+            tri.append((f"gen{seed}", t))
+        if all(all(cc[k] != o[k] for k in ("design", "sig")) for o in seen_c):
+            seen_c.append(cc)
+            cu.append((f"gen{seed}", c))
+    return tri, cu
+
+
+def _rename(src: str, lang: str) -> str:
+    """Every name the student chose, renamed consistently (a planted copy's disguise)."""
+    keep = S.PY_KEEP if lang == "py" else S.C_KEEP
+    words = set(re.findall(r"\b[A-Za-z_]\w*\b", src))
+    mapping = {}
+    for w in words:
+        if w in keep or w.startswith("__") or w in ("tl", "triton", "torch", "glu_triton", "glu_cuda_forward"):
+            continue
+        if re.search(r"\.\s*" + re.escape(w) + r"\b", src):  # an attribute somewhere: the API's name
+            continue
+        mapping[w] = f"zz_{w[::-1]}_q"
+    return bench.rename(src, mapping) if mapping else src
+
+
+def _recomment(src: str, lang: str) -> str:
+    """Comments dropped and others added; docstrings changed."""
+    mark = "#" if lang == "py" else "//"
+    out = []
+    for ln in src.splitlines():
+        if ln.lstrip().startswith(mark):
+            continue
+        out.append(ln)
+        if ln.rstrip().endswith((":", "{")):
+            out.append(" " * (len(ln) - len(ln.lstrip()) + 4) + f"{mark} my own careful reasoning here")
+    text = "\n".join(out) + "\n"
+    return text.replace('"""', '"""Rewritten by me. ', 1) if lang == "py" else text
+
+
+def _swap_lines(src: str, marker: str) -> str:
+    """The first two statements holding marker swapped (the two loads: their order does not matter)."""
+    lines = src.splitlines()
+    i, j = [n for n, ln in enumerate(lines) if marker in ln][:2]
+    lines[i], lines[j] = lines[j], lines[i]
+    return "\n".join(lines) + "\n"
+
+
+def _move_wrapper_first(src: str) -> str:
+    """The wrapper function moved above the kernel (Python resolves the kernel's name at call time)."""
+    k = src.index("def glu_triton(")
+    head = src.index("@triton.jit")
+    return src[:head] + src[k:] + "\n\n" + src[head:k]
+
+
+@pytest.fixture(scope="module")
+def planted_class(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, set[tuple[str, str, str]]]:
+    """A class of independent kernels plus planted copies; returns (folder, the planted pairs (part, a, b))."""
+    folder = tmp_path_factory.mktemp("class")
+    tri, cu = _independent()
+    assert len(tri) >= 8 and len(cu) >= 5, (len(tri), len(cu))
+    for sid, text in tri:
+        _put(folder, sid, "glu_triton.py", text)
+    for sid, text in cu:
+        _put(folder, sid, "glu_cuda.cu", text)
+    t = dict(tri)
+    c = dict(cu)
+    gen_t = next(s for s, _ in tri if s.startswith("gen"))
+    gen_c = next(s for s, text in cu if s.startswith("gen") and text.count("= to_float(") >= 2)
+    staff_t = GLU.implementations["triton"].staff.read_text(encoding="utf-8")
+    staff_c = GLU.implementations["cuda"].staff.read_text(encoding="utf-8")
+    planted_files = {
+        # Triton: renamed, reordered (+ renamed), comments changed, the staff solution renamed and re-commented.
+        ("triton", "copy-renamed", "correct-rows_2d_grid"): _rename(t["correct-rows_2d_grid"], "py"),
+        ("triton", "copy-reordered", gen_t): _rename(_move_wrapper_first(_swap_lines(t[gen_t], "tl.load(")), "py"),
+        ("triton", "copy-comments", "correct-persistent_row_loop"): _recomment(t["correct-persistent_row_loop"], "py"),
+        ("triton", "copy-staff", STAFF_T): _recomment(_rename(staff_t, "py"), "py"),
+        # CUDA: renamed, comments changed and statements swapped, the staff solution renamed.
+        ("cuda", "copy-renamed", "correct-cuda_pairs"): _rename(c["correct-cuda_pairs"], "c"),
+        ("cuda", "copy-reordered", gen_c): _recomment(_rename(_swap_lines(c[gen_c], "= to_float("), "c"), "c"),
+        ("cuda", "copy-staff", STAFF_C): _rename(staff_c, "c"),
+    }
+    planted = set()
+    for (part, sid, source), text in planted_files.items():
+        _put(folder, sid, GLU.implementations[part].file, text)
+        planted.add((part, sid, source))
+    return folder, planted
+
+
+def test_planted_copies_found_and_independent_kernels_not(planted_class) -> None:
+    """Every planted copy is reported with its source (the staff copy as a staff match), and no two independently
+    written kernels are at or above the default threshold."""
+    folder, planted = planted_class
+    r = S.run_check(folder, GLU)
+    got = {(p.part, *sorted((p.a.name, p.b.name))) for part in r.parts for p in part.pairs}
+    want = {(part, *sorted((a, b))) for part, a, b in planted}
+    assert want <= got, f"missed: {want - got}"
+    assert got == want, f"independent kernels reported: {got - want}"
+    staff = {(p.part, p.a.name) for part in r.parts for p in part.pairs if p.staff}
+    assert staff == {("triton", "copy-staff"), ("cuda", "copy-staff")}
+    # The margin: planted copies score well above the threshold; every independent pair well below it.
+    for part in r.parts:
+        for p in part.pairs:
+            assert p.similarity >= 0.6, (p.a.name, p.b.name, p.similarity)
+    low = S.run_check(folder, GLU, threshold=0.05, min_tokens=0)
+    worst = max(
+        (
+            p.similarity
+            for part in low.parts
+            for p in part.pairs
+            if (part.part, *sorted((p.a.name, p.b.name))) not in want
+        ),
+        default=0.0,
+    )
+    assert worst < S.DEFAULT_THRESHOLD, worst
+
+
+def test_rename_and_comments_change_no_token() -> None:
+    src = (CORRECT / "rows_2d_grid" / "glu_triton.py").read_text(encoding="utf-8")
+    assert S.tokenize(src, "py").kinds == S.tokenize(_recomment(_rename(src, "py"), "py"), "py").kinds
+    cu = (CORRECT / "cuda_pairs" / "glu_cuda.cu").read_text(encoding="utf-8")
+    assert S.tokenize(cu, "c").kinds == S.tokenize(_recomment(_rename(cu, "c"), "c"), "c").kinds
+    # What a student cannot rename is kept: the API's names tell two kernels apart.
+    assert "load" in S.tokenize("a = tl.load(p)", "py").kinds
+    assert "V" in S.tokenize("a = tl.load(p)", "py").kinds
+
+
+def test_thirty_identical_stubs_match_nothing(tmp_path: Path) -> None:
+    """The starter code graded as 30 submissions: no pair, because the stubs are the boilerplate."""
+    for i in range(30):
+        d = tmp_path / "class" / f"student{i:02d}"
+        d.mkdir(parents=True)
+        for impl in GLU.student_implementations.values():
+            shutil.copyfile(ROOT / GLU.stubs / impl.file, d / impl.file)
+    r = S.run_check(tmp_path / "class", GLU, threshold=0.01, min_tokens=1)
+    assert [len(p.pairs) for p in r.parts] == [0, 0]
+    assert all(p.compared == 30 and p.stub_only == 30 for p in r.parts)
+    # The same class checked without the starter code (a root with no stubs and no handout): every pair matches.
+    # The boilerplate is what keeps the 30 stubs apart.
+    (tmp_path / "bare").mkdir()
+    unprotected = S.run_check(tmp_path / "class", GLU, threshold=0.5, min_tokens=1, root=tmp_path / "bare")
+    assert all(len(p.pairs) == 30 * 29 // 2 for p in unprotected.parts)
+
+
+def test_small_forced_kernels_are_not_matched(tmp_path: Path) -> None:
+    """Two students who both wrote the few lines the spec forces (a one-line body), the rest the stub: below the
+    minimum match length, no pair."""
+    stub = (ROOT / "assignment" / "glu_cuda.cu").read_text(encoding="utf-8")
+    body = (
+        "    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i < rows * h) y[i] = from_float<T>(to_float(x[i / h * x_row_stride + i % h]) * "
+        "(1.0f / (1.0f + __expf(-to_float(x[i / h * x_row_stride + h + i % h])))));\n"
+    )
+    filled = stub.replace("    // TODO 1: your code here. For example:\n", body, 1)
+    for sid in ("a", "b"):
+        _put(tmp_path / "class", sid, "glu_cuda.cu", filled)
+    r = S.run_check(tmp_path / "class", GLU)
+    assert r.parts[1].pairs == []
+    assert S.run_check(tmp_path / "class", GLU, min_tokens=1).parts[1].pairs  # the minimum is what holds it back
+
+
+def test_hostile_files_are_skipped_with_a_reason(tmp_path: Path) -> None:
+    cls = tmp_path / "class"
+    good = (CORRECT / "rows_2d_grid" / "glu_triton.py").read_text(encoding="utf-8")
+    _put(cls, "ok1", "glu_triton.py", good)
+    _put(cls, "ok2", "glu_triton.py", _rename(good, "py"))
+    (cls / "binary").mkdir()
+    (cls / "binary" / "glu_triton.py").write_bytes(b"\x7fELF\x00\x01\x02" * 100)
+    _put(cls, "empty", "glu_triton.py", "")
+    (cls / "huge").mkdir()
+    (cls / "huge" / "glu_triton.py").write_bytes(b"x = 1\n" * (S.MAX_FILE_BYTES // 6 + 10))
+    (cls / "latin1").mkdir()
+    (cls / "latin1" / "glu_triton.py").write_bytes("# caf\xe9\nx = 1\n".encode("latin-1"))
+    (cls / "link").mkdir()
+    os.symlink(cls / "ok1" / "glu_triton.py", cls / "link" / "glu_triton.py")
+    (cls / "fifo").mkdir()
+    os.mkfifo(cls / "fifo" / "glu_triton.py")
+    (cls / "folder" / "glu_triton.py").mkdir(parents=True)
+    _put(cls, "comments", "glu_triton.py", "# nothing but a comment\n\n")
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    assert cli_main(["similarity", str(cls), "--out", str(out)]) == 0
+    assert time.monotonic() - t0 < 60
+    why = {}
+    for s in S.run_check(cls, GLU).skipped:
+        if s.part == "triton":
+            why[s.name] = s.why
+    assert why["binary"].startswith("binary")
+    assert why["empty"] == "empty"
+    assert why["huge"].startswith("over 1024 KiB")
+    assert why["latin1"].startswith("not UTF-8")
+    assert why["link"].startswith("a link")
+    assert why["fifo"] == "not a regular file"
+    assert why["folder"] == "not a regular file"
+    assert why["comments"].startswith("no code")
+    rows = list(csv.reader((out / "pairs.csv").open(encoding="utf-8")))
+    assert rows[0][:4] == ["submission_a", "submission_b", "part", "similarity"]
+    assert [r[:3] for r in rows[1:]] == [["ok1", "ok2", "triton"]]
+    page = (out / "similarity.html").read_text(encoding="utf-8")
+    for name in ("binary", "empty", "huge", "latin1", "link", "fifo"):
+        assert f"<td>{name}</td>" in page
+
+
+def test_report_escapes_and_csv_is_formula_safe(tmp_path: Path) -> None:
+    """A hostile id and hostile code: escaped in the HTML, an apostrophe before a formula in pairs.csv."""
+    src = (CORRECT / "tiles_2d" / "glu_triton.py").read_text(
+        encoding="utf-8"
+    ) + '\nNOTE = "</pre><script>alert(1)</script>"\n'
+    _put(tmp_path / "class", "@SUM(A1)", "glu_triton.py", src)
+    _put(tmp_path / "class", "b", "glu_triton.py", _rename(src, "py"))
+    out = tmp_path / "out"
+    assert cli_main(["similarity", str(tmp_path / "class"), "--out", str(out)]) == 0
+    page = (out / "similarity.html").read_text(encoding="utf-8")
+    assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    text = (out / "pairs.csv").read_text(encoding="utf-8")
+    assert "'@SUM_A1_" in text
+
+
+def test_batch_out_reads_the_graded_folders_and_links_from_class_summary(tmp_path: Path, capsys) -> None:
+    """On a batch's OUT, the files are read from the folders its manifest names; class_summary.html links the
+    report once `report` runs again."""
+    from grader.batch import state
+    from grader.tareport import write_class_report
+
+    src = tmp_path / "subs"
+    good = (CORRECT / "stable_where_exp" / "glu_triton.py").read_text(encoding="utf-8")
+    _put(src, "alice", "glu_triton.py", good)
+    _put(src, "bob", "glu_triton.py", _recomment(_rename(good, "py"), "py"))
+    _put(src, "carol", "glu_triton.py", (CORRECT / "tiles_2d" / "glu_triton.py").read_text(encoding="utf-8"))
+    out = tmp_path / "OUT"
+    items = [
+        {"index": i, "sid": s, "path": str(src / s), "meta": {}, "content": "", "key": ""}
+        for i, s in enumerate(("alice", "bob", "carol", "gone"))
+    ]
+    items[3]["path"] = str(tmp_path / "nowhere")
+    state.write_manifest(out, {"options": {"problem": str(GLU.path)}, "items": items})
+    assert cli_main(["similarity", str(out)]) == 0
+    rows = list(csv.reader((out / "pairs.csv").open(encoding="utf-8")))
+    assert [r[:3] for r in rows[1:]] == [["alice", "bob", "triton"]]
+    assert "its submission folder is gone" in (out / "similarity.html").read_text(encoding="utf-8")
+    write_class_report(out)
+    assert 'href="similarity.html"' in (out / "class_summary.html").read_text(encoding="utf-8")
+    assert 'href="class_summary.html"' not in (out / "similarity.html").read_text(encoding="utf-8")
+    assert cli_main(["similarity", str(out)]) == 0
+    assert 'href="class_summary.html"' in (out / "similarity.html").read_text(encoding="utf-8")
+
+
+def test_groups_of_three_are_one_group(tmp_path: Path) -> None:
+    good = (CORRECT / "persistent_row_loop" / "glu_triton.py").read_text(encoding="utf-8")
+    for sid in ("a", "b", "c"):
+        _put(tmp_path / "class", sid, "glu_triton.py", _rename(good, "py") if sid == "b" else good)
+    _put(tmp_path / "class", "d", "glu_triton.py", (CORRECT / "tiles_2d" / "glu_triton.py").read_text(encoding="utf-8"))
+    r = S.run_check(tmp_path / "class", GLU)
+    assert r.parts[0].groups == [["a", "b", "c"]]
+    assert {p.group for p in r.parts[0].pairs} == {1}
+    page = S.render_html(r, tmp_path)
+    assert "Group 1: 3 submissions" in page
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '"' * 1_000_000,
+        '"""' + "\\" * 1_000_000,
+        "'\\" * 500_000,
+        "a" * 1_000_000,
+        "/*" + "*" * 1_000_000,
+        "1." * 500_000,
+        "#" + "\n#" * 300_000,
+        'R"' + "(" * 1_000_000,
+    ],
+)
+def test_tokenizer_is_linear_on_hostile_text(text: str) -> None:
+    for lang in ("py", "c"):
+        t0 = time.monotonic()
+        toks = S.tokenize(text, lang)
+        assert time.monotonic() - t0 < 10, lang
+        assert len(toks.kinds) <= S.MAX_TOKENS
+
+
+def test_bad_arguments_are_one_line(tmp_path: Path, capsys) -> None:
+    assert cli_main(["similarity", str(tmp_path / "none")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert cli_main(["similarity", str(tmp_path / "empty")]) == 2
+    assert "no submission" in capsys.readouterr().err
+    _put(tmp_path / "c", "a", "glu_triton.py", "x = 1\n")
+    assert cli_main(["similarity", str(tmp_path / "c"), "--threshold", "0"]) == 2
+    assert "--threshold" in capsys.readouterr().err
+
+
+def test_line_ranges_and_winnowing() -> None:
+    assert S.line_ranges([1, 2, 3, 7, 9, 10]) == "1-3, 7, 9-10"
+    assert S.line_ranges([]) == ""
+    hashes = [5, 3, 8, 3, 9, 1, 4, 4, 7, 2, 6]
+    picked = S.winnow(hashes, 4)
+    for i in range(len(hashes) - 3):  # every window holds a picked position
+        assert any(i <= p < i + 4 for p in picked)
+    for a, b in itertools.pairwise(picked):
+        assert b - a <= 4
