@@ -9,6 +9,7 @@
     nox -s keygen    -- --out FILE      a new 256-bit grading key (mode 0600) for --secret-file
     nox -s handout   -- --out DIR       staff: the repository students get (no staff solutions, tests or notes)
     nox -s gradescope -- --out ZIP      staff: Gradescope's autograder zip (CPU checks; GPU points graded later)
+    nox -s audit     -- [--only NAME]   staff: the exploit corpus graded officially (root); fails on any that wins
     nox -s tests     -- [pytest args]   the grader's own tests (includes the lint checks)
     nox -s lint                         hadolint on the Dockerfile + the workflow checks
 
@@ -184,6 +185,15 @@ def handout(session: nox.Session) -> None:
 def gradescope(session: nox.Session) -> None:
     """Gradescope's autograder zip: `nox -s gradescope -- --out autograder.zip [--key KEY]` (never overwrites)."""
     _grader(session, "gradescope")
+
+
+@nox.session
+def audit(session: nox.Session) -> None:
+    """The red-team gate (scripts/audit.py): every exploit of tests/exploits graded as an official autograder grade
+    in the container's layout; fails on any exploit that keeps points, leaks the key or takes the grader down.
+    Needs root. Args after `--` go to the script (--only NAME, --jobs N, --device cuda on a GPU machine)."""
+    bindir = _env(session)
+    session.run(_exe(bindir, "python"), "scripts/audit.py", *session.posargs, external=True)
 
 
 @nox.session
