@@ -387,3 +387,19 @@ def test_a_grade_of_pathological_sources_writes_results(tmp_path: Path) -> None:
     assert any(static.TOO_DEEP in o for o in static_rows), static_rows
     cuda_points = sum(t["score"] for t in data["tests"] if t["name"].startswith("cuda"))
     assert cuda_points > 0, "the CUDA part (the staff kernel) earned nothing: " + json.dumps(outputs)[:3000]
+
+
+def _measure() -> None:
+    """`python tests/test_untrusted_text.py`: each parser's seconds on each 1 MB adversarial input, for
+    docs/SECURITY.md (the slowest input per parser)."""
+    worst: dict[str, tuple[float, str]] = {}
+    for name, text in ADVERSARIAL.items():
+        for parser, s in _every_parser(text).items():
+            if s > worst.get(parser, (0.0, ""))[0]:
+                worst[parser] = (s, name)
+    for parser, (s, name) in sorted(worst.items(), key=lambda kv: -kv[1][0]):
+        print(f"{parser:26} {s:6.2f} s  ({name})")
+
+
+if __name__ == "__main__":
+    _measure()
