@@ -9,6 +9,7 @@
     nox -s keygen    -- --out FILE      a new 256-bit grading key (mode 0600) for --secret-file
     nox -s handout   -- --out DIR       staff: the repository students get (no staff solutions, tests or notes)
     nox -s gradescope -- --out ZIP      staff: Gradescope's autograder zip (CPU checks; GPU points graded later)
+    nox -s similarity -- OUT           TA: pairs of submissions with similar code (similarity.html, pairs.csv)
     nox -s audit     -- [--only NAME]   staff: the exploit corpus graded officially (root); fails on any that wins
     nox -s tests     -- [pytest args]   the grader's own tests (includes the lint checks)
     nox -s lint                         hadolint on the Dockerfile + the workflow checks
@@ -185,6 +186,12 @@ def handout(session: nox.Session) -> None:
 def gradescope(session: nox.Session) -> None:
     """Gradescope's autograder zip: `nox -s gradescope -- --out autograder.zip [--key KEY]` (never overwrites)."""
     _grader(session, "gradescope")
+
+
+@nox.session
+def similarity(session: nox.Session) -> None:
+    """Similar submissions: `nox -s similarity -- OUT [--threshold T] [--out DIR]` (grader/similarity.py)."""
+    _grader(session, "similarity")
 
 
 @nox.session

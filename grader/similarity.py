@@ -67,6 +67,7 @@ MAX_TOKENS = 200_000  # tokens kept per file (1 MiB of dense code is fewer)
 MAX_SHOWN_LINES = 600  # lines of a file shown in the report (pairs.csv and the scores use all of them)
 MAX_SHOWN_LINE_CHARS = 240
 MAX_DETAILED_PAIRS = 200  # pairs shown side by side per part; the rest are in the table and pairs.csv
+MAX_TABLE_ROWS = 2000  # pairs listed in the report's table per part; all of them are in pairs.csv
 PREFILTER = 0.25  # a pair's exact score is computed when its shared fingerprints reach this share of the threshold
 HTML_NAME, CSV_NAME = "similarity.html", "pairs.csv"
 STAFF_PREFIX, KNOWN_PREFIX = "staff:", "known:"
@@ -728,6 +729,7 @@ def render_html(result: Result, out: Path) -> str:
         "k": K,
         "w": W,
         "min_tokens": MIN_MATCH_TOKENS,
+        "max_rows": MAX_TABLE_ROWS,
     }
     return html.environment().get_template("similarity.html.j2").render(page=page)
 
