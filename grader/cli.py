@@ -172,6 +172,7 @@ def _parser() -> argparse.ArgumentParser:
         "reference, student-facing tests; no staff solutions, staff tests or staff notes)",
     )
     h.add_argument("--out", type=Path, required=True, metavar="DIR", help="a new or empty directory for the handout")
+    h.add_argument("--ref", default="HEAD", metavar="COMMIT", help="the commit to build it from (default: HEAD)")
     gs = sub.add_parser(
         "gradescope",
         help="staff: build Gradescope's autograder zip (setup.sh, run_autograder, the grader; "
@@ -185,6 +186,8 @@ def _parser() -> argparse.ArgumentParser:
         metavar="KEY",
         help="also put this grading key in the zip (as grader_key): anyone with the zip has the key",
     )
+    gs.add_argument("--ref", default="HEAD", metavar="COMMIT", help="the commit to build it from (default: HEAD)")
+    gs.add_argument("--problem", default="glu", metavar="NAME", help="the problem it grades (default: glu)")
     pr = sub.add_parser(
         "profile",
         help="profile the submission's kernels (advisory, not graded): on a GPU the torch.profiler table, bandwidth "
@@ -266,9 +269,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "keygen":
         return _keygen(args.out)
     if args.command == "handout":
-        return _handout(args.out)
+        return _handout(args.out, args.ref)
     if args.command == "gradescope":
-        return _gradescope(args.out, args.key)
+        return _gradescope(args.out, args.key, args.ref, args.problem)
     if args.command == "profile":
         return _profile(args)
     if getattr(args, "watch", False):
@@ -602,30 +605,43 @@ def _keygen(out: Path) -> int:
     return 0
 
 
-def _handout(out: Path) -> int:
+def _handout(out: Path, ref: str = "HEAD") -> int:
     from . import handout
 
     try:
-        files = handout.export(out, ROOT)
+        files = handout.export(out, ROOT, ref)
     except handout.HandoutError as e:
         print(f"grader error: {e}", file=sys.stderr)
         return 2
-    print(f"wrote the student handout to {out}: {len(files)} files (no staff solutions, staff tests or staff notes)")
+    print(
+        f"wrote the student handout of {ref} to {out}: {len(files)} files (no staff solutions, staff tests or "
+        "staff notes)"
+    )
+    _not_committed(handout.uncommitted(ROOT), ref)
     return 0
 
 
-def _gradescope(out: Path, key: Path | None) -> int:
-    from . import gradescope
+def _not_committed(files: list[str], ref: str) -> None:
+    """Say which working-tree changes a build from a commit left out, so that nobody believes they went in."""
+    if files:
+        shown = ", ".join(files[:10]) + (f" and {len(files) - 10} more" if len(files) > 10 else "")
+        print(f"note: built from {ref}: uncommitted changes are not in it: {shown} (commit them and build again)")
+
+
+def _gradescope(out: Path, key: Path | None, ref: str = "HEAD", problem: str = "glu") -> int:
+    from . import gradescope, handout
 
     try:
-        names = gradescope.build(out, key, ROOT)
+        names = gradescope.build(out, key, ROOT, ref, problem)
     except gradescope.GradescopeError as e:
         print(f"grader error: {e}", file=sys.stderr)
         return 2
     print(
         f"wrote Gradescope's autograder zip to {out}: {len(names)} files (setup.sh, run_autograder, the grader; "
-        "no staff solutions); upload it as the assignment's autograder (Ubuntu 24.04 base image)"
+        f"no staff solutions; problem {problem}, from {ref}); upload it as the assignment's autograder (Ubuntu "
+        "24.04 base image)"
     )
+    _not_committed(handout.uncommitted(ROOT), ref)
     if key is not None:
         print(
             f"warning: the zip holds the grading key {key} (as grader_key): anyone with the zip has the key; "

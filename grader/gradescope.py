@@ -6,11 +6,16 @@ grade is /autograder/results/results.json. Its machines have no GPU, so the grad
 (correctness in Triton's interpreter, the compile checks, whatever runs on a CPU); the points that need a GPU are
 listed as not earnable there, and results.json says they are graded later by the course staff.
 
-What goes in is the student handout's allow-list (grader/handout.py) less its tests: the grader package, the
-public problem files (spec, truth and baselines), the stubs and handout, the install files; plus setup.sh and
+What goes in is the student handout's allow-list (grader/handout.py) less its tests: the public list of
+grader/public_files.py (the grader package, every problem's spec, truth and baselines and hints.yaml, the stubs and
+handouts: the same files the image, the wheel and the handout hold), the install files; plus setup.sh and
 run_autograder at the root, and, with --key, the grading key as `grader_key` (mode 0600). Never a staff solution,
 tests/ or the exploit catalogue: every file is checked again with the handout's staff-only checks (path, and any
-line of a staff solution) before anything is written.
+line of a staff solution) before anything is written. Like the handout it is built from a commit (HEAD unless
+--ref names another; grader/handout.py snapshot), never from uncommitted files.
+
+`--problem NAME` writes the problem into run_autograder (`autograde --problem NAME`): one zip per Gradescope
+assignment, one problem each; it must be a problem of that commit.
 
 run_autograder reads two variables, for tests only: AUTOGRADER_ROOT (default /autograder) rebases Gradescope's
 folders, GRADER_PYTHON (default the venv setup.sh makes) picks the Python.
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import zipfile
 from dataclasses import dataclass, field
@@ -63,7 +69,7 @@ chmod -R a+rX,go-w /opt/glu-grader
 chmod +x run_autograder
 """  # noqa: E501 (a shell script: its python3 -c line stays whole)
 
-RUN_AUTOGRADER = f"""#!/usr/bin/env bash
+RUN_AUTOGRADER_TEMPLATE = f"""#!/usr/bin/env bash
 # Gradescope runs this, as root, for every submission: the student's files are in /autograder/submission, the
 # grade goes to /autograder/results/results.json. No GPU there: the CPU checks are graded, and results.json says
 # which points need a GPU (graded later by the course staff).
@@ -73,7 +79,7 @@ ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
 PY="${{GRADER_PYTHON:-{VENV}/bin/python}}"
 SRC="$ROOT/source"
 mkdir -p "$ROOT/results"
-args=(autograde --submission "$ROOT/submission" --out "$ROOT/results" --device auto)
+args=(autograde --problem __PROBLEM__ --submission "$ROOT/submission" --out "$ROOT/results" --device auto)
 args+=(--submission-metadata "$ROOT/{METADATA_NAME}")  # whose grade it is (signed into results.json)
 if [ -f "$SRC/{KEY_NAME}" ]; then
   chmod 600 "$SRC/{KEY_NAME}"  # the grader refuses a key file other users can read; unzip may not keep the mode
@@ -84,6 +90,17 @@ fi
 export GRADER_GRADESCOPE=1  # results.json says which points are graded later on a GPU
 cd "$SRC" && exec "$PY" -m grader "${{args[@]}}"
 """
+PROBLEM_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}\Z")  # a folder name under reference/: safe in a shell word
+
+
+def run_autograder(problem: str = "glu") -> str:
+    """run_autograder for one problem (a name checked against PROBLEM_NAME, so it is one plain shell word)."""
+    if not PROBLEM_NAME.match(problem):
+        raise GradescopeError(f"--problem {problem!r}: not a problem name (a folder under reference/, e.g. glu)")
+    return RUN_AUTOGRADER_TEMPLATE.replace("__PROBLEM__", problem)
+
+
+RUN_AUTOGRADER = run_autograder()
 
 
 class GradescopeError(Exception):
@@ -159,8 +176,11 @@ def _info(name: str, mode: int) -> zipfile.ZipInfo:
     return zi
 
 
-def build(out: Path, key: Path | None = None, root: Path = ROOT) -> list[str]:
-    """Write the autograder zip to out (which must not exist). Returns the names in the zip."""
+def build(
+    out: Path, key: Path | None = None, root: Path = ROOT, ref: str | None = "HEAD", problem: str = "glu"
+) -> list[str]:
+    """Write the autograder zip of commit `ref` (None: the working tree, for tests) to out (which must not exist).
+    Returns the names in the zip."""
     out, root = Path(out), Path(root)
     if out.exists() or out.is_symlink():
         raise GradescopeError(f"--out {out}: already exists (not overwritten; remove it or pick another name)")
@@ -168,25 +188,15 @@ def build(out: Path, key: Path | None = None, root: Path = ROOT) -> list[str]:
         raise GradescopeError(f"--out {out}: no such directory {out.parent}")
     if key is not None and not Path(key).is_file():
         raise GradescopeError(f"--key {key}: no such file (make one with `python -m grader keygen --out KEY`)")
+    script = run_autograder(problem)
     try:
-        items = plan(root)
-        leaks = handout.staff_lines(root, handout.plan(root))
+        if ref is None:
+            files = _files(root, problem, script)
+        else:
+            with handout.snapshot(root, ref) as tree:
+                files = _files(tree, problem, script)
     except handout.HandoutError as e:
         raise GradescopeError(str(e)) from None
-    present = {it.rel for it in items}
-    files: list[tuple[str, bytes, int]] = [
-        ("setup.sh", SETUP_SH.encode(), 0o755),
-        ("run_autograder", RUN_AUTOGRADER.encode(), 0o755),
-    ]
-    for it in items:
-        data = it.src.read_bytes()
-        if it.rel == handout.README:
-            data = handout._readme(data.decode("utf-8"), present).encode("utf-8")
-        text = data.decode("utf-8", errors="replace")
-        hit = next((ln for ln in (s.strip() for s in text.splitlines()) if ln in leaks), None)
-        if hit is not None:
-            raise GradescopeError(f"{it.rel}: holds a line of the staff solution {leaks[hit]} ({hit[:60]!r})")
-        files.append((it.rel, data, 0o755 if os.access(it.src, os.X_OK) else 0o644))
     if key is not None:
         files.append((KEY_NAME, Path(key).read_bytes(), 0o600))
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
@@ -205,3 +215,27 @@ def build(out: Path, key: Path | None = None, root: Path = ROOT) -> list[str]:
     finally:
         tmp.unlink(missing_ok=True)
     return [name for name, _, _ in files]
+
+
+def _files(root: Path, problem: str, script: str) -> list[tuple[str, bytes, int]]:
+    """(name, bytes, mode) of every file of the zip from the tree at root, checked for staff material."""
+    if not (root / "reference" / problem / "spec.yaml").is_file():
+        names = sorted(p.parent.name for p in (root / "reference").glob("*/spec.yaml"))
+        raise GradescopeError(f"--problem {problem}: no such problem (choose from {', '.join(names) or 'none'})")
+    items = plan(root)
+    leaks = handout.staff_lines(root, handout.plan(root))
+    present = {it.rel for it in items}
+    files: list[tuple[str, bytes, int]] = [
+        ("setup.sh", SETUP_SH.encode(), 0o755),
+        ("run_autograder", script.encode(), 0o755),
+    ]
+    for it in items:
+        data = it.src.read_bytes()
+        if it.rel == handout.README:
+            data = handout._readme(data.decode("utf-8"), present).encode("utf-8")
+        text = data.decode("utf-8", errors="replace")
+        hit = next((ln for ln in (s.strip() for s in text.splitlines()) if ln in leaks), None)
+        if hit is not None:
+            raise GradescopeError(f"{it.rel}: holds a line of the staff solution {leaks[hit]} ({hit[:60]!r})")
+        files.append((it.rel, data, 0o755 if os.access(it.src, os.X_OK) else 0o644))
+    return files

@@ -1,12 +1,15 @@
-"""The student handout: `python -m grader handout --out DIR` writes the repository students get.
+"""The student handout: `python -m grader handout --out DIR [--ref COMMIT]` writes the repository students get.
+
+It is built from a commit (HEAD unless --ref names another), never from the working tree: a TA's uncommitted
+solved stub or a half-edited spec stays out (the files changed since that commit are listed, so nobody believes they
+went in). The commit's tree is unpacked with `git archive` into a temporary folder and the handout is built from
+there.
 
 What goes in is an allow-list, never "everything but": a file added to the course repository later stays out of
-the handout until it is named here. In:
-- assignment/: each problem's handout (spec `handout:`) and stubs (each implementation's `file:`);
-- grader/: the grader package (Python sources, its JSON schema, the report's templates, the CUDA-on-CPU layer's
-  C++ files);
-- reference/: `__init__.py`, and per problem `__init__.py`, `spec.yaml` and the `reference:` file (the float64
-  truth and the baselines), i.e. exactly what the container image holds (.dockerignore);
+the handout until it is named. In:
+- grader/, reference/, assignment/: exactly the public list of grader/public_files.py (the grader package, every
+  problem's spec, reference.py and hints.yaml, the stubs and handouts), the same files the image, the wheel and
+  Gradescope's zip hold (tests/test_public_files.py); each problem's handout and stubs its spec names must be on it;
 - pyproject.toml, requirements.txt, constraints.txt, noxfile.py, .gitignore, README.md (its table rows and links
   that point at files the handout does not have are left out or unlinked);
 - the student-facing tests: STUDENT_TESTS, the grader's own tests that need nothing staff-only (no staff
@@ -23,11 +26,18 @@ path, or that holds a line of a staff solution, stops the export before anything
 
 from __future__ import annotations
 
+import io
 import re
 import shutil
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import public_files
 from .spec import Problem, SpecError, load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,8 +75,6 @@ STAFF_DIRS = (
 STAFF_FILES = ("Dockerfile",)
 STAFF_GLOBS = ("reference/*/solution_*",)
 MIN_STAFF_LINE = 30  # a staff-solution line this long (stripped) that no public file has is staff-only text
-SKIP_PARTS = ("__pycache__",)
-SKIP_SUFFIXES = (".pyc", ".pyo", ".so")
 
 
 class HandoutError(Exception):
@@ -105,20 +113,9 @@ def staff_only(rel: str, root: Path = ROOT) -> bool:
     """Whether a handout path is staff-only by where it is (the content check is separate)."""
     if rel in STAFF_FILES or any(rel == d or rel.startswith(d + "/") for d in STAFF_DIRS):
         return True
-    if any(Path(rel).match(g) for g in STAFF_GLOBS):
+    if any(Path(rel).match(g) for g in STAFF_GLOBS) or public_files.is_staff(rel):
         return True
     return any(rel == _rel(p, root) for p in staff_paths(root))
-
-
-def _tree(d: Path, suffixes: tuple[str, ...]) -> list[Path]:
-    return sorted(
-        p
-        for p in d.rglob("*")
-        if p.is_file()
-        and p.suffix in suffixes
-        and not any(part in SKIP_PARTS for part in p.parts)
-        and p.suffix not in SKIP_SUFFIXES
-    )
 
 
 def plan(root: Path = ROOT) -> list[Item]:
@@ -131,21 +128,17 @@ def plan(root: Path = ROOT) -> list[Item]:
             raise HandoutError(f"{p}: not found (the handout needs it)")
         items.append(Item(p, _rel(p, root)))
 
-    problems = _problems(root)
-    for prob in problems:
-        add(root / prob.handout)
-        for impl in prob.student_implementations.values():
-            add(root / prob.stubs / impl.file)
-    for p in _tree(root / "grader", (".py", ".json", ".j2", ".css")):  # .j2, .css: the report templates
-        add(p)
-    for p in _tree(root / "grader" / "child" / "cudacpu", (".h", ".hpp", ".cpp", ".cu")):  # the CUDA-on-CPU layer
-        add(p)
-    add(root / "reference" / "__init__.py")
-    for prob in problems:
-        here = prob.path.parent
-        add(here / "__init__.py")
-        add(prob.path)
-        add(prob.reference)
+    public = public_files.files(root)
+    for prob in _problems(root):
+        named = [prob.handout] + [f"{prob.stubs}/{i.file}" for i in prob.student_implementations.values()]
+        for rel in (Path(n).as_posix() for n in named):
+            if rel not in public:
+                raise HandoutError(
+                    f"{rel}: {prob.name}'s spec names it for students, but it is not on the public list "
+                    "(grader/public_files.py PUBLIC) or not in this commit: add it there, or commit it"
+                )
+    for rel in public:
+        add(root / rel)
     for name in TOP_FILES:
         if (root / name).is_file() or name != ".gitignore":
             add(root / name)
@@ -154,6 +147,54 @@ def plan(root: Path = ROOT) -> list[Item]:
         add(root / "tests" / name)
     seen: set[str] = set()
     return [i for i in items if not (i.rel in seen or seen.add(i.rel))]  # type: ignore[func-returns-value]
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    try:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, timeout=120, check=False)
+    except FileNotFoundError:
+        raise HandoutError("git not found: the handout is built from a commit of the course repository") from None
+    except subprocess.TimeoutExpired:
+        raise HandoutError(f"git {args[0]} took over 120 s in {root}") from None
+
+
+@contextmanager
+def snapshot(root: Path, ref: str = "HEAD") -> Iterator[Path]:
+    """The tree of commit `ref` of the git checkout at root, unpacked (git archive) into a temporary folder that
+    is removed afterwards. Raises HandoutError naming what is wrong (not a git checkout, no such commit)."""
+    root = Path(root)
+    if ref.startswith("-"):
+        raise HandoutError(f"--ref {ref}: not a commit (a branch, tag or commit id, e.g. HEAD or main)")
+    r = _git(root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    if r.returncode != 0:
+        if _git(root, "rev-parse", "--git-dir").returncode != 0:
+            raise HandoutError(
+                f"{root} is not a git checkout: the handout is built from a commit (run it in the course repository)"
+            )
+        raise HandoutError(f"--ref {ref}: no such commit in {root} (a branch, tag or commit id, e.g. HEAD)")
+    sha = r.stdout.decode().strip()
+    tar = _git(root, "archive", "--format=tar", sha)
+    if tar.returncode != 0:
+        raise HandoutError(f"git archive {ref} failed: {tar.stderr.decode(errors='replace').strip()[:200]}")
+    with tempfile.TemporaryDirectory(prefix="handout-src-") as tmp:
+        with tarfile.open(fileobj=io.BytesIO(tar.stdout)) as t:
+            t.extractall(tmp, filter="data")  # our own commit; "data" still refuses links out and absolute names
+        yield Path(tmp)
+
+
+def uncommitted(root: Path) -> list[str]:
+    """Files under grader/, reference/ or assignment/ whose working-tree state differs from HEAD (changed, new or
+    deleted): what a handout built from HEAD does not have as it is on disk. Empty outside a git checkout."""
+    r = _git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", *public_files.SCOPE)
+    if r.returncode != 0:
+        return []
+    out = []
+    for entry in r.stdout.decode(errors="replace").split("\0"):
+        if len(entry) > 3 and entry[2] == " ":
+            rel = entry[3:]
+            if public_files.is_public(rel) or public_files.is_staff(rel):
+                out.append(rel)
+    return sorted(set(out))
 
 
 def staff_lines(root: Path = ROOT, public: list[Item] | None = None) -> dict[str, str]:
@@ -203,8 +244,9 @@ def _readme(text: str, present: set[str]) -> str:
     return f"{head}\n\n{note}\n{rest}\n" if head.startswith("# ") else f"{note}\n\n" + "\n".join(out) + "\n"
 
 
-def export(out: Path, root: Path = ROOT) -> list[str]:
-    """Write the handout into out (new or empty). Returns the paths written, relative to out."""
+def export(out: Path, root: Path = ROOT, ref: str | None = "HEAD") -> list[str]:
+    """Write the handout of commit `ref` (None: the working tree as it is, for tests) into out (new or empty).
+    Returns the paths written, relative to out."""
     out = Path(out)
     root = Path(root)
     if out.exists() and not out.is_dir():
@@ -213,6 +255,13 @@ def export(out: Path, root: Path = ROOT) -> list[str]:
         raise HandoutError(f"--out {out}: not empty (the handout goes into a new or empty directory)")
     if out.resolve() == root.resolve() or root.resolve() in out.resolve().parents:
         raise HandoutError(f"--out {out}: inside the course repository {root} (write the handout elsewhere)")
+    if ref is None:
+        return _export(out, root)
+    with snapshot(root, ref) as tree:
+        return _export(out, tree)
+
+
+def _export(out: Path, root: Path) -> list[str]:
     items = plan(root)
     for it in items:
         if staff_only(it.rel, root):

@@ -120,19 +120,38 @@ class TestResult:
     reason: Reason = Reason.OK
     findings: list[Finding] = field(default_factory=list)
 
+    @property
+    def pending(self) -> bool:
+        """Skipped with points at stake: not earnable on this machine (a GPU-only test on a CPU), so not lost."""
+        return self.state == SKIPPED and self.max_score > 0
+
     def gradescope(self) -> dict[str, Any]:
+        """This result as one of Gradescope's tests. Gradescope knows only the statuses passed and failed and adds
+        every test's max_score into what the student sees, so a test that could not run here (skipped: a GPU-only
+        test graded on a CPU) is written as passed with score and max_score 0 and an output that starts with
+        "pending:" (nothing red, and the total shown is what this machine could grade); its points, state and
+        reason stay in extra_data (pending_max_score, state "skipped", reason) for the staff's reports
+        (grader/report/records.py reads pending_max_score back as the test's max)."""
+        pending = self.pending
+        if pending:
+            later = "graded on a GPU later" if self.reason == Reason.NEEDS_GPU else "not gradable on this machine"
+            output = f"pending: {self.max_score:g} points, {later} (not counted here)\n{self.output}".rstrip("\n")
+        else:
+            output = self.output
         return {
             "name": self.name,
-            "score": round(self.score, 4),
-            "max_score": self.max_score,
-            # Gradescope knows only passed/failed; "skipped" is kept in extra_data and tags.
-            "status": PASSED if self.state == PASSED else FAILED,
-            "output": self.output,
+            "score": 0.0 if pending else round(self.score, 4),
+            "max_score": 0.0 if pending else self.max_score,
+            # Gradescope knows only passed/failed: a skipped test did not fail (its state and reason are in
+            # extra_data and tags).
+            "status": FAILED if self.state == FAILED else PASSED,
+            "output": output,
             "tags": [self.part, self.stage] + ([SKIPPED] if self.state == SKIPPED else []),
             "visibility": "visible",
             "extra_data": {
                 "state": self.state,
                 **self.extra,
+                **({"pending_max_score": self.max_score} if pending else {}),
                 "kind": str(self.kind),
                 "reason": str(self.reason),
                 "findings": [f.to_json() for f in self.findings],

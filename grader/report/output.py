@@ -107,9 +107,10 @@ def results_json(g: Grade) -> dict[str, Any]:
     """Gradescope's results.json: the Grade's own JSON, plus leaderboard entries when there is perf data."""
     data = g.to_json()
     if os.environ.get("GRADER_GRADESCOPE") == "1" and g.unearnable:  # set by the Gradescope zip's run_autograder
+        pending = sum(1 for t in g.tests if t.pending)  # shown as passed, 0 of 0, "pending:" (TestResult.gradescope)
         data["output"] = (
             f"{g.unearnable:g} of {g.max_score:g} points need a GPU and are graded later by the course "
-            "staff; this score is the CPU checks only.\n" + data["output"]
+            f"staff; this score is the CPU checks only ({pending} tests pending).\n" + data["output"]
         ).rstrip("\n")
     board = leaderboard(g)
     if board:

@@ -90,7 +90,9 @@ def tests_of(data: dict[str, Any]) -> list[Test]:
                 stage,
                 state,
                 num(t.get("score")),
-                num(t.get("max_score")),
+                # a pending test (skipped here, e.g. GPU-only on a CPU) is max_score 0 for Gradescope; its points
+                # are in extra_data (grader/results.py TestResult.gradescope)
+                num(extra.get("pending_max_score"), num(t.get("max_score"))),
                 str(t.get("output") or ""),
                 extra,
                 _enum(Kind, extra.get("kind")),
