@@ -98,7 +98,8 @@ def check_output(
     with torch.no_grad():
         bad = (t_nan & ~g_nan) | (t_inf & (got != truth)) | (finite_t & ~(err <= bound))
     n_bad = int(bad.sum())
-    ferr = torch.where(finite_t & torch.isfinite(got), err, torch.zeros_like(err))
+    comparable = finite_t & torch.isfinite(got)  # error figures only where both are numbers: NaN/inf are counted
+    ferr = torch.where(comparable, err, torch.zeros_like(err))
     max_abs = float(ferr.max())
     rel = ferr / truth.abs().clamp_min(1e-30)
     max_rel = float(torch.where(finite_t & (truth.abs() > 0), rel, torch.zeros_like(rel)).max())
@@ -112,15 +113,27 @@ def check_output(
 
     n = truth.numel()
     details = [f"{n_bad} of {n} elements wrong ({100.0 * n_bad / n:.3g}%); allowed |err| <= {rule}"]
-    idx = bad.nonzero()[:MAX_SHOWN].tolist()
-    for i in idx:
-        t = tuple(i)
-        details.append(f"at index {t}: expected {_fmt(float(truth[t]))}, got {_fmt(float(got[t]))}")
-    details.append(f"max abs err {_fmt(max_abs)}, max rel err {_fmt(max_rel)} (over finite expected values)")
+    # The NaN/inf counts first: a case whose wrong elements are NaN is about those, and an error figure over the
+    # rest (which may be tiny) must not read as "nearly right".
     details.append(
         f"NaN: expected {int(t_nan.sum())}, got {int(g_nan.sum())}; inf: expected {int(t_inf.sum())}, got "
         f"{int(g_inf.sum())}"
     )
+    idx = bad.nonzero()[:MAX_SHOWN].tolist()
+    for i in idx:
+        t = tuple(i)
+        details.append(f"at index {t}: expected {_fmt(float(truth[t]))}, got {_fmt(float(got[t]))}")
+    n_cmp = int(comparable.sum())
+    n_bad_cmp = int((bad & comparable).sum())
+    if n_bad_cmp:
+        details.append(
+            f"max abs err {_fmt(max_abs)}, max rel err {_fmt(max_rel)} (over the {n_cmp} elements where both the "
+            f"expected and your value are finite; {n_bad - n_bad_cmp} wrong elements are NaN/inf, not in it)"
+            if n_bad > n_bad_cmp
+            else f"max abs err {_fmt(max_abs)}, max rel err {_fmt(max_rel)} (over the {n_cmp} finite elements)"
+        )
+    else:
+        details.append(f"every wrong element is a NaN or inf where the expected value differs ({n_bad} of {n})")
     poison = _poison_bits(out)
     unwritten = int((finite_t & poison).sum())
     computed_nan = int((finite_t & g_nan & ~poison).sum())

@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from . import hints
+
 DTYPES = ("float32", "float16", "bfloat16")
 DISTS = ("normal", "uniform", "saturating", "special")
 KINDS = ("triton", "cuda")
@@ -398,7 +400,7 @@ def load_problem(path: str | Path) -> Problem:
             "the baseline that eager_factor tolerances compare with (no 'eager' baseline to default to)",
             None,
         )
-    return Problem(
+    problem = Problem(
         name=v.string(raw["name"], "name"),
         title=v.string(raw["title"], "title"),
         path=path,
@@ -415,6 +417,18 @@ def load_problem(path: str | Path) -> Problem:
         stubs=_stubs(v, raw.get("stubs", "assignment")),
         inputs=_inputs(v, raw.get("inputs"), cases + (perf.cases if perf else ())),
     )
+    # The problem's words (hints.yaml beside the spec): a key no case or grader code can match is never shown, so
+    # a typo there fails the problem's load (and its tests), not silently its students.
+    try:
+        hints.validate(
+            here / "hints.yaml",
+            dists=(c.dist for c in cases),
+            dtypes=(c.dtype for c in cases),
+            kinds=(i.kind for i in impls.values()),
+        )
+    except hints.HintsError as e:
+        raise SpecError(str(e)) from None
+    return problem
 
 
 def _inputs(v: _V, raw: Any, cases: tuple[Case, ...]) -> tuple[Input, ...]:

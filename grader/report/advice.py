@@ -18,9 +18,9 @@ GENERIC = {
     Reason.MISSING: "The file is missing: submit it under exactly the name the handout gives.",
     Reason.NOT_IMPLEMENTED: "This part is still the stub: implement it (see the handout section named above).",
     Reason.BUILD_FAILED: "The CUDA file did not compile: read the first nvcc error in the build test's output, fix it, "
-    "and build locally with `python -m grader grade --only cuda`.",
-    Reason.LOAD_FAILED: "The file does not load: import it by hand (`python -c 'import NAME'`, NAME the file's name "
-    "without .py) in the submission directory and fix the first error; keep the function name and signature from "
+    "and build it again locally with `nox -s grade -- --only cuda`.",
+    Reason.LOAD_FAILED: "The file does not load: read the traceback above from its last line up to the first frame "
+    "in your own file, fix that line, and grade again (`nox -s grade`); keep the function name and signature from "
     "the stub.",
     Reason.TIMEOUT: "The call never finished: look for a loop whose bound never changes, or a grid that relaunches "
     "itself.",
@@ -42,6 +42,15 @@ GENERIC = {
     Reason.WRONG_VALUES: "Compare with the reference in the handout, element by element, and compute in fp32.",
     Reason.NAN_COMPUTED: "Your kernel computed NaN where the answer is finite: an intermediate overflowed (exp() of a "
     "large argument is inf, and inf/inf or inf-inf is NaN). Rewrite the formula so that no step overflows.",
+    Reason.OUT_OF_BOUNDS: "A load or store went past the end (or before the start) of the buffer the message names: "
+    "at the line it gives, bound the index by that buffer's own size (the last row's last column is "
+    "(rows - 1) * row_stride + cols - 1), and guard every thread whose index is past it (if (i < n), or a mask).",
+    Reason.MISALIGNED: "A vector access (float4, uint4, __half2) at an address its type's alignment forbids: take the "
+    "vector path only when the pointer and the row stride are multiples of 16 bytes, else a scalar path.",
+    Reason.UNDEFINED: "Undefined behaviour at the line the message names (an integer overflow, a shift past the "
+    "width): use 64-bit (int64_t) index arithmetic.",
+    Reason.RACE: "Give each output element exactly one writer, and do not read what another thread or block writes "
+    "in the same launch (a __syncthreads() between writing and reading shared memory).",
     Reason.FORFEIT: "The kernel check found the work done outside your own kernel: every point of this part is "
     "forfeit. See the kernel check's output.",
 }
@@ -55,10 +64,11 @@ FLAG_TIPS = {
 }
 SKIP_TIP = (
     "Not a fault of your code: these points need a CUDA GPU (or Triton, which installs on Linux only). They are "
-    "earned when the submission is graded on a GPU (the autograder), or run `python -m grader grade` on a GPU "
-    "machine."
+    "earned when the submission is graded on a GPU (the autograder), or run `nox -s grade` on a GPU machine."
 )
-FALLBACK = "Read the output above; run `python -m grader grade` locally to reproduce it."
+# Every command a tip suggests runs as written in a fresh shell of the student's checkout: `nox -s grade` makes its
+# own environment (a fresh shell has no torch for `python -m grader`).
+FALLBACK = "Read the output above; run `nox -s grade` locally to reproduce it."
 VALUE_REASONS = (Reason.WRONG_VALUES, Reason.UNWRITTEN, Reason.NAN_COMPUTED, Reason.WRONG_TENSOR)
 
 
@@ -93,7 +103,16 @@ def advice(
     ]
     if t.kind == Kind.PERFORMANCE and t.reason != Reason.FORFEIT:  # speed tips for a forfeit part are noise
         tips += _perf_advice(t, perf or {}, h)
-    return list(dict.fromkeys(tips)) or [FALLBACK]
+    return list(dict.fromkeys(w for w in tips if w)) or [FALLBACK]
+
+
+def case_advice(t: Test, hints: dict[str, Any] | None = None) -> str | None:
+    """The advice a case's own input adds to its failure's (failures.py gathers it per case, so that one failure
+    over several inputs says each input's words once, with its cases): NaN computed on a special-values or
+    saturating case gets that distribution's words (hints.yaml `dist`)."""
+    if t.state != SKIPPED and t.reason == Reason.NAN_COMPUTED:
+        return problem_hints.text(hints or {}, "dist", str(t.extra.get("dist", "")))
+    return None
 
 
 def _wrong_values(t: Test, h: dict[str, Any]) -> str:

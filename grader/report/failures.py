@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import hints as problem_hints
 from ..results import SKIPPED, Finding, Kind, Reason
-from .advice import advice
+from .advice import advice, case_advice
 from .records import Test, extra_of, perf_of, tests_of
 
 REASON_LINES = 6  # lines of a test's output quoted as the reason for lost points (the preview)
@@ -44,11 +44,43 @@ class Failure:
     @property
     def output(self) -> str:
         """The first test's whole output, capped for the page."""
-        return capped(self.first.output)
+        return self.shown(self.first.output)
+
+    def shown(self, output: str) -> str:
+        """A test's output as the report quotes it: a hint's general words, which "What to try" says once for the
+        whole failure, replaced by a pointer there (the output keeps the case's own index and values)."""
+        for tip in self.tips:
+            if len(tip) > 40:
+                output = output.replace(tip, "(see What to try)")
+        return capped(output)
 
     @property
     def preview(self) -> list[str]:
         return first_lines(self.first.output)
+
+    @property
+    def found(self) -> list[str]:
+        """What the tests covered found, each finding code once: the first case's own text (its index and values),
+        without the general words that "What to try" gives once, then the other cases where it was found."""
+        first: dict[str, Finding] = {}
+        where: dict[str, list[str]] = {}
+        for t in self.tests:
+            for f in t.findings:
+                first.setdefault(str(f.code), f)
+                cases = where.setdefault(str(f.code), [])
+                if t.case not in cases:
+                    cases.append(t.case)
+        out = []
+        for code, f in first.items():
+            text = f.text
+            for tip in self.tips:  # a pattern's words end its text and are a tip of their own
+                if tip and text.endswith(tip) and len(text) > len(tip):
+                    text = text[: -len(tip)].rstrip()
+                    break
+            if len(where[code]) > 1:
+                text += f" (found in {len(where[code])} cases: {', '.join(where[code])})"
+            out.append(text)
+        return out
 
     @property
     def findings(self) -> list[Finding]:
@@ -129,5 +161,12 @@ def failures(data: dict[str, Any]) -> list[Failure]:
         t = ts[0]
         why = f", {t.reason}" if t.reason is not None and t.reason != Reason.OK else ""
         title = t.name if len(ts) == 1 else f"{t.part} / {t.stage}: {len(ts)} cases{why}"
-        out.append(Failure(title, ts, tips))
+        # Each case input's own words once, with the cases they are for (all of them: no list).
+        by_words: dict[str, list[str]] = {}
+        for x in ts:
+            w = case_advice(x, h)
+            if w:
+                by_words.setdefault(w, []).append(x.case)
+        own = [w if len(cs) == len(ts) else f"{w} (cases: {', '.join(cs)})" for w, cs in by_words.items()]
+        out.append(Failure(title, ts, [tips[0], *own, *tips[1:]] if tips else own))
     return sorted(out, key=lambda f: (f.state == SKIPPED, -f.points))

@@ -17,7 +17,7 @@ from ..results import FAILED, FLAG, PASSED, SKIPPED, VIOLATION, Code, Grade, Kin
 from . import charts as charts_module
 from . import html, markdown
 from .blocks import Bullets, CaseOutput, Cases, Cell, Chart, Output, Page, Pre, Row, Section, Table, Text
-from .failures import Failure, capped, failures, first_lines
+from .failures import Failure, failures, first_lines
 from .output import advisory_line, write_text_atomic
 from .perf import case_title, perf_table, thresholds_line
 from .records import STAGES, Test, as_results, extra_of, forfeit_parts, num, part_scores, parts_of, perf_of, tests_of
@@ -122,13 +122,13 @@ def failure_section(f: Failure) -> Section:
     if len(f.tests) > 1:
         s.blocks.append(Text(f"The {len(f.tests)} cases this covers, each with its own output:"))
         s.blocks.append(
-            Cases([CaseOutput(t.case, (first_lines(t.output, 1) or [""])[0], capped(t.output)) for t in f.tests])
+            Cases([CaseOutput(t.case, (first_lines(t.output, 1) or [""])[0], f.shown(t.output)) for t in f.tests])
         )
         s.blocks.append(Text(f"The output of the first, {f.first.case}:"))
     s.blocks.append(Output(f.output, f.preview))
-    found = f.findings
+    found = f.found  # each finding once, with the cases it covers; no internal codes shown
     if found:
-        s.blocks.append(Bullets([x.text for x in found], "Found:", [f"{x.severity} {x.code}" for x in found]))
+        s.blocks.append(Bullets(found, "Found:"))
     s.blocks.append(Bullets(f.tips, "What to try:"))
     return s
 
