@@ -775,8 +775,22 @@ def _stage(build_dir: Path, src_name: str, source: str) -> Path:
     # #line keeps every diagnostic, and every sanitizer report, on the student's file and line.
     # The layer's own macros (its entry point's name, the scan's switch) are undefined before the student's first
     # line: the student's file sees only what it would see under nvcc (one_program refuses the rest).
-    unit.write_text(f'#undef CUDACPU_ENTRY\n#undef CUDACPU_SCAN\n#line 1 "{src_name}"\n' + rewrite_launches(source))
+    undefs = "".join(f"#undef {m}\n" for m in ("CUDACPU_ENTRY", "CUDACPU_SCAN", *SIGNATURE_MACROS))
+    unit.write_text(f'{undefs}#line 1 "{src_name}"\n' + rewrite_launches(source))
     return unit
+
+
+# The entry point's signature, as the harnesses' translation unit gets it (grader/child/cudacpu/protocol.h): how many
+# input pointers, output pointers and int64 shape arguments (rows, out_cols, each input's row stride) it takes.
+SIGNATURE_MACROS = ("CUDACPU_INPUTS", "CUDACPU_OUTPUTS", "CUDACPU_SCALARS")
+
+
+def signature_flags(inputs: int) -> list[str]:
+    """-D flags for a harness whose entry follows the spec's `inputs` (grader/child/cuda_abi.py): one output, and the
+    shape arguments rows, out_cols and one row stride per input."""
+    if not 1 <= inputs <= 15:
+        raise ValueError(f"the CUDA harnesses take 1 to 15 inputs, not {inputs}")
+    return [f"-DCUDACPU_INPUTS={inputs}", "-DCUDACPU_OUTPUTS=1", f"-DCUDACPU_SCALARS={inputs + 2}"]
 
 
 def build_cpu(
@@ -788,11 +802,12 @@ def build_cpu(
     build_dir: Path | None = None,
     timeout_s: float = 180.0,
     nvcc_ok: bool = True,
+    inputs: int = 1,
 ) -> CpuBuild:
     """Build `src` into the CPU harness. Never raises for a bad source. With `scratch`, the compiler runs as the
     grade's untrusted identity in its home (build/cpu) and the harness is copied into its libs/; without one (tests)
     it runs as this process in `build_dir`. nvcc_ok: nvcc compiled this source, so a failure to compile it here is
-    the layer's limit, not the student's error."""
+    the layer's limit, not the student's error. inputs: how many the spec's entry takes (its signature's shape)."""
     t0 = time.monotonic()
     cxx = find_compiler()
     if cxx is None:
@@ -825,7 +840,7 @@ def build_cpu(
     def run(args: list[str]) -> tuple[int, str]:
         return run_untrusted([cxx, *args], bdir, scratch, max(1.0, timeout_s - (time.monotonic() - t0)))
 
-    common = [*BASE, "-Iinclude", "-I.", "-include", "cuda_cpu.h", f"-DCUDACPU_ENTRY={entry}"]
+    common = [*BASE, "-Iinclude", "-I.", "-include", "cuda_cpu.h", f"-DCUDACPU_ENTRY={entry}", *signature_flags(inputs)]
     try:
         rc, log = run([*common, "-DCUDACPU_SCAN", "-E", "-o", "unit.i", unit.name])
         if rc == 0:

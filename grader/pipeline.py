@@ -511,11 +511,6 @@ def _cuda_on_cpu(
                 Reason.NEEDS_GPU,
             )
         )
-    if len(problem.inputs) > 1:  # the layer's harness passes one input buffer (grader/child/cudacpu/)
-        why = f"the CUDA-on-CPU layer runs one-input kernels only, and this problem has {len(problem.inputs)} inputs"
-        g.tests += _fail_all(problem, impl, SKIPPED, f"skipped: needs a GPU: {why}", Reason.NEEDS_GPU)
-        g.notes.append(f"{impl.name}: not run on this machine: {why}")
-        return None
     t0 = time.monotonic()
     progress(f"{impl.name}: building {display} for the CPU (CUDA-on-CPU layer)")
     cpu = cudacpu.build_cpu(
@@ -525,6 +520,7 @@ def _cuda_on_cpu(
         scratch=scratch,
         timeout_s=problem.limits.build_s,
         nvcc_ok=res.ok,
+        inputs=len(problem.inputs),  # the harness's entry follows the spec's signature
     )
     g.phases["build"] = g.phases.get("build", 0.0) + time.monotonic() - t0
     ok = cpu.state == cudacpu.State.OK

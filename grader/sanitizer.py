@@ -101,15 +101,17 @@ def build_harness(
     timeout_s: float,
     out_name: str,
     build_dir: Path | None = None,
+    inputs: int = 1,
 ) -> tuple[Path | None, str]:
     """(the GPU harness in the scratch's libs/, '') or (None, nvcc's error lines). Without a scratch (tests) it is
-    built in `build_dir` as this process."""
+    built in `build_dir` as this process. inputs: how many the spec's entry takes (grader/child/cudacpu/protocol.h)."""
     nvcc = build.find_nvcc()
     if nvcc is None:
         return None, build.NVCC_MISSING
     bdir = cudacpu.fresh_dir(scratch, build_dir)
     shutil.copyfile(src, bdir / src.name)
     shutil.copyfile(cudacpu.LAYER / "gpu_harness.cu", bdir / "gpu_harness.cu")
+    shutil.copyfile(cudacpu.LAYER / "protocol.h", bdir / "protocol.h")
     cudacpu.give_to_untrusted(bdir, scratch)
     flags = ["-O3", "-std=c++17", "-lineinfo", f"-arch={arch or build.DEFAULT_ARCH}"]
     # Three steps, so that the entry point's name reaches the harness's translation unit only: compiled together
@@ -117,7 +119,8 @@ def build_harness(
     # graded build (issue 28, "one program").
     steps = [
         [nvcc, *flags, "-c", src.name, "-o", "student.o"],
-        [nvcc, *flags, f"-DCUDACPU_ENTRY={entry}", "-c", "gpu_harness.cu", "-o", "gpu_harness.o"],
+        [nvcc, *flags, f"-DCUDACPU_ENTRY={entry}", *cudacpu.signature_flags(inputs), "-c", "gpu_harness.cu"]
+        + ["-o", "gpu_harness.o"],
         [nvcc, *flags, "student.o", "gpu_harness.o", "-o", "harness" + cudacpu.EXE],
     ]
     for cmd in steps:
@@ -222,8 +225,6 @@ def run_pass(
     progress: Callable[[str], None] = lambda s: None,
 ) -> TestResult:
     """The compute-sanitizer row of a CUDA part graded on a GPU."""
-    if len(problem.inputs) > 1:  # the harness, like the CPU layer's, passes one input (x) to the entry point
-        return row(impl, SKIPPED, "compute-sanitizer: not run (its harness takes one input; this op takes several)")
     tool = find_compute_sanitizer()
     if tool is None:
         return row(impl, SKIPPED, "compute-sanitizer not found (it ships with the CUDA toolkit): not run")
@@ -236,6 +237,7 @@ def run_pass(
         scratch=scratch,
         timeout_s=problem.limits.build_s,
         out_name=f"{impl.name}.sanitizer",
+        inputs=len(problem.inputs),
     )
     if harness is None:
         return row(impl, SKIPPED, f"the compute-sanitizer harness did not build: {why}")

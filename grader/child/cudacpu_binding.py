@@ -1,11 +1,14 @@
 """Call a CUDA row kernel built for the CPU (grader/cudacpu.py) on CPU tensors: the CUDA-on-CPU twin of
-cuda_binding.CudaRowKernel, with the same ABI and the same messages for the library's return codes.
+cuda_binding.CudaRowKernel and cuda_abi.CudaMultiKernel, with the same ABI (the spec's inputs, in order: their
+pointers, the output's, rows, out_cols, each input's row stride, dtype, stream) and the same messages for the
+library's return codes.
 
-Each call runs the harness executable (grader/child/cudacpu/harness.cpp) once: x goes in on its stdin as exactly
-the elements the kernel may read, and y comes back, from a buffer of exactly its size that the harness poisoned with
-all-ones bytes. The harness runs the launch in more than one order (blocks and threads forward, reversed, and in
-a seeded permutation) and compares the outputs: a difference is a race. x comes back too and is written into the
-caller's tensor, so that a kernel that writes into its input is caught by the grader's input check.
+Each call runs the harness executable (grader/child/cudacpu/harness.cpp) once, with the request of
+grader/child/cudacpu/protocol.h on its stdin: every input as exactly the elements the kernel may read, and the
+output comes back from a buffer of exactly its size that the harness poisoned with all-ones bytes. The harness runs
+the launch in more than one order (blocks and threads forward, reversed, and in a seeded permutation) and compares
+the outputs: a difference is a race. The inputs come back too and are written into the caller's tensors, so that a
+kernel that writes into an input is caught by the grader's input check.
 
 A sanitizer report (AddressSanitizer: out of bounds; UBSan: misaligned or other undefined behaviour) ends the
 harness; it is turned here into one line naming the student's file and line, and a category the parent reads
@@ -27,6 +30,7 @@ from pathlib import Path
 
 import torch
 
+from .cuda_abi import _rows_view
 from .cuda_binding import DTYPE_CODES, KernelCallError, describe_return_code, missing_symbol_message
 
 # Every call runs forward first (its output is the one returned), then reversed and a seeded permutation (the next
@@ -36,8 +40,8 @@ GPU_ORDERS: tuple[tuple[str, ...], ...] = (("0",),)  # under compute-sanitizer: 
 ORDER_NAMES = {"0": "forward", "1": "reversed", "2": "shuffled"}
 ASAN_OPTIONS = "detect_leaks=0:abort_on_error=0:exitcode=86:print_summary=1:halt_on_error=1:allocator_may_return_null=1"
 UBSAN_OPTIONS = "print_stacktrace=1:halt_on_error=1:exitcode=87"
-_HEADER = struct.Struct("<6q")
-_REPLY = struct.Struct("<5q")
+MAGIC = int.from_bytes(b"CUDACPU1", "little")  # protocol.h's MAGIC
+_REPLY = struct.Struct("<6q")  # protocol.h's REPLY
 MAX_REPORT = 16000
 
 
@@ -50,24 +54,101 @@ class CpuKernelError(KernelCallError):
         self.detail = detail
 
 
-_BUFFERS = re.compile(r"cudacpu-buffers x=(0x[0-9a-f]+|\(nil\)|0)\+(\d+) y=(0x[0-9a-f]+|\(nil\)|0)\+(\d+)")
+# The harness's line before each call: "cudacpu-buffers in0=ADDR+BYTES ... out0=ADDR+BYTES" (one line, at most 16
+# buffers: matched per buffer with a bounded pattern, each a fixed word then runs of one class).
+_ONE_BUFFER = r"(in|out)(\d{1,2})=(0x[0-9a-f]{1,16}|\(nil\)|0)\+(\d{1,20})"
+_BUFFERS_LINE = re.compile(r"^cudacpu-buffers(?: " + _ONE_BUFFER + r"){1,16}$", re.MULTILINE)
+_BUFFER = re.compile(_ONE_BUFFER)
+ONE_INPUT = {"in0": "x (the input)", "out0": "y (the output)"}
+
+
+def buffer_names(inputs: Sequence[str], outputs: Sequence[str] = ("y",)) -> dict[str, str]:
+    """The harness's buffer labels (in0, out0, ...) as the student's signature names them (the spec's inputs)."""
+    if len(inputs) == 1 and list(outputs) == ["y"]:
+        return dict(ONE_INPUT)
+    names = {f"in{i}": f"{n} (input {i + 1})" for i, n in enumerate(inputs)}
+    names.update({f"out{j}": f"{n} (the output)" for j, n in enumerate(outputs)})
+    return names
+
+
 _ASAN = re.compile(r"ERROR: AddressSanitizer: ([\w-]+)(?: on (?:unknown )?address (0x[0-9a-f]+))?")
 _ACCESS = re.compile(r"^(READ|WRITE) of size (\d+)", re.MULTILINE)
 _UBSAN = re.compile(r"^(?:.*/)?([^/\s:]+):(\d+):(\d+): runtime error: (.*)$", re.MULTILINE)
 _FRAME = re.compile(r"^\s*#\d+ 0x[0-9a-f]+ in (.+?) (?:\S*/)?([^/\s:]+):(\d+)(?::\d+)?$", re.MULTILINE)
 
 
+# ASan's own words for where the address is: "0x... is located 0 bytes after 8-byte region [0x...,0x...)" (older
+# runtimes: "to the right of"; before the start: "before" / "to the left of"). The region it names is the buffer.
+_REGION = re.compile(
+    r"is located (\d{1,20}) bytes (after|to the right of|before|to the left of|inside of) (\d{1,20})-byte region "
+    r"\[(0x[0-9a-f]{1,16}),"
+)
+# cuda_cpu.h's __asan_on_error: the grid position that was running when the report started.
+_THREAD = re.compile(
+    r"^cudacpu-thread block=(\(\d{1,10},\d{1,10},\d{1,10}\)) thread=(\(\d{1,10},\d{1,10},\d{1,10}\))$", re.M
+)
+
+
+def _located(stderr: str, addr: int, buffers: list[tuple[str, int, int]], write: bool) -> tuple[str, str]:
+    """(", N bytes past the end of NAME (S bytes), at byte offset O", what to try) for an ASan address. The buffer
+    is the region ASan names in its report; without that line, the buffer whose end (or start) is nearest the
+    address (never a later buffer's guess over a closer one: a read just past x is not "before y")."""
+    where: tuple[str, int, int, bool] | None = None  # name, distance, size, past the end (else before the start)
+    r = _REGION.search(stderr)
+    if r:
+        start = _addr(r.group(4))
+        named = [b for b in buffers if b[1] == start]
+        if named and r.group(2) != "inside of":
+            after = r.group(2) in ("after", "to the right of")
+            where = (named[0][0], int(r.group(1)), named[0][2], after)
+    if where is None:
+        best = None
+        for name, start, size in buffers:
+            if not start:
+                continue
+            if start + size <= addr < start + size + 4096:
+                d, after = addr - start - size, True
+            elif start - 4096 <= addr < start:
+                d, after = start - addr, False
+            else:
+                continue
+            if best is None or d < best[1]:
+                best = (name, d, size, after)
+        where = best
+    if where is None:
+        return "", "Check the index of the access at that line against the size of the buffer it reads or writes."
+    name, d, size, after = where
+    short = name.split(" ", 1)[0]
+    if after:
+        text = f": {d} bytes past the end of {name}, which has {size} bytes (byte offset {size + d} from its start)"
+        tip = (
+            f"What to try: the index at that line reaches past the last element of {short}. Bound it by {short}'s own "
+            f"extent (its last element is at (rows - 1) * row_stride + cols - 1 for an input, rows * out_cols - 1 for "
+            f"the output), including any +1 or vector width added to it, and guard the threads past the end"
+            f"{' before the store' if write else ''}."
+        )
+    else:
+        text = f": {d} bytes before the start of {name} (a negative index)"
+        tip = (
+            "What to try: the index at that line is negative for some thread: check a subtraction, or an int "
+            f"overflow in the index of {short} (compute it in int64_t)."
+        )
+    return text, tip
+
+
 def _addr(hexaddr: str) -> int:
     return int(hexaddr, 16) if hexaddr.startswith("0x") else 0
 
 
-def explain_report(stderr: str, source: str) -> tuple[str, str]:
-    """(one line, category) for a sanitizer report on the harness's stderr; ("", "") when there is none."""
+def explain_report(stderr: str, source: str, names: dict[str, str] | None = None) -> tuple[str, str]:
+    """(one line, category) for a sanitizer report on the harness's stderr; ("", "") when there is none. names: the
+    harness's buffer labels as the student knows them (buffer_names; default: one input x, the output y)."""
+    names = names or ONE_INPUT
     buffers: list[tuple[str, int, int]] = []
-    for b in _BUFFERS.finditer(stderr):
+    for line in _BUFFERS_LINE.finditer(stderr):  # the last call's buffers (the one the report is about)
         buffers = [
-            ("x (the input)", _addr(b.group(1)), int(b.group(2))),
-            ("y (the output)", _addr(b.group(3)), int(b.group(4))),
+            (names.get(b.group(1) + b.group(2), b.group(1) + b.group(2)), _addr(b.group(3)), int(b.group(4)))
+            for b in _BUFFER.finditer(line.group(0))
         ]
     frames = [f for f in _FRAME.finditer(stderr) if f.group(2) == source]
     where = f"{source}:{frames[0].group(3)} in {frames[0].group(1)}" if frames else f"{source} (line unknown)"
@@ -76,16 +157,12 @@ def explain_report(stderr: str, source: str) -> tuple[str, str]:
         kind = m.group(1)
         access = _ACCESS.search(stderr)
         what = f"{access.group(1).lower()} of {access.group(2)} bytes" if access else "an access"
-        addr = _addr(m.group(2) or "")
-        near = ""
-        for name, start, size in buffers:
-            if start and start - 4096 <= addr < start:
-                near = f", {start - addr} bytes before {name}"
-            elif start and start + size <= addr < start + size + 4096:
-                near = f", {addr - start - size} bytes past the end of {name} ({size} bytes)"
+        near, tip = _located(stderr, _addr(m.group(2) or ""), buffers, what.startswith("write"))
+        thread = _THREAD.search(stderr)
+        who = f", block {thread.group(1)} thread {thread.group(2)}" if thread else ""
         if kind in ("heap-buffer-overflow", "stack-buffer-overflow", "global-buffer-overflow", "SEGV"):
-            return f"out of bounds: {what} at {where}{near} (AddressSanitizer: {kind})", "out-of-bounds"
-        return f"memory error: {what} at {where}{near} (AddressSanitizer: {kind})", "out-of-bounds"
+            return f"out of bounds: {what} at {where}{who}{near} (AddressSanitizer: {kind}). {tip}", "out-of-bounds"
+        return f"memory error: {what} at {where}{who}{near} (AddressSanitizer: {kind}). {tip}", "out-of-bounds"
     u = _UBSAN.search(stderr)
     if u:
         at = f"{u.group(1)}:{u.group(2)}" if u.group(1) == source else where
@@ -127,7 +204,8 @@ def explain_sanitizer(log: str, source: str) -> tuple[str, str]:
 
 
 class CpuRowKernel:
-    """A row-wise kernel built for the CPU: x (..., cols) -> y (..., out_cols(cols)), as CudaRowKernel."""
+    """A row-wise kernel built for the CPU: inputs (each (..., cols_k), the same leading dimensions) -> y (...,
+    out_cols(cols of the first)), as CudaRowKernel (one input) and CudaMultiKernel (several)."""
 
     def __init__(
         self,
@@ -138,9 +216,11 @@ class CpuRowKernel:
         section: str,
         source: str,
         sanitizer: Sequence[str] = (),
+        inputs: Sequence[str] = ("x",),
     ):
         """sanitizer: a compute-sanitizer command line (path and tool options) to run a GPU harness under
-        (grader/sanitizer.py); empty for the CPU layer's harness."""
+        (grader/sanitizer.py); empty for the CPU layer's harness. inputs: the spec's input names, in call order (the
+        harness was built for their number: grader/cudacpu.py)."""
         self.harness = str(harness)
         self.sanitizer = list(sanitizer)
         self.symbol = symbol
@@ -148,50 +228,69 @@ class CpuRowKernel:
         self.handout = handout
         self.section = section
         self.source = source  # the student's file name, as sanitizer reports and messages give it
+        self.names = [str(n) for n in inputs] or ["x"]
+        self.buffer_names = buffer_names(self.names)
         self.poison = True  # (the harness always poisons y: there is no timing on the CPU)
         self.calls = 0
         # Under compute-sanitizer a call costs a sanitizer start (~0.8 s on the H200) and the pass only reads what the
         # sanitizer reports: the correctness engine's second call of a case, on the same input bytes, reuses the
         # first's run (its output, clean of reports) instead of running the harness again.
-        self._last: tuple[bytes, torch.Tensor, bytes] | None = None
+        self._last: tuple[bytes, torch.Tensor, list[bytes]] | None = None
         if not os.access(self.harness, os.X_OK):
             raise KernelCallError(f"the CPU build of {source} is missing or not executable")
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if not isinstance(x, torch.Tensor) or x.device.type != "cpu":
-            raise KernelCallError(f"{self.symbol} on the CPU layer needs a CPU tensor")
-        if x.dtype not in DTYPE_CODES:
-            raise KernelCallError(
-                f"{self.symbol} supports float32, float16 and bfloat16 tensors, not "
-                + str(x.dtype).replace("torch.", "")
-            )
-        if x.dim() == 0:
-            raise KernelCallError(f"{self.symbol} needs a tensor with at least one dimension")
-        if x.stride(-1) != 1:
-            x = x.contiguous()
+    def _check(self, xs: Sequence[torch.Tensor]) -> None:
+        if len(xs) != len(self.names):
+            raise KernelCallError(f"{self.symbol} takes {len(self.names)} inputs ({', '.join(self.names)})")
+        for n, x in zip(self.names, xs, strict=True):
+            what = self.symbol if len(self.names) == 1 else f"{self.symbol}: {n}"
+            if not isinstance(x, torch.Tensor) or x.device.type != "cpu":
+                raise KernelCallError(f"{what} on the CPU layer needs a CPU tensor")
+            if x.dtype not in DTYPE_CODES:
+                raise KernelCallError(
+                    f"{what} supports float32, float16 and bfloat16 tensors, not " + str(x.dtype).replace("torch.", "")
+                )
+            if x.dim() == 0:
+                raise KernelCallError(f"{what} needs a tensor with at least one dimension")
+            if x.dtype != xs[0].dtype or x.shape[:-1] != xs[0].shape[:-1]:
+                raise KernelCallError(f"{what} must have the dtype and the leading dimensions of {self.names[0]}")
+
+    def __call__(self, *xs: torch.Tensor) -> torch.Tensor:
+        self._check(xs)
+        x = xs[0]
         *lead, cols = x.shape
         rows = math.prod(lead)
         out_cols = int(self.out_cols(cols))
-        try:
-            x2 = x.view(rows, cols)
-        except RuntimeError:
-            x2 = x.contiguous().view(rows, cols)
-        if rows > 1 and x2.stride(0) < cols:
-            x2 = x2.contiguous()
-        row_stride = x2.stride(0) if rows > 1 else cols
-        # Exactly the elements the kernel may read: up to the end of the last row (not the padding after it).
-        x_elems = (rows - 1) * row_stride + cols if rows > 0 else 0
+        # Each input as (rows, cols_k) and its row stride; exactly the elements the kernel may read: up to the end of
+        # its last row (not the padding after it).
+        views = [_rows_view(t) for t in xs]
+        elems = [(rows - 1) * stride + v.shape[1] if rows > 0 else 0 for v, stride in views]
         item = x.element_size()
-        x_bytes = ctypes.string_at(x2.data_ptr(), x_elems * item) if x_elems else b""
+        code = DTYPE_CODES[x.dtype]
+        data = [ctypes.string_at(v.data_ptr(), n * item) if n else b"" for (v, _), n in zip(views, elems, strict=True)]
         schedule = GPU_ORDERS if self.sanitizer else ORDERS
         orders = [o.format(seed=1 + self.calls) for o in schedule[self.calls % len(schedule)]]
         self.calls += 1
-        header = _HEADER.pack(x_elems, rows * out_cols, rows, out_cols, row_stride, DTYPE_CODES[x.dtype])
-        key = hashlib.sha256(header + x_bytes).digest() if self.sanitizer else b""
+        # protocol.h: {MAGIC, inputs, outputs, scalars, dtype}, {elements, dtype} per buffer, then the entry's int64
+        # arguments (rows, out_cols, each input's row stride: grader/child/cuda_abi.py's order).
+        scalars = [rows, out_cols, *(stride for _, stride in views)]
+        header = struct.pack(
+            f"<5q{2 * (len(xs) + 1)}q{len(scalars)}q",
+            MAGIC,
+            len(xs),
+            1,
+            len(scalars),
+            code,
+            *(v for n in elems for v in (n, code)),
+            rows * out_cols,
+            code,
+            *scalars,
+        )
+        request = header + b"".join(data)
+        key = hashlib.sha256(request).digest() if self.sanitizer else b""
         if self._last is not None and self._last[0] == key:
-            _, y_prev, x_after = self._last
-            if x_elems:
-                ctypes.memmove(x2.data_ptr(), x_after, x_elems * item)
+            _, y_prev, after = self._last
+            self._write_back(views, elems, after, item)
             return y_prev.clone().view(*lead, out_cols)
         env = dict(os.environ, ASAN_OPTIONS=ASAN_OPTIONS, UBSAN_OPTIONS=UBSAN_OPTIONS)
         env.pop("LD_PRELOAD", None)
@@ -199,14 +298,14 @@ class CpuRowKernel:
         with tempfile.TemporaryDirectory() as tmp:
             log = Path(tmp) / "sanitizer.log"
             cmd = [*self.sanitizer, "--log-file", str(log), self.harness] if self.sanitizer else [self.harness]
-            proc = subprocess.run([*cmd, *orders], input=header + x_bytes, capture_output=True, env=env)
+            proc = subprocess.run([*cmd, *orders], input=request, capture_output=True, env=env)
             err = proc.stderr.decode(errors="replace")[-200_000:]
             if self.sanitizer:
                 report = log.read_text(errors="replace")[-200_000:] if log.is_file() else ""
                 line, category = explain_sanitizer(report, self.source)
                 err = report + err
             else:
-                line, category = explain_report(err, self.source)
+                line, category = explain_report(err, self.source, self.buffer_names)
         if line:
             raise CpuKernelError(line, category, _tail(err))
         if proc.returncode != 0:
@@ -215,15 +314,19 @@ class CpuRowKernel:
             raise CpuKernelError(f"the kernel's CPU run ended with {what}", "call", _tail(err))
         out = proc.stdout
         y_bytes = rows * out_cols * item
-        if len(out) != _REPLY.size + y_bytes + x_elems * item:
+        if len(out) != _REPLY.size + y_bytes + sum(elems) * item:
             raise CpuKernelError("the kernel's CPU run sent a reply of the wrong size", "call", _tail(err))
-        status, code, index, order, launched = _REPLY.unpack_from(out)
+        status, rc, index, order, launched, _output = _REPLY.unpack_from(out)
         if status == 2:
             raise KernelCallError(missing_symbol_message(self.symbol))
-        if x_elems:  # the input as the kernel left it: the grader's input check sees any store into x
-            ctypes.memmove(x2.data_ptr(), out[_REPLY.size + y_bytes :], x_elems * item)
-        if code != 0:
-            raise KernelCallError(describe_return_code(code, self.symbol, self.handout, self.section))
+        # The inputs as the kernel left them: the grader's input check sees any store into one.
+        after, pos = [], _REPLY.size + y_bytes
+        for n in elems:
+            after.append(bytes(out[pos : pos + n * item]))
+            pos += n * item
+        self._write_back(views, elems, after, item)
+        if rc != 0:
+            raise KernelCallError(describe_return_code(rc, self.symbol, self.handout, self.section))
         if launched == 0 and rows * out_cols > 0:
             # On a GPU the kernel check forfeits the part for this; here it is each case's failure.
             dtype = str(x.dtype).replace("torch.", "")
@@ -246,8 +349,14 @@ class CpuRowKernel:
         if y_bytes:
             ctypes.memmove(y.data_ptr(), out[_REPLY.size :], y_bytes)
         if self.sanitizer:
-            self._last = (key, y.clone(), bytes(out[_REPLY.size + y_bytes :]))
+            self._last = (key, y.clone(), after)
         return y.view(*lead, out_cols)
+
+    @staticmethod
+    def _write_back(views: list[tuple[torch.Tensor, int]], elems: list[int], after: list[bytes], item: int) -> None:
+        for (v, _), n, b in zip(views, elems, after, strict=True):
+            if n:
+                ctypes.memmove(v.data_ptr(), b, n * item)
 
 
 def _tail(text: str) -> str:

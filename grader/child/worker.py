@@ -274,7 +274,14 @@ class Worker:
                     from .cudacpu_binding import CpuRowKernel
 
                     self.fn = CpuRowKernel(
-                        p["lib"], p["entry"], cols, p["handout"], p["section"], p["display"], p.get("sanitizer") or ()
+                        p["lib"],
+                        p["entry"],
+                        cols,
+                        p["handout"],
+                        p["section"],
+                        p["display"],
+                        p.get("sanitizer") or (),
+                        [str(i[0]) for i in p.get("inputs", [["x"]])],  # the spec's inputs: the entry's signature
                     )
                 elif len(p.get("inputs", ["x"])) > 1:  # the ABI follows the spec's inputs (grader/child/cuda_abi.py)
                     from .cuda_abi import CudaMultiKernel

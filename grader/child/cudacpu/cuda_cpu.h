@@ -9,13 +9,15 @@
 // it missed fails to compile or link, which is reported the same way.
 #pragma once
 // nvcc defines __CUDACC__ 1 too. The layer defines no macro of its own that outlives this header: every helper below
-// is #undef'd at its end, and grader/cudacpu.py undefines the command line's (CUDACPU_ENTRY, CUDACPU_SCAN) before
-// the student's first line, so that no #ifdef can tell this build from nvcc's (grader/cudacpu.py, one_program).
+// is #undef'd at its end, and grader/cudacpu.py undefines the command line's (CUDACPU_ENTRY, CUDACPU_SCAN, the
+// signature's CUDACPU_INPUTS/OUTPUTS/SCALARS) before the student's first line, so that no #ifdef can tell this build
+// from nvcc's (grader/cudacpu.py, one_program).
 #define __CUDACC__ 1
 
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <algorithm>
@@ -50,6 +52,13 @@ inline thread_local uint3 threadIdx{0, 0, 0};
 inline thread_local uint3 blockIdx{0, 0, 0};
 inline thread_local dim3 blockDim{1, 1, 1};
 inline thread_local dim3 gridDim{1, 1, 1};
+// AddressSanitizer calls __asan_on_error as it starts a report: say which block and thread of the grid was running,
+// so that the message can name them (grader/child/cudacpu_binding.py reads this line). Weak: every unit that
+// includes this header defines it, and the linker keeps one.
+extern "C" __attribute__((weak)) void __asan_on_error() {
+    fprintf(stderr, "cudacpu-thread block=(%u,%u,%u) thread=(%u,%u,%u)\n", blockIdx.x, blockIdx.y, blockIdx.z,
+            threadIdx.x, threadIdx.y, threadIdx.z);
+}
 constexpr int warpSize = 32;
 
 // ---- the runtime API, as much of it as a launcher needs ------------------------------------------------------

@@ -1,7 +1,8 @@
-// gpu_harness.cu: the compute-sanitizer pass's executable (grader/cudacpu.py builds it with nvcc beside the
+// gpu_harness.cu: the compute-sanitizer pass's executable (grader/sanitizer.py builds it with nvcc beside the
 // student's file; grader/child/cudacpu_binding.py runs it under compute-sanitizer once per call). The same stdin /
-// stdout protocol as harness.cpp, with x and y in device memory allocated with cudaMalloc at exactly their sizes,
-// so memcheck reports an access one element past either. The launch order is the GPU's own: argv is ignored.
+// stdout protocol as harness.cpp (protocol.h: any number of inputs and outputs, the entry's signature from the spec),
+// with every buffer in device memory allocated with cudaMalloc at exactly its size, so memcheck reports an access
+// one element past any of them. The launch order is the GPU's own: argv is ignored, and one run is made.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -11,34 +12,42 @@
 
 #include <unistd.h>
 
-extern "C" int CUDACPU_ENTRY(const void*, void*, int64_t, int64_t, int64_t, int, cudaStream_t);
+#include "protocol.h"
 
-static bool read_all(void* p, size_t n) { return fread(p, 1, n, stdin) == n; }
+using cudacpu_protocol::Entry;
+using cudacpu_protocol::N_BUF;
+using cudacpu_protocol::N_IN;
+using cudacpu_protocol::N_OUT;
+
+extern "C" Entry::type CUDACPU_ENTRY;
 
 int main() {
     // Device printf is flushed to stdout at the sync: it goes to stderr, the reply keeps the pipe.
     FILE* reply_out = fdopen(dup(1), "wb");
     dup2(2, 1);
-    int64_t h[6];
-    if (!read_all(h, sizeof h) || h[0] < 0 || h[1] < 0) return 3;
-    const size_t item = h[5] == 0 ? 4 : 2;
-    const size_t xb = (size_t)h[0] * item, yb = (size_t)h[1] * item;
-    char* hx = static_cast<char*>(malloc(xb + yb + 1));
-    if (!read_all(hx, xb)) return 3;
-    void *x = nullptr, *y = nullptr;
-    if (cudaMalloc(&x, xb ? xb : 1) != cudaSuccess || cudaMalloc(&y, yb ? yb : 1) != cudaSuccess) return 4;
-    cudaMemcpy(x, hx, xb, cudaMemcpyHostToDevice);
-    cudaMemset(y, 0xff, yb ? yb : 1);  // the poison
-    int64_t reply[5] = {0, 0, -1, -1, -1};  // launches: not counted here (the GPU's kernel check does that)
-    reply[1] = CUDACPU_ENTRY(x, y, h[2], h[3], h[4], (int)h[5], nullptr);
+    cudacpu_protocol::Request r;
+    if (!cudacpu_protocol::read_request(stdin, r)) return 3;
+    char* host[N_BUF];
+    char* dev[N_BUF];
+    for (int i = 0; i < N_BUF; ++i) {
+        host[i] = static_cast<char*>(malloc(r.bytes[i] ? r.bytes[i] : 1));
+        if (i < N_IN && !cudacpu_protocol::read_exact(stdin, host[i], r.bytes[i])) return 3;
+        void* d = nullptr;
+        if (cudaMalloc(&d, r.bytes[i] ? r.bytes[i] : 1) != cudaSuccess) return 4;
+        dev[i] = static_cast<char*>(d);
+        if (i < N_IN)
+            cudaMemcpy(dev[i], host[i], r.bytes[i], cudaMemcpyHostToDevice);
+        else
+            cudaMemset(dev[i], 0xff, r.bytes[i] ? r.bytes[i] : 1);  // the poison
+    }
+    int64_t reply[cudacpu_protocol::REPLY] = {0, 0, -1, -1, -1, -1};  // launches: not counted here (the kernel check)
+    reply[1] = Entry::call(CUDACPU_ENTRY, dev, dev + N_IN, r.scalars, r.dtype);
     const cudaError_t sync = cudaDeviceSynchronize();
     if (reply[1] == 0 && sync != cudaSuccess) reply[1] = (int64_t)sync;
-    char* hy = hx + xb;
-    cudaMemcpy(hy, y, yb, cudaMemcpyDeviceToHost);
-    cudaMemcpy(hx, x, xb, cudaMemcpyDeviceToHost);
+    for (int i = 0; i < N_BUF; ++i) cudaMemcpy(host[i], dev[i], r.bytes[i], cudaMemcpyDeviceToHost);
     fwrite(reply, sizeof reply, 1, reply_out);
-    fwrite(hy, 1, yb, reply_out);
-    fwrite(hx, 1, xb, reply_out);
+    for (int j = N_IN; j < N_BUF; ++j) fwrite(host[j], 1, r.bytes[j], reply_out);
+    for (int i = 0; i < N_IN; ++i) fwrite(host[i], 1, r.bytes[i], reply_out);
     fflush(reply_out);
     return 0;
 }
