@@ -1,0 +1,30 @@
+"""Messages a student can act on (issue 29 items 7 and 10), from real CPU grades of the repo's broken kernels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from grader.results import FAILED
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def case_output(g, case: str) -> str:
+    (t,) = [t for t in g.tests if t.stage == "correctness" and t.extra.get("case") == case]
+    assert t.state == FAILED, t.output
+    return t.output
+
+
+@pytest.mark.parametrize("case", ["tiny_1x2/float32", "odd_h_1001/float32"])
+def test_an_overread_names_the_buffer_asan_names_with_block_thread_and_line(grade_dir, case):
+    """tests/cuda_cpu/overread_past_row reads one element past each row: on the last row, just past the end of x.
+    On tiny_1x2 the output y is allocated 24 bytes after x, and the message used to say "24 bytes before y"."""
+    g = grade_dir(ROOT / "tests" / "cuda_cpu" / "overread_past_row", only=("cuda",), cases=(case,))
+    first = case_output(g, case).splitlines()[0]
+    assert first.startswith("out of bounds: read of 1 bytes at glu_cuda.cu:28 in "), first
+    assert "0 bytes past the end of x (the input)" in first, first
+    assert "before y" not in first and "of y" not in first, first
+    assert " block (" in first and " thread (" in first, first
+    assert "What to try: the index at that line reaches past the last element of x" in first, first
