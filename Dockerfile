@@ -39,10 +39,11 @@ COPY constraints.txt requirements.txt ./
 RUN python -m pip install -c constraints.txt -r requirements.txt
 
 COPY grader ./grader
-# The problems' public parts only: spec, words (hints.yaml), truth and baselines (reference.py), the handout. No staff
+# The problems' public parts (spec, words in hints.yaml, truth and baselines in reference.py) and the stubs with their
+# handouts: what .dockerignore lets in, the list of grader/public_files.py. No staff
 # solutions.
 COPY reference ./reference
-COPY assignment/README.md ./assignment/README.md
+COPY assignment ./assignment
 
 # The root is read-only (--read-only); /scratch is the one writable place (a tmpfs): TMPDIR, HOME and the trusted
 # caches live there, and each grade makes its private scratch under it. Workers get their own HOME, TMPDIR and

@@ -51,7 +51,7 @@ SKIP_DIRS: tuple[str, ...] = ("__pycache__",)
 SCOPE: tuple[str, ...] = ("grader", "reference", "assignment")
 
 
-def _regex(glob: str) -> re.Pattern[str]:
+def regex(glob: str) -> re.Pattern[str]:
     """A glob as an anchored regex over a "/"-separated path (our own patterns, never submission text)."""
     out = []
     i = 0
@@ -59,6 +59,9 @@ def _regex(glob: str) -> re.Pattern[str]:
         if glob.startswith("**/", i):
             out.append("(?:[^/]+/)*")
             i += 3
+        elif glob.startswith("**", i):  # at the end: anything below (a .dockerignore's "**")
+            out.append(".*")
+            i += 2
         elif glob[i] == "*":
             out.append("[^/]*")
             i += 1
@@ -71,8 +74,8 @@ def _regex(glob: str) -> re.Pattern[str]:
     return re.compile("".join(out) + r"\Z")
 
 
-_PUBLIC = tuple(_regex(g) for g in PUBLIC)
-_STAFF = tuple(_regex(g) for g in STAFF)
+_PUBLIC = tuple(regex(g) for g in PUBLIC)
+_STAFF = tuple(regex(g) for g in STAFF)
 
 
 def is_staff(rel: str) -> bool:
