@@ -17,6 +17,8 @@ Triton version lacks any of the hooks, `install` returns False and the interpret
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 import numpy as np
@@ -53,19 +55,37 @@ def _ranges_of(names: list[str], args: list[Any], kwargs: dict[str, Any]) -> lis
     return out
 
 
-def _check(kind: str, ptrs: Any, mask: Any) -> None:
+MAX_SITES = 10  # distinct access sites a launch reports (each once, with how many programs hit it)
+
+
+def _site() -> str:
+    """The kernel source line of the access being checked: the innermost frame of the kernel's own file (the
+    interpreter runs the @triton.jit function as Python), as 'file.py:LINE'; '' when it is not on the stack."""
+    want = _state.get("file")
+    f = sys._getframe(1)
+    while f is not None:
+        if want and f.f_code.co_filename == want:
+            return f"{os.path.basename(want)}:{f.f_lineno}"
+        f = f.f_back  # type: ignore[assignment]
+    return ""
+
+
+def _check(kind: str, ptrs: Any, mask: Any) -> bool:
+    """Record an access with active lanes outside every tensor argument; True when it must be skipped (none of its
+    lanes touches memory: a store writes nothing, a load gives `other`). The launch goes on, so that one run finds
+    every unmasked access site; it raises OutOfBounds at its end (`install`), listing them."""
     ranges = _state["ranges"]
     addr = np.asarray(ptrs.data).astype(np.uint64, copy=False).ravel()
     active = np.broadcast_to(np.asarray(mask.data, dtype=bool), np.shape(ptrs.data)).ravel()
     addr = addr[active]
     if addr.size == 0:
-        return
+        return False
     size = np.uint64(max(1, ptrs.get_element_ty().primitive_bitwidth // 8))
     ok = np.zeros(addr.shape, dtype=bool)
     for _, lo, hi in ranges:
         ok |= (addr >= np.uint64(lo)) & (addr + size <= np.uint64(hi))
     if ok.all():
-        return
+        return False
     bad = addr[~ok]
     first = int(bad[0])
     where = "outside every tensor passed to the kernel"
@@ -81,10 +101,39 @@ def _check(kind: str, ptrs: Any, mask: Any) -> None:
             d, n = min(above)
             where = f"{d} bytes before the start of argument {n!r}"
     verb = "write" if kind == "store" else "read"
+    site = _site()
+    sites: dict[tuple[str, str], list[Any]] = _state.setdefault("sites", {})
+    key = (kind, site or f"#{len(sites)}")
+    if key in sites:
+        sites[key][1] += 1
+    elif len(sites) < MAX_SITES:
+        at = f", at {site}" if site else ""
+        sites[key] = [
+            f"out-of-bounds {kind} in {_state['kernel']} (program {_state.get('pid', '?')}): {bad.size} of "
+            f"{active.sum()} active lanes {verb} memory outside the tensors passed to the kernel (the first {where})"
+            f"{at}",
+            1,
+            kind,
+        ]
+    return True
+
+
+def _raise_sites() -> None:
+    sites = _state.pop("sites", None)
+    if not sites:
+        return
+    lines = []
+    for text, programs, _ in sites.values():
+        lines.append(text + (f"; {programs} programs in all" if programs > 1 else ""))
+    kinds = dict.fromkeys(k for _, _, k in sites.values())
+    fix = " and ".join(f"tl.{k}(..., mask=offs < n)" for k in kinds)
+    if len(lines) == 1:
+        raise OutOfBounds(f"{lines[0]}. On a GPU this corrupts memory or faults; mask it: {fix}")
+    # The first line (what a one-line summary keeps) names every site; the details follow, one line each.
+    where = ", ".join(f"{k} at {site}" if not site.startswith("#") else k for k, site in sites)
     raise OutOfBounds(
-        f"out-of-bounds {kind} in {_state['kernel']} (program {_state.get('pid', '?')}): {bad.size} of {active.sum()} "
-        f"active lanes {verb} memory outside the tensors passed to the kernel (the first {where}). On a GPU this "
-        f"corrupts memory or faults; mask it: tl.{kind}(..., mask=offs < n)"
+        f"{len(lines)} out-of-bounds access sites in one run of {_state['kernel']}: {where}. On a GPU these corrupt "
+        f"memory or fault; mask every one: {fix}\n" + "\n".join(lines)
     )
 
 
@@ -106,32 +155,49 @@ def install() -> bool:
     if getattr(gx, "_grader_checked", False):
         return True
     init_args, load, store, set_idx = gx._init_args_hst, ib.create_masked_load, ib.create_masked_store, ib.set_grid_idx
+    run = gx.__call__
+
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _state.pop("sites", None)
+        try:
+            res = run(self, *args, **kwargs)
+        except Exception:
+            _raise_sites()  # what the run found before it failed explains the failure better than its error
+            raise
+        _raise_sites()
+        return res
 
     def _init_args_hst(self: Any, args_dev: Any, kwargs: Any, *rest: Any, **kw: Any) -> Any:
         res = init_args(self, args_dev, kwargs, *rest, **kw)
         try:
             args_hst, kwargs_hst = res
             _state["ranges"] = _ranges_of(list(getattr(self, "arg_names", [])), list(args_hst), dict(kwargs_hst))
-            _state["kernel"] = getattr(getattr(self, "fn", None), "__name__", "a kernel")
+            fn = getattr(self, "fn", None)
+            _state["kernel"] = getattr(fn, "__name__", "a kernel")
+            _state["file"] = getattr(getattr(fn, "__code__", None), "co_filename", None)
         except (TypeError, ValueError):
             _state["ranges"] = []
         return res
 
     def create_masked_load(self: Any, ptrs: Any, mask: Any, *a: Any, **k: Any) -> Any:
-        if _state["ranges"]:
-            _check("load", ptrs, mask)
+        if _state["ranges"] and _check("load", ptrs, mask):
+            mask = _none(mask)  # refused as a whole: no lane of it touches memory
         return load(self, ptrs, mask, *a, **k)
 
     def create_masked_store(self: Any, ptrs: Any, value: Any, mask: Any, *a: Any, **k: Any) -> Any:
-        if _state["ranges"]:
-            _check("store", ptrs, mask)
+        if _state["ranges"] and _check("store", ptrs, mask):
+            mask = _none(mask)
         return store(self, ptrs, value, mask, *a, **k)
 
     def set_grid_idx(self: Any, x: int, y: int, z: int) -> Any:
         _state["pid"] = (x, y, z)
         return set_idx(self, x, y, z)
 
+    def _none(mask: Any) -> Any:
+        return type(mask)(np.zeros_like(np.asarray(mask.data, dtype=bool)), mask.dtype)
+
     gx._init_args_hst = _init_args_hst
+    gx.__call__ = call
     ib.create_masked_load, ib.create_masked_store, ib.set_grid_idx = (
         create_masked_load,
         create_masked_store,
