@@ -165,6 +165,7 @@ KNOWN_REMNANTS = {
     "grader/gradescope.py": ("/opt/glu-grader/venv", "/bin/python -m pip install"),  # the image's install path
     "grader/cli.py": ("glu", "problem name under reference/, or a spec.yaml path (default: glu)"),  # the default
     "grader/batch/cli.py": ("glu",),  # the same default problem as grade's
+    "grader/similarity.py": ("glu", "the problem (a name under reference/, or a spec.yaml); default: the batch's"),
     "grader/child/cuda_binding.py": ("GLU_ERR_",),  # the library's error names, shown for every problem
     "grader/studentreport.py": ("The file does not load: run `python -c 'import glu_triton'`",),  # a hint's text
     "grader/tareport.py": ("GLU",),  # a report title's default
