@@ -163,7 +163,11 @@ PROBLEM_WORD = re.compile(r"(?<![a-z])(glu|gelu|swiglu|geglu|glu_backward)(?![a-
 KNOWN_REMNANTS = {
     "grader/availability.py": ("glu-grader",),  # the container image's name (the product's, not a problem's)
     "grader/gradescope.py": ("/opt/glu-grader/venv", "/bin/python -m pip install"),  # the image's install path
-    "grader/cli.py": ("glu", "problem name under reference/, or a spec.yaml path (default: glu)"),  # the default
+    "grader/cli.py": (  # the default problem, in grade's and gradescope's help
+        "glu",
+        "problem name under reference/, or a spec.yaml path (default: glu)",
+        "the problem it grades (default: glu)",
+    ),
     "grader/batch/cli.py": ("glu",),  # the same default problem as grade's
     "grader/similarity.py": ("glu", "the problem (a name under reference/, or a spec.yaml); default: the batch's"),
     "grader/child/cuda_binding.py": ("GLU_ERR_",),  # the library's error names, shown for every problem
