@@ -13,7 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from grader import signing, cli, keyfile
+from grader import cli, gradescope, keyfile, signing
+from grader.report.output import results_json
+from grader.report.records import part_scores, tests_of
+from grader.results import FAILED, PASSED, SKIPPED, Grade, Kind, Reason
+from grader.results import TestResult as Result
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -87,7 +91,7 @@ def test_run_autograder_end_to_end_on_cpu(tmp_path):
     (src / "grader_key").chmod(0o644)  # run_autograder makes it 0600 again (an unzip may not keep the mode)
     sub.mkdir(parents=True)
     (sub / "glu_triton.py").write_bytes((ROOT / "tests/correct/rows_2d_grid/glu_triton.py").read_bytes())
-    (sub / "glu_cuda.cu").write_bytes((ROOT / "assignment/glu_cuda.cu").read_bytes())
+    (sub / "glu_cuda.cu").write_bytes((ROOT / "tests/correct/cuda_pairs/glu_cuda.cu").read_bytes())
     # Gradescope's own record of whose submission this is: signed into results.json (grader/signing.py identity)
     (ag / "submission_metadata.json").write_text(json.dumps(
         {"id": 4242, "users": [{"email": "ada@uni.edu", "id": 7, "name": "Ada", "sid": "S1001"}]}))
@@ -100,7 +104,15 @@ def test_run_autograder_end_to_end_on_cpu(tmp_path):
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     res = json.loads((ag / "results" / "results.json").read_text())
     assert res["max_score"] == 76 and res["score"] > 0, res["score"]
+    # a perfect submission: nothing red, and the score is every point this machine can grade (issue 29 item 1)
+    failed = [t["name"] for t in res["tests"] if t["status"] != "passed"]
+    assert not failed, failed
+    assert res["score"] == sum(t["max_score"] for t in res["tests"]) > 0, res["score"]
+    pending = [t for t in res["tests"] if t["extra_data"].get("pending_max_score")]
+    assert pending and all(t["output"].startswith("pending: ") and t["max_score"] == 0 for t in pending)
+    assert res["score"] + sum(t["extra_data"]["pending_max_score"] for t in pending) == 76
     first = res["output"].splitlines()[0]
+    assert f"({len(pending)} tests pending)" in first, first
     assert "points need a GPU and are graded later by the course staff" in first, res["output"]
     assert first.startswith(f"{res['extra_data']['points_not_earnable_here']:g} of 76 points"), first
     assert not any("no key file" in w for w in res["extra_data"]["not_official_because"]), res["extra_data"]
@@ -109,3 +121,55 @@ def test_run_autograder_end_to_end_on_cpu(tmp_path):
     assert (ident["student_id"], ident["submission_id"], ident["problem"]) == ("S1001", "4242", "glu"), ident
     assert ident["users"] == [{"sid": "S1001", "email": "ada@uni.edu"}]
     assert ident["files_sha256"] == signing.files_digest(sub)  # what was graded: the submission's two files
+
+
+def _grade() -> Grade:
+    def t(name: str, stage: str, score: float, top: float, state: str, out: str, reason: Reason = Reason.OK,
+          kind: Kind = Kind.CORRECTNESS) -> Result:
+        return Result(name, "triton", stage, score, top, state, out, kind=kind, reason=reason)
+
+    g = Grade("glu", "sub", "cpu")
+    g.tests = [
+        t("triton / correctness / a", "correctness", 2.0, 2.0, PASSED, "ok"),
+        t("triton / correctness / b", "correctness", 0.0, 2.0, FAILED, "wrong values", Reason.WRONG_VALUES),
+        t("triton / performance / big", "performance", 0.0, 4.0, SKIPPED,
+          "skipped: performance is timed only on a CUDA GPU", Reason.NEEDS_GPU, Kind.PERFORMANCE),
+        t("triton / compiler report", "checks", 0.0, 0.0, SKIPPED, "no report", Reason.NEEDS_GPU, Kind.COMPILER_REPORT),
+    ]
+    return g
+
+
+def test_a_gpu_only_test_is_pending_not_failed(monkeypatch):
+    """Issue 29 item 1: on a CPU a GPU-only test is Gradescope's passed with 0 of 0 and an output that says it is
+    graded on a GPU later (nothing red, the total shown is the CPU points); a skipped test is never failed; its
+    points stay in extra_data, and the staff's report reads them back."""
+    monkeypatch.setenv("GRADER_GRADESCOPE", "1")
+    res = results_json(_grade())
+    by = {t["name"]: t for t in res["tests"]}
+    perf = by["triton / performance / big"]
+    assert (perf["status"], perf["score"], perf["max_score"]) == ("passed", 0.0, 0.0), perf
+    assert perf["output"].startswith("pending: 4 points, graded on a GPU later"), perf["output"]
+    assert perf["extra_data"]["state"] == SKIPPED and perf["extra_data"]["reason"] == "needs a GPU"
+    assert perf["extra_data"]["pending_max_score"] == 4.0
+    report = by["triton / compiler report"]  # skipped with nothing at stake: not failed, not pending
+    assert report["status"] == "passed" and "pending_max_score" not in report["extra_data"]
+    assert by["triton / correctness / b"]["status"] == FAILED  # a real failure stays red
+    assert [t["name"] for t in res["tests"] if t["status"] == FAILED] == ["triton / correctness / b"]
+    assert "(1 tests pending)" in res["output"].splitlines()[0], res["output"]
+    # the staff's side: the pending test still counts its 4 points in the part's maximum, and is skipped
+    back = {t.name: t for t in tests_of(res)}
+    assert back["triton / performance / big"].max_score == 4.0 and back["triton / performance / big"].state == SKIPPED
+    assert part_scores(res)["triton"]["performance"] == (0.0, 4.0)
+
+
+def test_run_autograder_grades_the_problem_it_is_built_for(tmp_path):
+    names = gradescope.build(tmp_path / "gelu.zip", root=ROOT, ref=None, problem="gelu")
+    with zipfile.ZipFile(tmp_path / "gelu.zip") as z:
+        run = z.read("run_autograder").decode()
+    assert "args=(autograde --problem gelu --submission" in run, run
+    assert {f"reference/{p.parent.name}/hints.yaml" for p in ROOT.glob("reference/*/spec.yaml")} <= set(names)
+    with pytest.raises(gradescope.GradescopeError, match=r"--problem nope: no such problem \(choose from .*gelu"):
+        gradescope.build(tmp_path / "x.zip", root=ROOT, ref=None, problem="nope")
+    with pytest.raises(gradescope.GradescopeError, match=r"not a problem name"):
+        gradescope.build(tmp_path / "y.zip", root=ROOT, ref=None, problem="glu; rm -rf /")
+    assert not (tmp_path / "x.zip").exists() and not (tmp_path / "y.zip").exists()
