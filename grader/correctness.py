@@ -540,7 +540,14 @@ def _kernel_check(
     ok = [c for c in runnable if c.name in passed and 0 not in c.shape]
     pick = [c for c in ok if c.pad and c.dist == "normal"] or ok
     if not pick:
-        text = "no case passed, so there is no call to profile (nothing to forfeit)"
+        # Say which: a case with no elements can pass with no kernel at all, so it is no call to profile either.
+        empty = [c.name for c in runnable if c.name in passed]
+        text = (
+            f"only cases with no elements passed ({', '.join(empty[:4])}{', ...' if len(empty) > 4 else ''}), so "
+            "there is no call with work in it to profile (nothing to forfeit)"
+            if empty
+            else "no case passed, so there is no call to profile (nothing to forfeit)"
+        )
         if seen:
             text = "\n".join("VIOLATION: " + v.text for v in seen) + "\n" + text
         return result(FAILED if seen else SKIPPED, text, seen)

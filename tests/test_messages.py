@@ -28,3 +28,17 @@ def test_an_overread_names_the_buffer_asan_names_with_block_thread_and_line(grad
     assert "before y" not in first and "of y" not in first, first
     assert " block (" in first and " thread (" in first, first
     assert "What to try: the index at that line reaches past the last element of x" in first, first
+
+
+def test_the_kernel_check_does_not_say_no_case_passed_when_an_empty_one_did(grade_dir, tmp_path):
+    """A wrapper that only allocates the output passes the cases with no elements and fails the rest: the kernel
+    check has no call with work in it to profile, and says so without claiming that no case passed."""
+    (tmp_path / "glu_triton.py").write_text(
+        "import torch\n\n\ndef glu_triton(x):\n"
+        "    return torch.zeros((*x.shape[:-1], x.shape[-1] // 2), dtype=x.dtype, device=x.device)\n"
+    )
+    g = grade_dir(tmp_path, cases=("zero_rows/*", "tiny_1x2/float32"))
+    assert any(t.state == "passed" and t.extra.get("case", "").startswith("zero_rows/") for t in g.tests)
+    (check,) = [t for t in g.tests if t.name == "triton / kernel check"]
+    assert "no case passed" not in check.output, check.output
+    assert "only cases with no elements passed (zero_rows/float32, zero_rows/bfloat16)" in check.output, check.output
