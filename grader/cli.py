@@ -94,6 +94,12 @@ def _parser() -> argparse.ArgumentParser:
         "input and used to sign an official results.json; without it the grade is local and advisory",
     )
     g.add_argument(
+        "--allow-advisory",
+        action="store_true",
+        help="with --secret-file: grade even where the grade cannot be official (checked before grading: root, a "
+        "separate uid, no staff file it can read); without it such a grade stops with what to fix",
+    )
+    g.add_argument(
         "--student-id",
         default=None,
         metavar="ID",
@@ -310,6 +316,16 @@ def _run(args: argparse.Namespace) -> int:
             users=users,
         )
         _check_writable(args.out)
+        if key is not None and args.command == "grade" and not (opts.staff or opts.cases):
+            # Before the grade, not after it (grader/preflight.py): --staff and --case grades are never official
+            # by choice, and autograde (Gradescope) always grades.
+            from . import preflight
+
+            go, text = preflight.check(problem, getattr(args, "allow_advisory", False), "this grade")
+            if text:
+                print(text, file=sys.stderr)
+            if not go:
+                return 2
         # Orphans a submission leaves (daemons that escaped their process group) re-parent to us, and are
         # killed before the results are written. Only the CLI does this: a library caller keeps its children.
         become_subreaper()

@@ -111,7 +111,7 @@ def main() -> int:
     singles = [x for x in a.single.split(",") if x] if a.single else list(CLASS)
     out = a.out.resolve()
     cls = make_class(out / "class")
-    key = ["--secret-file", a.secret_file] if a.secret_file else []
+    key = ["--secret-file", a.secret_file, "--allow-advisory"] if a.secret_file else []  # a measurement
     if a.phase in ("batch", "all"):
         cmd = [sys.executable, "-m", "grader", "batch", str(cls), "--out", str(out / "batch"), "--engine", "local"]
         cmd += (["--gpus", a.gpus] if a.gpus else []) + (["--per-gpu", a.per_gpu] if a.per_gpu else []) + key

@@ -52,6 +52,11 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-perf", action="store_true", help="correctness only (no timing)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="default: cuda with GPU slots")
     p.add_argument("--secret-file", type=Path, default=None, metavar="KEY", help="the grading key (official grades)")
+    p.add_argument(
+        "--allow-advisory",
+        action="store_true",
+        help="with --secret-file: grade even where grades cannot be official (checked before the first grade)",
+    )
     p.add_argument("--deadline", default=None, help="git lists: grade each repository's last commit before this")
     p.add_argument("--retries", type=int, default=2, help="retries of an infrastructure fault (default 2)")
     lo = p.add_argument_group("local engine")
@@ -277,6 +282,21 @@ def _separated_grades() -> bool:
     return hasattr(os, "getuid") and os.getuid() == 0 and os.environ.get("GRADER_SAME_UID") != "1"
 
 
+def _preflight(args: argparse.Namespace, problem: Any) -> int | None:
+    """Will this batch's grades be official? Asked once, before the first grade and before OUT is made
+    (grader/preflight.py); EXIT_USAGE with what to fix when not, unless --allow-advisory. Grades in a container
+    image on a cluster's nodes are not this machine's: not checked here."""
+    if args.engine == "slurm" and args.container_image:
+        print("preflight: not checked here (the grades run in the container image on the cluster's nodes)")
+        return None
+    from .. import preflight
+
+    go, text = preflight.check(problem, args.allow_advisory, "this batch's grades")
+    if text:
+        print(text, file=sys.stderr)
+    return None if go else EXIT_USAGE
+
+
 def _run(args: argparse.Namespace, argv: list[str]) -> int:
     from .. import keyfile
     from ..spec import SpecError, find_problem, load_problem
@@ -300,6 +320,10 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         return _usage(
             f"{args.submissions}: no such file or folder (pass a folder of submissions, an export zip or a list)"
         )
+    if key is not None:
+        stop = _preflight(args, problem)
+        if stop is not None:
+            return stop
     if _separated_grades() and identity.open_to_everyone(args.submissions):
         # Its path is on this batch's command line, which every user can read in /proc.
         return _usage(

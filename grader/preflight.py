@@ -1,0 +1,59 @@
+"""Before the first grade: will the grades made here be official? (issue 29 item 4)
+
+An official grade (signed; the only kind `report --secret-file` fills a Canvas score from) needs a key, root, a
+separate uid for submission code that can start the grader's Python, and no staff file or trusted module that
+uid can read or import (grader/pipeline.py official_reasons, grader/staffprobe.py, grader/identity.py probe).
+All of that is a property of the machine and the install, not of a submission, so it is known before any grade:
+a class graded from the staff checkout (staff solutions readable by every user) used to learn it from the last
+grade's advisory line, hours later.
+
+`batch --secret-file` and `grade --secret-file` ask here first, with the same checks a grade makes (the same
+identity pick, the probe that the uid can start this Python, the staff probe run as that uid), at the cost of one
+private scratch and two short subprocesses, no grade. Any reason stops them with the list of what to fix, unless
+--allow-advisory says that advisory grades are wanted. Without --secret-file a grade is advisory by choice, and
+autograde (Gradescope) always grades: its results.json says why it is advisory.
+"""
+
+from __future__ import annotations
+
+from .spec import Problem
+
+ALLOW = "--allow-advisory"
+
+
+def reasons(problem: Problem) -> list[str]:
+    """Why a grade of `problem` made here now could not be official (empty: it can), without grading anything."""
+    from . import pipeline
+
+    try:
+        scratch = pipeline.open_scratch()
+    except pipeline.GraderError as e:
+        return [str(e)]
+    with scratch:
+        return pipeline.official_reasons(problem, scratch)
+
+
+def message(why: list[str], what: str) -> str:
+    """What a refused run prints: the reasons, one a line, and the two ways on."""
+    lines = [
+        f"grader error: {what} would not be official (advisory and unsigned; `report --secret-file` leaves an "
+        "advisory grade's score empty), because:"
+    ]
+    lines += [f"  - {w}" for w in why]
+    lines.append(f"fix these and run again, or pass {ALLOW} to grade anyway (every grade then says it is advisory)")
+    return "\n".join(lines)
+
+
+def warning(why: list[str], what: str) -> str:
+    """What a run with --allow-advisory prints before the first grade."""
+    return f"warning: {ALLOW}: {what} will be advisory (unsigned): " + "; ".join(why)
+
+
+def check(problem: Problem, allow_advisory: bool, what: str) -> tuple[bool, str]:
+    """(go on?, text to print on stderr; "" when the grades will be official)."""
+    why = reasons(problem)
+    if not why:
+        return True, ""
+    if allow_advisory:
+        return True, warning(why, what)
+    return False, message(why, what)
