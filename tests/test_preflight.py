@@ -52,8 +52,20 @@ def _grade(tmp_path: Path, key: Path, *extra: str) -> int:
     sub = tmp_path / "sub"
     sub.mkdir(exist_ok=True)
     (sub / "glu_triton.py").write_text("# a kernel\n")
-    return cli.main(["grade", "--submission", str(sub), "--out", str(tmp_path / "out"), "--device", "cpu",
-                     "--secret-file", str(key), *extra])
+    return cli.main(
+        [
+            "grade",
+            "--submission",
+            str(sub),
+            "--out",
+            str(tmp_path / "out"),
+            "--device",
+            "cpu",
+            "--secret-file",
+            str(key),
+            *extra,
+        ]
+    )
 
 
 def test_a_keyed_grade_that_cannot_be_official_stops_before_grading(advisory_here, key, grades, tmp_path, capsys):
@@ -107,8 +119,7 @@ def fake(tmp_path, monkeypatch):
     return tmp_path / "fakelog"
 
 
-def test_a_keyed_batch_that_cannot_be_official_stops_before_the_first_grade(advisory_here, key, fake, tmp_path,
-                                                                              capsys):
+def test_a_keyed_batch_that_cannot_be_official_stops_before_the_first_grade(advisory_here, key, fake, tmp_path, capsys):
     subs, out = _class(tmp_path / "class"), tmp_path / "out"
     args = ["batch", str(subs), "--out", str(out), "--slots", "1", "--no-perf", "--secret-file", str(key)]
     assert cli.main(args) == EXIT_USAGE

@@ -57,8 +57,21 @@ def dist_files(root: Path, tmp: Path) -> dict[str, set[str]]:
     for f in DIST_FILES:
         shutil.copy2(root / f, src / f)
     r = subprocess.run(
-        [sys.executable, "-m", "build", "--no-isolation", "--sdist", "--wheel", "--outdir", str(tmp / "dist"), str(src)],
-        capture_output=True, text=True, timeout=300, check=False,
+        [
+            sys.executable,
+            "-m",
+            "build",
+            "--no-isolation",
+            "--sdist",
+            "--wheel",
+            "--outdir",
+            str(tmp / "dist"),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     (whl,) = (tmp / "dist").glob("*.whl")
@@ -101,18 +114,36 @@ def test_the_image_the_wheel_the_handout_and_the_zip_hold_the_public_list(tmp_pa
 
 
 def test_a_staff_file_is_never_public():
-    for rel in ("reference/glu/solution_triton.py", "reference/gelu/solution_naive_cuda.cu",
-                "assignment/solution_glu.py", "grader/solution_x.py", "grader/__pycache__/cli.cpython-311.pyc",
-                "grader/__pycache__/x.py", "tests/test_static.py", "docs/SECURITY.md", "Dockerfile"):
+    for rel in (
+        "reference/glu/solution_triton.py",
+        "reference/gelu/solution_naive_cuda.cu",
+        "assignment/solution_glu.py",
+        "grader/solution_x.py",
+        "grader/__pycache__/cli.cpython-311.pyc",
+        "grader/__pycache__/x.py",
+        "tests/test_static.py",
+        "docs/SECURITY.md",
+        "Dockerfile",
+    ):
         assert not public_files.is_public(rel), rel
-    for rel in ("grader/cli.py", "grader/child/cudacpu/include/cuda.h", "reference/glu/hints.yaml",
-                "assignment/gelu/gelu_cuda.cu", "assignment/README.md"):
+    for rel in (
+        "grader/cli.py",
+        "grader/child/cudacpu/include/cuda.h",
+        "reference/glu/hints.yaml",
+        "assignment/gelu/gelu_cuda.cu",
+        "assignment/README.md",
+    ):
         assert public_files.is_public(rel), rel
 
 
 def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
-                          capture_output=True, text=True, check=True, timeout=60).stdout
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
 
 
 @pytest.fixture
@@ -147,7 +178,10 @@ def test_the_handout_of_a_dirty_tree_is_built_from_the_commit(course_repo, tmp_p
     assert "assignment/gelu/new_notes.py" not in written
     assert (tmp_path / "out" / "reference" / "glu" / "hints.yaml").read_text() != "uncommitted: edit\n"
     assert handout.uncommitted(course_repo) == [
-        "assignment/gelu/new_notes.py", "assignment/glu_triton.py", "reference/glu/hints.yaml"]
+        "assignment/gelu/new_notes.py",
+        "assignment/glu_triton.py",
+        "reference/glu/hints.yaml",
+    ]
     names = gradescope.build(tmp_path / "ag.zip", root=course_repo)
     with zipfile.ZipFile(tmp_path / "ag.zip") as z:
         assert z.read("assignment/glu_triton.py") == committed
