@@ -42,3 +42,32 @@ def test_the_kernel_check_does_not_say_no_case_passed_when_an_empty_one_did(grad
     (check,) = [t for t in g.tests if t.name == "triton / kernel check"]
     assert "no case passed" not in check.output, check.output
     assert "only cases with no elements passed (zero_rows/float32, zero_rows/bfloat16)" in check.output, check.output
+
+
+def test_a_local_grade_says_one_advisory_line_in_the_terminal(tmp_path):
+    """Graded as root with no key file (a student's local check): the terminal says one reason, not the staff's list
+    (a probe's PermissionError, the staff solutions' modes) on every grade; report.md keeps them all."""
+    import io
+
+    from rich.console import Console
+
+    from grader.report.student import write_student_report
+    from grader.report.terminal import print_summary
+    from grader.results import Grade
+
+    g = Grade(problem="glu", submission="assignment", device="cpu")
+    g.official_why = [
+        "the staff solution solution_triton.py is readable by the student uid (grade from the container, which has "
+        "none, or chmod 600 it)",
+        "could not check what the student uid can import and include (PermissionError: [Errno 13] Permission "
+        "denied: 'venv'); an official grade needs that check",
+        "no key file (--secret-file): a local grade, advisory and unsigned",
+    ]
+    buf = io.StringIO()
+    print_summary(g, Console(file=buf, width=100))
+    out = buf.getvalue()
+    assert out.count("advisory: not an official grade (unsigned): no key file (--secret-file)") == 1, out
+    assert "PermissionError" not in out and "staff solution" not in out, out
+    assert "no key file (--secret-file)" in out and "2 more reasons for the staff in report.md" in out, out
+    md, _ = write_student_report(g, tmp_path)
+    assert "PermissionError" in md.read_text()  # the staff's list is kept where the staff read it
