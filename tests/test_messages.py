@@ -71,3 +71,17 @@ def test_a_local_grade_says_one_advisory_line_in_the_terminal(tmp_path):
     assert "no key file (--secret-file)" in out and "2 more reasons for the staff in report.md" in out, out
     md, _ = write_student_report(g, tmp_path)
     assert "PermissionError" in md.read_text()  # the staff's list is kept where the staff read it
+
+
+def test_every_command_a_tip_suggests_runs_in_a_fresh_shell():
+    """A fresh shell of the student's checkout has no torch: `python -m grader ...` (or `python -c 'import ...'`)
+    fails there as written; `nox -s grade` makes its own environment."""
+    import re
+
+    from grader.report import advice
+
+    tips = [*advice.GENERIC.values(), *advice.FLAG_TIPS.values(), advice.SKIP_TIP, advice.FALLBACK]
+    commands = [c for t in tips for c in re.findall(r"`([^`]+)`", t)]
+    assert commands, "expected the tips to suggest commands"
+    for c in commands:
+        assert c.startswith("nox -s "), c
