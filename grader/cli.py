@@ -17,8 +17,9 @@ from rich.console import Console
 
 from . import anchor, keyfile, report, signing
 from .pipeline import GraderError, Options, grade
+from .results import FAILED, Grade, Kind
 from .sandbox import GraderFault, become_subreaper, make_undumpable, reap_strays
-from .spec import SpecError, find_problem, load_problem
+from .spec import Problem, SpecError, find_problem, load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 # A checkout grades its own assignment/; an installed grader (`pip install .`, then `glu-grade`) the assignment/ of
@@ -67,7 +68,8 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME",
         help="run only the cases whose name matches NAME, a glob ('odd_h_1001/float16', 'strided_*', "
-        "'*bfloat16'); repeatable; combines with --only. A partial grade: it says so, and is never official",
+        "'*bfloat16'); repeatable; combines with --only. A partial grade: it says so, is never official, and is "
+        "written to OUT/partial/ (the last full grade in OUT stays)",
     )
     what.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     g = sub.add_parser("grade", help="grade a submission (default: assignment/)", parents=[where, grade_staff, what])
@@ -75,7 +77,15 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--watch",
         action="store_true",
-        help="grade, then grade again each time a file of the submission changes (checked every second); Ctrl-C stops",
+        help="grade, then grade again each time a file of the submission changes (checked every second); Ctrl-C "
+        "stops. Each grade runs the cases that failed last time first and stops at the first failing case (written "
+        "to OUT/partial/); a grade with no failure is a full one (OUT)",
+    )
+    g.add_argument(
+        "--all",
+        dest="watch_all",
+        action="store_true",
+        help="with --watch: run every case of every grade (no stop at the first failure)",
     )
     g.add_argument(
         "--course",
@@ -311,6 +321,8 @@ def _run(args: argparse.Namespace) -> int:
             perf=not getattr(args, "no_perf", False),
             correctness=args.command != "bench",
             cases=tuple(getattr(args, "cases", []) or ()),
+            first=tuple(getattr(args, "first", ()) or ()),  # set by _watch: last grade's failing cases
+            stop_at_failure=bool(getattr(args, "stop_at_failure", False)),
             student_id=student_id,
             submission_id=submission_id,
             users=users,
@@ -326,10 +338,11 @@ def _run(args: argparse.Namespace) -> int:
                 print(text, file=sys.stderr)
             if not go:
                 return 2
+        steps = _progress_steps(problem, opts)
         # Orphans a submission leaves (daemons that escaped their process group) re-parent to us, and are
         # killed before the results are written. Only the CLI does this: a library caller keeps its children.
         become_subreaper()
-        with report.progress("grading") as update:
+        with report.progress("grading", steps=steps) as update:
             g = grade(problem, opts, progress=update)
         strays = reap_strays()
         if strays:
@@ -338,7 +351,10 @@ def _run(args: argparse.Namespace) -> int:
             g.official = False
             if not g.official_why:
                 g.official_why.append("no key file (--secret-file): a local grade, advisory and unsigned")
-        path = report.write_results(g, args.out, key=key.signing if key is not None else None)
+        # A partial grade (--case, or a --watch grade that stopped at a failure) never replaces the last full one.
+        out = args.out / PARTIAL if g.partial else args.out
+        path = report.write_results(g, out, key=key.signing if key is not None else None)
+        args.failed = failing_cases(g)  # for --watch's next grade
     except (SpecError, GraderError) as e:
         print(f"grader error: {e}", file=sys.stderr)  # one line, never wrapped (rich would wrap at 80 in CI)
         return 2
@@ -354,7 +370,11 @@ def _run(args: argparse.Namespace) -> int:
         anchor.print_anchor(problem, g.perf, report.make_console())  # the published table beside (spec anchor)
     else:
         report.print_summary(g)
-    Console().print(f"results written to {path}", highlight=False)
+    Console().print(
+        f"results written to {path}"
+        + (f" (a partial grade: the last full grade in {args.out} stays)" if g.partial else ""),
+        highlight=False,
+    )
     if g.official and key is not None and not (g.identity or {}).get("student_id"):
         print(
             "warning: official and signed, but for no student (no --student-id, no Gradescope metadata): the TA "
@@ -367,8 +387,32 @@ def _run(args: argparse.Namespace) -> int:
             f"{key.path}: if so, treat that key as leaked and make a new one (`python -m grader keygen --out FILE`)",
             file=sys.stderr,
         )
-    _student_report(g, args.out)
+    _student_report(g, out)
     return 0
+
+
+PARTIAL = "partial"  # OUT/partial/: where a partial grade goes
+
+
+def _progress_steps(problem: Problem, opts: Options) -> list[str]:
+    """The progress messages that mark one case each ("triton: tiny_1x2/float32", "performance: lecture_16k"), as the
+    pipeline sends them (grader/correctness.py, grader/performance/stage.py): the terminal's bar counts them. Raises
+    GraderError for a --case or --device that grade() would refuse (the same one line)."""
+    from .pipeline import resolve_device, select_cases
+
+    device = resolve_device(opts.device)
+    p = select_cases(problem, opts.cases)
+    parts = opts.only or tuple(problem.implementations)
+    steps = [f"{impl}: {c.name}" for impl in parts for c in p.cases if device == "cuda" or not c.gpu_only]
+    if opts.perf and device == "cuda" and p.performance is not None:
+        steps += [f"performance: {c.name}" for c in p.performance.cases]
+    return steps if opts.correctness else [s for s in steps if s.startswith("performance: ")]
+
+
+def failing_cases(g: Grade) -> list[str]:
+    """The correctness cases the grade failed, once each, in the order they ran."""
+    failed = (t for t in g.tests if t.kind == Kind.CORRECTNESS and t.state == FAILED)
+    return list(dict.fromkeys(str(t.extra.get("case")) for t in failed))
 
 
 def _whose(args: argparse.Namespace) -> tuple[str | None, str | None, tuple[dict[str, str], ...]]:
@@ -450,10 +494,17 @@ def _watch(args: argparse.Namespace, poll_s: float = WATCH_POLL_S, sleep=time.sl
     during a grade (that one is lost)."""
     folder = args.submission
     grading = False
+    failed: list[str] = []
     try:
         while True:
             grading = True
+            # The cases that failed last time first, and a stop at the first failing case (unless --all): a save
+            # that fixes nothing is answered in seconds, and one that fixes it goes on to the rest.
+            args.first = () if getattr(args, "watch_all", False) else tuple(failed)
+            args.stop_at_failure = not getattr(args, "watch_all", False)
+            args.failed = []
             code = _run(args)
+            failed = list(getattr(args, "failed", []) or [])
             grading = False
             if code == EXIT_USAGE:
                 return code  # bad arguments: grading again would fail the same way

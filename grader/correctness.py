@@ -186,6 +186,9 @@ def check_case(
     return v
 
 
+STOPPED = "not run: --watch stops at the first failing case (grade --watch --all runs every case)"
+
+
 def run_correctness(
     problem: Problem,
     target: Target,
@@ -194,7 +197,10 @@ def run_correctness(
     device: str,
     secret: int,
     progress: Callable[[str], None] = lambda s: None,
+    stop_at_failure: bool = False,
 ) -> list[TestResult]:
+    """stop_at_failure (`grade --watch` without --all): after the part's first failing case the rest are not run
+    (skipped, Reason.NOT_RUN, extra "stopped"): the student sees the first failure in seconds, not after every case."""
     impl = target.impl
     cases = list(problem.cases)
     results: list[TestResult] = []
@@ -235,6 +241,9 @@ def run_correctness(
 
     try:
         for case in runnable:
+            if stop_at_failure and any(r.state == FAILED for r in results):
+                results.append(_test(impl, case, 0.0, SKIPPED, STOPPED, Reason.NOT_RUN, stopped=True))
+                continue
             progress(f"{impl.name}: {case.name}")
             if load_error is not None:
                 results.append(_test(impl, case, 0.0, FAILED, *load_error))

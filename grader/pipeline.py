@@ -51,6 +51,10 @@ class Options:
     # --case: fnmatch patterns; only the correctness and performance cases whose name matches one are run. A
     # grade of a subset is partial: never official, so never signed (Grade.partial says which patterns).
     cases: tuple[str, ...] = ()
+    # `grade --watch` (grader/cli.py): the cases that failed last time run first, and each part stops at its first
+    # failing case; a grade that stopped is partial (Grade.partial), never official, and not timed.
+    first: tuple[str, ...] = ()
+    stop_at_failure: bool = False
     # Whose submission this is, signed into results.json (grader/signing.py new_identity): `--student-id`, the
     # batch's id; on Gradescope its submission metadata's submission id and members (grader/gradescope.py).
     student_id: str | None = None
@@ -80,6 +84,16 @@ def select_cases(problem: Problem, patterns: tuple[str, ...]) -> Problem:
     if perf is not None:
         perf = dataclasses.replace(perf, cases=tuple(c for c in perf.cases if keep(c)))
     return dataclasses.replace(problem, cases=tuple(c for c in problem.cases if keep(c)), performance=perf)
+
+
+def run_first(problem: Problem, names: tuple[str, ...]) -> Problem:
+    """The problem with the correctness cases named in `names` first (in that order), the rest after them in the
+    spec's order. Only the order changes: each case's inputs come from its own seed, not its position."""
+    if not names:
+        return problem
+    rank = {n: i for i, n in enumerate(names)}
+    cases = sorted(problem.cases, key=lambda c: rank.get(c.name, len(rank)))  # stable: the rest keep their order
+    return dataclasses.replace(problem, cases=tuple(cases))
 
 
 def resolve_device(device: str) -> str:
@@ -135,7 +149,7 @@ def _fail_all(problem: Problem, impl: Implementation, state: str, why: str, reas
 def grade(problem: Problem, opts: Options, progress: Callable[[str], None] = lambda s: None) -> Grade:
     """Grade one submission, its untrusted processes under the grade's own identity and scratch (grader/identity.py)."""
     device = resolve_device(opts.device)
-    problem = select_cases(problem, opts.cases)
+    problem = run_first(select_cases(problem, opts.cases), opts.first)
     if not opts.staff:
         if not opts.submission.is_dir():
             raise GraderError(f"submission directory {opts.submission} does not exist (pass --submission DIR)")
@@ -373,7 +387,16 @@ def _grade(
         try:
             with ThreadPoolExecutor(max_workers=len(targets) + len(san_parts)) as pool:
                 futures = [
-                    pool.submit(run_correctness, problem, t, ref, device=device, secret=opts.secret, progress=progress)
+                    pool.submit(
+                        run_correctness,
+                        problem,
+                        t,
+                        ref,
+                        device=device,
+                        secret=opts.secret,
+                        progress=progress,
+                        stop_at_failure=opts.stop_at_failure,
+                    )
                     for t in targets
                 ]
                 san_futures = []
@@ -422,8 +445,25 @@ def _grade(
     shared.close()
 
     perf_targets = targets if device == "cuda" else [Target(i, "", i.file) for i in impls]
+    stopped = [t for t in g.tests if t.extra.get("stopped")]
+    if stopped:
+        ran = [str(t.extra["case"]) for t in g.tests if t.kind == Kind.CORRECTNESS and t.state in (PASSED, FAILED)]
+        g.partial = g.partial or list(dict.fromkeys(ran))
+        g.official_why.append("partial: --watch stopped at the first failing case; a grade counts only in full")
+        g.official = False
+        g.notes.append(
+            f"stopped at the first failing case: {len(stopped)} case(s) not run and nothing timed; fix it and "
+            "save, or watch with --all to run every case"
+        )
     if not opts.perf or problem.performance is None:
         pass
+    elif stopped:
+        unrun = skipped_tests(
+            problem, perf_targets, "not timed: --watch stopped at the first failing case", Reason.NOT_RUN
+        )
+        for t in unrun:
+            t.state = SKIPPED  # not run, so not failed: the grade is partial, and a full one times them
+        g.tests += unrun
     elif device != "cuda":
         g.tests += skipped_tests(
             problem, perf_targets, "skipped: performance is timed only on a CUDA GPU", Reason.NEEDS_GPU

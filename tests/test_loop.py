@@ -41,7 +41,7 @@ def test_case_globs_select_correctness_and_performance_cases(problem):
 
 
 @pytest.mark.slow  # ~8-22 s on 2 cores: the full tier (tests/conftest.py)
-def test_a_partial_grade_says_so_and_is_never_signed(tmp_path, capsys):
+def test_a_partial_grade_says_so_and_is_never_signed(tmp_path, capsys, problem):
     key = tmp_path / "key"
     assert cli.main(["keygen", "--out", str(key)]) == 0
     out = tmp_path / "out"
@@ -49,7 +49,13 @@ def test_a_partial_grade_says_so_and_is_never_signed(tmp_path, capsys):
                    "--case", "tiny_1x2/float32", "--secret-file", str(key), "--out", str(out)])
     assert rc == 0
     printed = capsys.readouterr()
-    data = json.loads((out / "results.json").read_text())
+    assert not (out / "results.json").exists()  # a partial grade has its own folder (tests/test_fast_loop.py)
+    data = json.loads((out / "partial" / "results.json").read_text())
+    # Off a terminal (captured): one plain line per message; the bar's steps are the case messages the grade sent.
+    sent = [ln.split("] grading: ", 1)[1] for ln in printed.err.splitlines() if "] grading: " in ln]
+    opts = cli.Options(submission=ROOT, out=out, only=("triton",), device="cpu",
+                       cases=("odd_h_1001/*", "tiny_1x2/float32"))
+    assert set(cli._progress_steps(problem, opts)) <= set(sent), sent
     cases = sorted(t["extra_data"]["case"] for t in data["tests"] if t["extra_data"]["kind"] == "correctness")
     assert cases == ["odd_h_1001/bfloat16", "odd_h_1001/float16", "odd_h_1001/float32", "tiny_1x2/float32"]
     assert data["score"] == 4
@@ -127,7 +133,7 @@ def test_watch_for_real_regrades_and_exits_cleanly_on_sigint(tmp_path):
 
     try:
         until(r"watching .* for changes")
-        first = json.loads((out / "results.json").read_text())
+        first = json.loads((out / "partial" / "results.json").read_text())  # --case: partial
         assert first["score"] == 1
         (sub / "glu_triton.py").write_text(src.replace("def glu_triton(", "def _unused():\n    pass\n\n\ndef glu_triton(", 1))
         until(r"changed: glu_triton.py; grading again")
@@ -160,7 +166,7 @@ def test_profile_on_cpu_shows_the_launch_grid_and_the_compiler_report(capsys):
 
 
 def test_describe_grid_calls_a_grid_function_with_the_launch_s_arguments():
-    def kernel(x_ptr, n, BLOCK: "tl.constexpr"):  # noqa: F821 - the annotation Triton reads as text
+    def kernel(x_ptr, n, BLOCK: tl.constexpr):  # noqa: F821 - the annotation Triton reads as text
         pass
 
     fn = types.SimpleNamespace(fn=kernel)
