@@ -135,7 +135,8 @@ class TestResult:
         pending = self.pending
         if pending:
             later = "graded on a GPU later" if self.reason == Reason.NEEDS_GPU else "not gradable on this machine"
-            output = f"pending: {self.max_score:g} points, {later} (not counted here)\n{self.output}".rstrip("\n")
+            pts = f"{self.max_score:g} point{'' if self.max_score == 1 else 's'}"
+            output = f"pending: {pts}, {later} (not counted here)\n{self.output}".rstrip("\n")
         else:
             output = self.output
         return {
