@@ -62,3 +62,18 @@ def test_a_clean_launch_after_a_faulty_one_is_clean():
     _glu_unmasked[(2,)](x, y, h, h, BLOCK=64)  # exactly covered: no error carried over
     a, b = x.chunk(2)
     assert torch.allclose(y, a * torch.sigmoid(b))
+
+
+@triton.jit
+def _spin_on_oob(x_ptr, y_ptr):
+    # Waits for a flag far past the end of x: the refused load gives 0 forever, so only the refusal cap ends it.
+    flag = tl.load(x_ptr + 1000)
+    while flag == 0:
+        flag = tl.load(x_ptr + 1000)
+    tl.store(y_ptr, flag)
+
+
+def test_a_loop_on_a_refused_load_is_stopped_not_hung():
+    x, y = torch.zeros(4), torch.zeros(1)
+    with pytest.raises(interpcheck.OutOfBounds, match=r"out-of-bounds load in _spin_on_oob"):
+        _spin_on_oob[(1,)](x, y)

@@ -55,7 +55,10 @@ def _ranges_of(names: list[str], args: list[Any], kwargs: dict[str, Any]) -> lis
     return out
 
 
-MAX_SITES = 10  # distinct access sites a launch reports (each once, with how many programs hit it)
+MAX_SITES = 10  # distinct access sites a launch reports (each once, with how many accesses it made)
+# Refused accesses a launch may make before it is stopped at once: enough for every program of any case's grid to
+# hit each site, few enough that a loop whose exit depends on an out-of-bounds load (now `other`) cannot hang it.
+MAX_REFUSED = 20000
 
 
 def _site() -> str:
@@ -101,6 +104,7 @@ def _check(kind: str, ptrs: Any, mask: Any) -> bool:
             d, n = min(above)
             where = f"{d} bytes before the start of argument {n!r}"
     verb = "write" if kind == "store" else "read"
+    _state["refused"] = _state.get("refused", 0) + 1
     site = _site()
     sites: dict[tuple[str, str], list[Any]] = _state.setdefault("sites", {})
     key = (kind, site or f"#{len(sites)}")
@@ -115,16 +119,19 @@ def _check(kind: str, ptrs: Any, mask: Any) -> bool:
             1,
             kind,
         ]
+    if _state["refused"] > MAX_REFUSED:
+        _raise_sites()
     return True
 
 
 def _raise_sites() -> None:
     sites = _state.pop("sites", None)
+    _state["refused"] = 0
     if not sites:
         return
     lines = []
-    for text, programs, _ in sites.values():
-        lines.append(text + (f"; {programs} programs in all" if programs > 1 else ""))
+    for text, hits, _ in sites.values():
+        lines.append(text + (f"; {hits} such accesses in all" if hits > 1 else ""))
     kinds = dict.fromkeys(k for _, _, k in sites.values())
     fix = " and ".join(f"tl.{k}(..., mask=offs < n)" for k in kinds)
     if len(lines) == 1:
@@ -159,9 +166,12 @@ def install() -> bool:
 
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
         _state.pop("sites", None)
+        _state["refused"] = 0
         try:
             res = run(self, *args, **kwargs)
-        except Exception:
+        except Exception as e:
+            if isinstance(e.__cause__, OutOfBounds):  # stopped at MAX_REFUSED: ours, not wrapped in Triton's error
+                raise e.__cause__ from None
             _raise_sites()  # what the run found before it failed explains the failure better than its error
             raise
         _raise_sites()
