@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import hints as problem_hints
-from ..results import SKIPPED, Finding, Kind, Reason
+from ..results import FLAG, HINT, SKIPPED, VIOLATION, WARNING, Finding, Kind, Reason
 from .advice import advice, case_advice
 from .records import Test, extra_of, perf_of, tests_of
 
@@ -60,17 +60,23 @@ class Failure:
 
     @property
     def found(self) -> list[str]:
-        """What the tests covered found, each finding code once: the first case's own text (its index and values),
-        without the general words that "What to try" gives once, then the other cases where it was found."""
+        """What the tests covered found, in words (no internal codes). A failure pattern (a hint) once per code: the
+        first case's own text (its index and values) without the general words that "What to try" gives once, then
+        the cases where it was found. Any other finding once per distinct text, with its severity in words."""
         first: dict[str, Finding] = {}
         where: dict[str, list[str]] = {}
+        out: dict[str, None] = {}
         for t in self.tests:
             for f in t.findings:
+                if f.severity != HINT:
+                    label = {VIOLATION: "VIOLATION: ", FLAG: "FLAG: ", WARNING: "warning: "}.get(f.severity, "")
+                    out.setdefault(label + f.text, None)
+                    continue
                 first.setdefault(str(f.code), f)
                 cases = where.setdefault(str(f.code), [])
                 if t.case not in cases:
                     cases.append(t.case)
-        out = []
+        hints = []
         for code, f in first.items():
             text = f.text
             for tip in self.tips:  # a pattern's words end its text and are a tip of their own
@@ -79,8 +85,8 @@ class Failure:
                     break
             if len(where[code]) > 1:
                 text += f" (found in {len(where[code])} cases: {', '.join(where[code])})"
-            out.append(text)
-        return out
+            hints.append(text)
+        return [*hints, *out]
 
     @property
     def findings(self) -> list[Finding]:
