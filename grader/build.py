@@ -175,14 +175,38 @@ MAX_SOURCE_BYTES = 16 * 1024 * 1024  # a submission's whole size cap (grader/ide
 MAX_LOG_BYTES = 256 * 1024  # of a compiler's output: what is past it is read and thrown away, never held
 
 
+MAX_WRITE_BYTES = 1 << 30  # the largest file a compiler may write (a preprocessed unit, an object, a library)
+
+
+def _write_capped(cmd: list[str]) -> list[str]:
+    """`cmd` under a file-size limit (POSIX sh's `ulimit -f`, in 512-byte blocks): a macro bomb that makes the
+    preprocessor write gigabytes is stopped at MAX_WRITE_BYTES (SIGXFSZ) instead of filling the disk until the
+    build's timeout. Where there is no POSIX shell (Windows), `cmd` as it is."""
+    sh = shutil.which("sh") if os.name == "posix" else None
+    if sh is None:
+        return cmd
+    return [sh, "-c", f'ulimit -f {MAX_WRITE_BYTES // 512} && exec "$@"', cmd[0], *cmd]
+
+
 def run_logged(cmd: list[str], *, cwd: Path | None, timeout_s: float, **popen: Any) -> tuple[int | None, str]:
     """Run a compiler in its own process group with stdout and stderr merged: (exit status, None on a timeout
     after the whole group was killed; its output, at most MAX_LOG_BYTES of it, with a line saying so when it was
-    cut). An error bomb (a source that makes the compiler print gigabytes) costs the parent MAX_LOG_BYTES."""
+    cut). An error bomb (a source that makes the compiler print gigabytes) costs the parent MAX_LOG_BYTES, and one
+    that makes it write a huge file costs MAX_WRITE_BYTES of disk (`_write_capped`)."""
     r = textscan.capped_run(
-        cmd, limit=MAX_LOG_BYTES, timeout_s=timeout_s, kill=_kill_group, cwd=cwd, start_new_session=True, **popen
+        _write_capped(cmd),
+        limit=MAX_LOG_BYTES,
+        timeout_s=timeout_s,
+        kill=_kill_group,
+        cwd=cwd,
+        start_new_session=True,
+        **popen,
     )
-    return r.returncode, r.output + (f"\n{textscan.cut_note(MAX_LOG_BYTES)}" if r.truncated else "")
+    out = r.output + (f"\n{textscan.cut_note(MAX_LOG_BYTES)}" if r.truncated else "")
+    xfsz = getattr(signal, "SIGXFSZ", None)
+    if xfsz is not None and r.returncode in (-xfsz, 128 + xfsz):
+        out += f"\n{Path(cmd[0]).name} stopped: a file it wrote passed {MAX_WRITE_BYTES >> 20} MiB (a macro bomb?)"
+    return r.returncode, out
 
 
 def _digest(data: bytes) -> str:

@@ -406,3 +406,19 @@ def _measure() -> None:
 
 if __name__ == "__main__":
     _measure()
+
+
+def test_a_compiler_that_writes_a_huge_file_is_stopped_at_the_write_cap(tmp_path, monkeypatch):
+    """A macro bomb's preprocessed unit goes to disk before any read cap applies: every compiler the grader runs is
+    under a file-size limit, so the file stops at the cap and the build fails with a line that says why."""
+    import os
+
+    from grader import build
+
+    if os.name != "posix":
+        pytest.skip("the write cap uses POSIX sh's ulimit")
+    monkeypatch.setattr(build, "MAX_WRITE_BYTES", 1 << 20)
+    rc, log = build.run_logged(["dd", "if=/dev/zero", "of=unit.i", "bs=1M", "count=8"], cwd=tmp_path, timeout_s=60)
+    assert rc != 0
+    assert (tmp_path / "unit.i").stat().st_size <= 1 << 20
+    assert "a file it wrote passed 1 MiB" in log, log
