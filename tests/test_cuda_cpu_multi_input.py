@@ -186,6 +186,9 @@ def test_the_harness_refuses_a_request_for_another_signature(correct_harness):
         _request([x], 8, 0, [2, 4, 4]),  # one input, three shape arguments: another entry's signature
         _request([x, dy], 8, 0, [2, 4, 4, 2])[8:] + b"\0" * 8,  # no magic
         _request([x, dy], 8, 7, [2, 4, 4, 2]),  # no such dtype
+        # five shape arguments (another signature), and enough bytes that a harness not checking the counts would
+        # read the request through and call the entry with shifted arguments
+        _request([x, dy], 8, 0, [2, 4, 4, 2, 0]) + b"\0" * 8,
     ):
         p = _run(correct_harness, req)
         assert p.returncode == 3 and p.stdout == b"", (p.returncode, p.stderr[-500:])
