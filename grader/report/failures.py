@@ -79,9 +79,10 @@ class Failure:
         hints = []
         for code, f in first.items():
             text = f.text
-            for tip in self.tips:  # a pattern's words end its text and are a tip of their own
-                if tip and text.endswith(tip) and len(text) > len(tip):
-                    text = text[: -len(tip)].rstrip()
+            for tip in self.tips:  # display only: a pattern's words end its text and are a tip of their own
+                shorter = f.text.removesuffix(tip).rstrip() if tip else f.text
+                if shorter and shorter != f.text:
+                    text = shorter
                     break
             if len(where[code]) > 1:
                 text += f" (found in {len(where[code])} cases: {', '.join(where[code])})"
