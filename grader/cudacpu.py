@@ -345,7 +345,7 @@ def _header(toks: list[Token], text: str) -> str | None:
     s = s.lstrip(" \t\f\v")[len("include") :].strip(" \t\f\v")
     if s[:1] == "<" and ">" in s:
         return s[1 : s.index(">")].strip()
-    if toks and toks[0].kind == "str" and toks[0].text.startswith('"') and len(toks[0].text) >= 2:
+    if toks and toks[0].kind == "str" and toks[0].text[:1] == '"' and len(toks[0].text) >= 2:
         return toks[0].text[1:-1]
     return None
 
