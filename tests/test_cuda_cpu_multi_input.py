@@ -113,7 +113,7 @@ def test_a_glu_backward_kernel_reading_past_dy_fails_out_of_bounds_naming_dy(glu
         assert "glu_backward_cuda.cu:34" in t.output.splitlines()[0], t.output
     # Where the allocations are far apart (not the 1-row case, whose 4-byte buffers are neighbours), the buffer
     # named is the one read past: the spec's second input, by its name.
-    assert "past the end of dy (input 2)" in cases["odd_h_1001/float32"].output, cases["odd_h_1001/float32"].output
+    assert "past the end of dy (argument 2)" in cases["odd_h_1001/float32"].output, cases["odd_h_1001/float32"].output
     assert {n for n, t in cases.items() if t.state == PASSED} == _runnable(glub) - _nonempty(glub)
 
 

@@ -62,12 +62,14 @@ _BUFFER = re.compile(_ONE_BUFFER)
 ONE_INPUT = {"in0": "x (the input)", "out0": "y (the output)"}
 
 
-def buffer_names(inputs: Sequence[str], outputs: Sequence[str] = ("y",)) -> dict[str, str]:
-    """The harness's buffer labels (in0, out0, ...) as the student's signature names them (the spec's inputs)."""
-    if len(inputs) == 1 and list(outputs) == ["y"]:
+def buffer_names(inputs: Sequence[str], outputs: int = 1) -> dict[str, str]:
+    """The harness's buffer labels (in0, out0, ...) as the student's signature has them: each input by the spec's
+    name and its place among the entry's arguments, each output by its place (the spec names no output: GLU
+    backward's stub calls it dx, argument 3). One input: GLU's words, x and y."""
+    if len(inputs) == 1 and outputs == 1:
         return dict(ONE_INPUT)
-    names = {f"in{i}": f"{n} (input {i + 1})" for i, n in enumerate(inputs)}
-    names.update({f"out{j}": f"{n} (the output)" for j, n in enumerate(outputs)})
+    names = {f"in{i}": f"{n} (argument {i + 1})" for i, n in enumerate(inputs)}
+    names.update({f"out{j}": f"the output (argument {len(inputs) + j + 1})" for j in range(outputs)})
     return names
 
 
