@@ -164,7 +164,8 @@ def _terminal_reasons(why: list[str]) -> list[str]:
     local = [w for w in why if w.startswith(NO_KEY)]
     if not local or len(why) == 1:
         return why
-    return [f"{local[0]} ({len(why) - 1} more reasons for the staff in report.md)"]
+    more = len(why) - 1
+    return [f"{local[0]} ({more} more reason{'s' if more > 1 else ''} for the staff in report.md)"]
 
 
 def print_bench(g: Grade, console: Console | None = None) -> None:
