@@ -91,7 +91,9 @@ _THREAD = re.compile(
 )
 
 
-def _located(stderr: str, addr: int, buffers: list[tuple[str, int, int]], write: bool) -> tuple[str, str]:
+def _located(
+    stderr: str, addr: int, buffers: list[tuple[str, int, int]], write: bool, item: int = 0
+) -> tuple[str, str]:
     """(", N bytes past the end of NAME (S bytes), at byte offset O", what to try) for an ASan address. The buffer
     is the region ASan names in its report; without that line, the buffer whose end (or start) is nearest the
     address (never a later buffer's guess over a closer one: a read just past x is not "before y")."""
@@ -123,6 +125,8 @@ def _located(stderr: str, addr: int, buffers: list[tuple[str, int, int]], write:
     short = name.split(" ", 1)[0]
     if after:
         text = f": {d} bytes past the end of {name}, which has {size} bytes (byte offset {size + d} from its start)"
+        if item > 0 and size % item == 0:  # the index the student's code used, in elements of the buffer's dtype
+            text += f": index {(size + d) // item} of {short}, whose last element is {short}[{size // item - 1}]"
         tip = (
             f"What to try: the index at that line reaches past the last element of {short}. Bound it by {short}'s own "
             f"extent (its last element is at (rows - 1) * row_stride + cols - 1 for an input, rows * out_cols - 1 for "
@@ -130,7 +134,8 @@ def _located(stderr: str, addr: int, buffers: list[tuple[str, int, int]], write:
             f"{' before the store' if write else ''}."
         )
     else:
-        text = f": {d} bytes before the start of {name} (a negative index)"
+        text = f": {d} bytes before the start of {name} (a negative index"
+        text += f": {short}[-{-(-d // item)}])" if item > 0 else ")"
         tip = (
             "What to try: the index at that line is negative for some thread: check a subtraction, or an int "
             f"overflow in the index of {short} (compute it in int64_t)."
@@ -142,7 +147,7 @@ def _addr(hexaddr: str) -> int:
     return int(hexaddr, 16) if hexaddr.startswith("0x") else 0
 
 
-def explain_report(stderr: str, source: str, names: dict[str, str] | None = None) -> tuple[str, str]:
+def explain_report(stderr: str, source: str, names: dict[str, str] | None = None, item: int = 0) -> tuple[str, str]:
     """(one line, category) for a sanitizer report on the harness's stderr; ("", "") when there is none. names: the
     harness's buffer labels as the student knows them (buffer_names; default: one input x, the output y)."""
     names = names or ONE_INPUT
@@ -159,7 +164,8 @@ def explain_report(stderr: str, source: str, names: dict[str, str] | None = None
         kind = m.group(1)
         access = _ACCESS.search(stderr)
         what = f"{access.group(1).lower()} of {access.group(2)} bytes" if access else "an access"
-        near, tip = _located(stderr, _addr(m.group(2) or ""), buffers, what.startswith("write"))
+        write = access is not None and access.group(1) == "WRITE"
+        near, tip = _located(stderr, _addr(m.group(2) or ""), buffers, write, item)
         thread = _THREAD.search(stderr)
         who = f", block {thread.group(1)} thread {thread.group(2)}" if thread else ""
         if kind in ("heap-buffer-overflow", "stack-buffer-overflow", "global-buffer-overflow", "SEGV"):
@@ -307,7 +313,7 @@ class CpuRowKernel:
                 line, category = explain_sanitizer(report, self.source)
                 err = report + err
             else:
-                line, category = explain_report(err, self.source, self.buffer_names)
+                line, category = explain_report(err, self.source, self.buffer_names, item)
         if line:
             raise CpuKernelError(line, category, _tail(err))
         if proc.returncode != 0:
