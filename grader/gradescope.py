@@ -96,7 +96,7 @@ PROBLEM_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}\Z")  # a folder name under refe
 def run_autograder(problem: str = "glu") -> str:
     """run_autograder for one problem (a name checked against PROBLEM_NAME, so it is one plain shell word)."""
     if not PROBLEM_NAME.match(problem):
-        raise GradescopeError(f"--problem {problem!r}: not a problem name (a folder under reference/, e.g. glu)")
+        raise GradescopeError(f"--problem {problem!r}: not a problem name (a folder under reference/)")
     return RUN_AUTOGRADER_TEMPLATE.replace("__PROBLEM__", problem)
 
 

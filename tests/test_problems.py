@@ -162,7 +162,8 @@ PROBLEM_WORD = re.compile(r"(?<![a-z])(glu|gelu|swiglu|geglu|glu_backward)(?![a-
 # (see the issue 20 report for the change each needs).
 KNOWN_REMNANTS = {
     "grader/availability.py": ("glu-grader",),  # the container image's name (the product's, not a problem's)
-    "grader/gradescope.py": ("/opt/glu-grader/venv", "/bin/python -m pip install"),  # the image's install path
+    # the image's install path; the default problem of `gradescope --problem`, as grade's
+    "grader/gradescope.py": ("/opt/glu-grader/venv", "/bin/python -m pip install", "glu"),
     "grader/cli.py": (  # the default problem, in grade's and gradescope's help
         "glu",
         "problem name under reference/, or a spec.yaml path (default: glu)",
