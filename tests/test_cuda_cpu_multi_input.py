@@ -292,3 +292,19 @@ def test_signature_flags_follow_the_spec_s_inputs():
     assert cudacpu.signature_flags(2) == ["-DCUDACPU_INPUTS=2", "-DCUDACPU_OUTPUTS=1", "-DCUDACPU_SCALARS=4"]
     with pytest.raises(ValueError):
         cudacpu.signature_flags(0)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.skipif(sanitizer.find_compute_sanitizer() is None, reason="compute-sanitizer not found")
+@pytest.mark.parametrize("name, state", [("correct", PASSED), ("overread_dy", FAILED)])
+def test_gpu_glu_backward_gets_the_compute_sanitizer_pass(name, state, glub, tmp_path):
+    """On a GPU the pass runs for a problem of two inputs (it was skipped): clean for the correct kernel, failed for
+    the one that reads past dy (every value is wrong there too, so no case is charged twice)."""
+    from grader.pipeline import Options, grade
+
+    g = grade(glub, Options(SUBS / name, tmp_path, only=("cuda",), device="cuda", perf=False))
+    row = next(t for t in g.tests if t.kind == Kind.SANITIZER)
+    assert row.state == state, row.output
+    if state == PASSED:
+        assert "no errors" in row.output and all(t.state == PASSED for t in _cases(g).values()), row.output
