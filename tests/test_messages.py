@@ -28,7 +28,7 @@ def test_an_overread_names_the_buffer_asan_names_with_block_thread_and_line(grad
     assert "before y" not in first and "of y" not in first, first
     assert " block (" in first and " thread (" in first, first
     if case == "tiny_1x2/float32":  # x is one row of 2 floats: the read at byte 8 is x[2]
-        assert "index 2 of x, whose last element is x[1]" in first and "block (0,0,0) thread (0,0,0)" in first, first
+        assert "index 2 of x, whose last element is index 1" in first and "block (0,0,0) thread (0,0,0)" in first, first
     assert "What to try: the index at that line reaches past the last element of x" in first, first
 
 

@@ -122,11 +122,11 @@ def _located(
     if where is None:
         return "", "Check the index of the access at that line against the size of the buffer it reads or writes."
     name, d, size, after = where
-    short = name.split(" ", 1)[0]
+    short = name.split(" (", 1)[0]  # "x (the input)" -> x, "dy (argument 2)" -> dy, "the output (argument 3)"
     if after:
         text = f": {d} bytes past the end of {name}, which has {size} bytes (byte offset {size + d} from its start)"
         if item > 0 and size % item == 0:  # the index the student's code used, in elements of the buffer's dtype
-            text += f": index {(size + d) // item} of {short}, whose last element is {short}[{size // item - 1}]"
+            text += f": index {(size + d) // item} of {short}, whose last element is index {size // item - 1}"
         tip = (
             f"What to try: the index at that line reaches past the last element of {short}. Bound it by {short}'s own "
             f"extent (its last element is at (rows - 1) * row_stride + cols - 1 for an input, rows * out_cols - 1 for "
@@ -135,7 +135,7 @@ def _located(
         )
     else:
         text = f": {d} bytes before the start of {name} (a negative index"
-        text += f": {short}[-{-(-d // item)}])" if item > 0 else ")"
+        text += f": index -{-(-d // item)} of {short})" if item > 0 else ")"
         tip = (
             "What to try: the index at that line is negative for some thread: check a subtraction, or an int "
             f"overflow in the index of {short} (compute it in int64_t)."
