@@ -135,6 +135,8 @@ class TestResult:
         pending = self.pending
         if pending:
             later = "graded on a GPU later" if self.reason == Reason.NEEDS_GPU else "not gradable on this machine"
+            if self.reason == Reason.NOT_RUN:  # grade --watch stopped at the first failing case (grader/correctness.py)
+                later = "not run this time: --watch stopped at the first failing case"
             pts = f"{self.max_score:g} point{'' if self.max_score == 1 else 's'}"
             output = f"pending: {pts}, {later} (not counted here)\n{self.output}".rstrip("\n")
         else:

@@ -69,8 +69,12 @@ def test_a_watch_grade_runs_the_last_failure_first_and_stops_at_the_first_failin
     assert all(t.state == SKIPPED and t.reason == Reason.NOT_RUN and t.output == STOPPED for t in stopped)
     assert g.partial == [first] and not g.official
     assert any("stopped at the first failing case" in n for n in g.notes), g.notes
-    perf = [t for t in g.tests if t.kind == Kind.PERFORMANCE]
-    assert perf and all(t.state == SKIPPED and t.reason == Reason.NOT_RUN for t in perf)
+    # Gradescope and the terminal say why: not this machine's limit, and not lost
+    assert stopped[0].gradescope()["output"].startswith("pending: 1 point, not run this time: --watch stopped")
+    gpu_only = sum(t.max_score for t in g.tests if t.state == SKIPPED and t.reason != Reason.NOT_RUN)
+    assert any(n.startswith(f"{gpu_only:g} of ") and "could not be earned" in n for n in g.notes), g.notes
+    perf = [t for t in g.tests if t.kind == Kind.PERFORMANCE]  # on a CPU: never timed here anyway
+    assert perf and all(t.state == SKIPPED and t.reason == Reason.NEEDS_GPU for t in perf)
 
 
 # -- --watch -------------------------------------------------------------------------------------------------------
