@@ -290,11 +290,15 @@ def _unmasked_store(cases):
         if n_out(c) % 256 == 0:
             expect(t, PASSED)
         else:
-            # every unmasked site in one run (issue 29 item 7): the two loads and the store, each by its own line
+            # every unmasked site in one run (issue 29 item 7), each by its own line. How many of the three show
+            # depends on where the allocator put y: an unmasked load past x's end that lands inside y is inside a
+            # tensor argument, which the interpreter's check cannot tell from a right access (the two loads and the
+            # store are all reported when nothing lands in another argument).
             line = bug_line("unmasked_store")
-            expect(t, FAILED, "OutOfBounds: 3 out-of-bounds access sites in one run of glu_kernel",
-                   f"load at glu_triton.py:{line}, load at glu_triton.py:{line + 1}, store at glu_triton.py:",
+            expect(t, FAILED, "out-of-bounds access sites in one run of glu_kernel", "store at glu_triton.py:",
                    "out-of-bounds load in glu_kernel", "past the end of argument 'x_ptr'", "mask=")
+            first = t.output.splitlines()[0]
+            assert f"load at glu_triton.py:{line}" in first or f"load at glu_triton.py:{line + 1}" in first, show(t)
             assert "InterpreterError" not in t.output.splitlines()[0], show(t)  # the wrapper is not repeated
 
 
