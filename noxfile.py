@@ -206,7 +206,7 @@ def audit(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """The grader's own test suite. Args after `--` go to pytest. By default the fast tier (tests marked slow are
-    deselected: ~3 minutes on 2 cores); `nox -s tests -- --all` runs everything, and so does CI=true in the
+    deselected: ~4 minutes on 2 cores); `nox -s tests -- --all` runs everything, and so does CI=true in the
     environment (tests/conftest.py), which is how CI's `nox -s tests` runs the full tier."""
     bindir = _env(session, TEST_DEPS)
     session.run(_exe(bindir, "python"), "-m", "pytest", *(session.posargs or ["-q"]), external=True)

@@ -2,7 +2,7 @@
 
 Two tiers. Tests marked @pytest.mark.slow (a grade of many submissions, a real container or wheel build, a run of
 nox: each costs tens of seconds to minutes on a 2-core CPU) are deselected by default, so a plain `pytest` and
-`nox -s tests` run the fast tier (~3 minutes on 2 cores). The full tier runs everything:
+`nox -s tests` run the fast tier (~4 minutes on 2 cores). The full tier runs everything:
 
     pytest --all                  nox -s tests -- --all
 
