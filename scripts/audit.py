@@ -347,10 +347,9 @@ def _run(a: argparse.Namespace) -> int:
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             verdicts = list(pool.map(lambda n: grade_one(n, layout, prefix, key_hex, a.device), names))  # type: ignore[arg-type]
     finally:
-        if a.keep is None and all(p.name != "audit-" for p in [base]):
-            failed_dirs = [p for p in base.glob("audit-*") if p.is_dir()]
-            if not failed_dirs:
-                shutil.rmtree(base, ignore_errors=True)
+        # A failed exploit's folder is kept for a person to read (its path is in the table); else nothing is left.
+        if a.keep is None and not any(p.is_dir() for p in base.glob("audit-*")):
+            shutil.rmtree(base, ignore_errors=True)
     width = max(len(v.name) for v in verdicts) if verdicts else 10
     for v in verdicts:
         score = "-" if v.score is None else f"{v.score:g}"
