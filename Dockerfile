@@ -40,7 +40,7 @@ RUN python -m pip install -c constraints.txt -r requirements.txt
 
 COPY grader ./grader
 # The problems' public parts (spec, words in hints.yaml, truth and baselines in reference.py) and the stubs with their
-# handouts: what .dockerignore lets in, the list of grader/public_files.py. No staff
+# handouts: what .dockerignore lets in, the list of grader/publish/public_files.py. No staff
 # solutions.
 COPY reference ./reference
 COPY assignment ./assignment

@@ -178,7 +178,8 @@ def keygen(session: nox.Session) -> None:
 
 @nox.session
 def handout(session: nox.Session) -> None:
-    """The student handout: `nox -s handout -- --out DIR` (a new or empty DIR; grader/handout.py lists what goes in)."""
+    """The student handout: `nox -s handout -- --out DIR` (a new or empty DIR; grader/publish/handout.py lists what
+    goes in)."""
     _grader(session, "handout")
 
 
@@ -190,7 +191,7 @@ def gradescope(session: nox.Session) -> None:
 
 @nox.session
 def similarity(session: nox.Session) -> None:
-    """Similar submissions: `nox -s similarity -- OUT [--threshold T] [--out DIR]` (grader/similarity.py)."""
+    """Similar submissions: `nox -s similarity -- OUT [--threshold T] [--out DIR]` (grader/report/similarity.py)."""
     _grader(session, "similarity")
 
 

@@ -15,11 +15,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from . import anchor, keyfile, report, signing
-from .pipeline import GraderError, Options, grade
-from .results import FAILED, Grade, Kind
-from .sandbox import GraderFault, become_subreaper, make_undumpable, reap_strays
-from .spec import Problem, SpecError, find_problem, load_problem
+from grader import keyfile, report, signing
+from grader.performance import anchor
+from grader.pipeline import GraderError, Options, grade
+from grader.problem.spec import Problem, SpecError, find_problem, load_problem
+from grader.results import FAILED, Grade, Kind
+from grader.sandbox import GraderFault, become_subreaper, make_undumpable, reap_strays
 
 ROOT = Path(__file__).resolve().parent.parent
 # A checkout grades its own assignment/; an installed grader (`pip install .`, then `glu-grade`) the assignment/ of
@@ -92,8 +93,8 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         default=None,
         metavar="COURSE",
-        help="a course file (grader/course.py): grade each problem it lists from its folder of --submission into "
-        "OUT/<problem>/, then OUT/course.json and one report with a section per problem",
+        help="a course file (grader/problem/course.py): grade each problem it lists from its folder of --submission "
+        "into OUT/<problem>/, then OUT/course.json and one report with a section per problem",
     )
     g.add_argument(
         "--secret-file",
@@ -228,13 +229,13 @@ def _parser() -> argparse.ArgumentParser:
         "`batch --help`, `batch status OUT` (grader/batch/)",
         add_help=False,
     )
-    from .similarity import add_arguments as similarity_arguments
+    from grader.report.similarity import add_arguments as similarity_arguments
 
     similarity_arguments(
         sub.add_parser(
             "similarity",
             help="TA: pairs of submissions with similar code per part, the starter code left out "
-            "(similarity.html, pairs.csv; grader/similarity.py): evidence to read, never a penalty",
+            "(similarity.html, pairs.csv; grader/report/similarity.py): evidence to read, never a penalty",
         )
     )
     k = sub.add_parser("keygen", help="write a new 256-bit grading key (64 hex characters) to a new file of mode 0600")
@@ -260,12 +261,12 @@ def main(argv: list[str] | None = None) -> int:
     make_undumpable()  # before anything else: keep other processes of this user out of our memory
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["batch"]:  # its own commands and options (grader/batch/cli.py)
-        from .batch.cli import main as batch_main
+        from grader.batch.cli import main as batch_main
 
         return batch_main(argv[1:])
     args = _parser().parse_args(argv)
     if getattr(args, "course", None) is not None:
-        from . import course
+        from grader.problem import course
 
         try:
             return course.run(args, ROOT, _run)
@@ -279,7 +280,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "report":
         return _ta_report(args.dir, args.out, args.secret_file, args.roster, args.canvas_column, args.problem)
     if args.command == "similarity":
-        from . import similarity
+        from grader.report import similarity
 
         return similarity.main(args, ROOT)
     if args.command == "keygen":
@@ -331,7 +332,7 @@ def _run(args: argparse.Namespace) -> int:
         if key is not None and args.command == "grade" and not (opts.staff or opts.cases):
             # Before the grade, not after it (grader/preflight.py): --staff and --case grades are never official
             # by choice, and autograde (Gradescope) always grades.
-            from . import preflight
+            from grader import preflight
 
             go, text = preflight.check(problem, getattr(args, "allow_advisory", False), "this grade")
             if text:
@@ -396,9 +397,10 @@ PARTIAL = "partial"  # OUT/partial/: where a partial grade goes
 
 def _progress_steps(problem: Problem, opts: Options) -> list[str]:
     """The progress messages that mark one case each ("triton: tiny_1x2/float32", "performance: lecture_16k"), as the
-    pipeline sends them (grader/correctness.py, grader/performance/stage.py): the terminal's bar counts them. Raises
+    pipeline sends them (grader/correctness/stage.py, grader/performance/stage.py): the terminal's bar counts them.
+    Raises
     GraderError for a --case or --device that grade() would refuse (the same one line)."""
-    from .pipeline import resolve_device, select_cases
+    from grader.pipeline import resolve_device, select_cases
 
     device = resolve_device(opts.device)
     p = select_cases(problem, opts.cases)
@@ -429,7 +431,7 @@ def _whose(args: argparse.Namespace) -> tuple[str | None, str | None, tuple[dict
     meta_path = getattr(args, "submission_metadata", None)
     if meta_path is None or not meta_path.exists():
         return sid, None, ()
-    from . import gradescope
+    from grader.publish import gradescope
 
     try:
         meta = gradescope.read_submission_metadata(meta_path)
@@ -439,7 +441,7 @@ def _whose(args: argparse.Namespace) -> tuple[str | None, str | None, tuple[dict
 
 
 def _profile(args: argparse.Namespace) -> int:
-    from . import profile
+    from grader.performance import profile
 
     try:
         problem = load_problem(find_problem(args.problem, ROOT))
@@ -448,7 +450,7 @@ def _profile(args: argparse.Namespace) -> int:
                 raise GraderError(
                     f"--only {o}: no such implementation (choose from {', '.join(problem.implementations)})"
                 )
-        # What the run under Nsight Compute repeats (grader/profile.py adds --only and --case).
+        # What the run under Nsight Compute repeats (grader/performance/profile.py adds --only and --case).
         argv = ["--problem", args.problem, "--submission", str(args.submission), "--device", args.device]
         return profile.profile(
             problem,
@@ -529,7 +531,7 @@ def _one_line(e: BaseException) -> str:
 def _student_report(g, out: Path) -> None:
     """report.md + report.html beside results.json. Never fatal: results.json is already written, exit stays 0."""
     try:
-        from .studentreport import write_student_report
+        from grader.report.studentreport import write_student_report
 
         md, page = write_student_report(g, out)
     except Exception as e:
@@ -548,7 +550,7 @@ def _ta_report(
 ) -> int:
     """grades.csv + class_summary.html over every results.json under root (+ grades_canvas.csv with a roster).
     Bad results files are listed, never fatal; a roster that cannot be used is (exit 2, before anything is written)."""
-    from . import tareport
+    from grader.report import tareport
 
     if canvas_column is not None and roster_path is None:
         print(
@@ -673,7 +675,7 @@ def _keygen(out: Path) -> int:
 
 
 def _handout(out: Path, ref: str = "HEAD") -> int:
-    from . import handout
+    from grader.publish import handout
 
     try:
         files = handout.export(out, ROOT, ref)
@@ -696,7 +698,7 @@ def _not_committed(files: list[str], ref: str) -> None:
 
 
 def _gradescope(out: Path, key: Path | None, ref: str = "HEAD", problem: str = "glu") -> int:
-    from . import gradescope, handout
+    from grader.publish import gradescope, handout
 
     try:
         names = gradescope.build(out, key, ROOT, ref, problem)

@@ -122,7 +122,7 @@ def configured_uids(raw: str) -> list[int]:
 
 def lock_dir() -> Path | None:
     """The pool's lock folder: the grader's own, 0700, not a link; None when none can be made."""
-    from . import build  # its cache folder; build imports this module
+    from grader.cuda import build  # its cache folder; build imports this module
 
     for d in (*LOCK_DIRS, build.default_cache_dir() / "uids"):
         try:

@@ -1,7 +1,8 @@
 """The grading key: 256 random bits in a staff-only file, made once by `python -m grader keygen --out FILE`.
 
 Why a file of random bits, and nothing weaker:
-- The key signs results.json (grader/signing.py) and is mixed into every input (grader/inputs.py). It used to be a
+- The key signs results.json (grader/signing.py) and is mixed into every input (grader/problem/inputs.py). It used to
+be a
   SHA-256 of an integer seed: a student holding one signed results.json could try every plausible integer offline
   until one reproduced the signature, then sign a forged 76/76 (tests/test_keys.py does it). 256 bits from
   `secrets.token_bytes` leave nothing to enumerate.
@@ -46,7 +47,7 @@ class Key:
     """What the grader keeps of the key: the two derived values. repr never shows them."""
 
     signing: bytes = field(repr=False)  # HMAC key for results.json (grader/signing.py)
-    inputs: int = field(repr=False)  # mixed into every input seed (grader/inputs.py mix_seed)
+    inputs: int = field(repr=False)  # mixed into every input seed (grader/problem/inputs.py mix_seed)
     path: str = ""
 
 
@@ -112,7 +113,7 @@ def _new_key_hex() -> str:
 def _is_student_uid(uid: int) -> bool:
     """Whether submission code may run as `uid`: one of GRADER_STUDENT_UID's (one uid or a range A-B) or of the
     pool's random range (grader/identity.py), from which every grade takes a uid of its own."""
-    from .identity import UID_RANGE, configured_uids
+    from grader.identity import UID_RANGE, configured_uids
 
     if UID_RANGE[0] <= uid <= UID_RANGE[1]:
         return True

@@ -22,14 +22,15 @@ from typing import Any
 
 import torch
 
-from . import availability, gpulock, identity, signing, static
-from .correctness import Target, run_correctness
-from .performance import run_performance, skipped_tests, start_workers
-from .performance.workers import settle
-from .reference import load_reference
-from .results import FAILED, PASSED, SKIPPED, Code, Finding, Grade, Kind, Reason, TestResult
-from .sandbox import WorkerFailure
-from .spec import Case, Implementation, Problem, sibling_folders
+from grader import availability, identity, signing
+from grader.correctness import static
+from grader.correctness.stage import Target, run_correctness
+from grader.performance import gpulock, run_performance, skipped_tests, start_workers
+from grader.performance.workers import settle
+from grader.problem.reference import load_reference
+from grader.problem.spec import Case, Implementation, Problem, sibling_folders
+from grader.results import FAILED, PASSED, SKIPPED, Code, Finding, Grade, Kind, Reason, TestResult
+from grader.sandbox import WorkerFailure
 
 
 class GraderError(Exception):
@@ -56,7 +57,7 @@ class Options:
     first: tuple[str, ...] = ()
     stop_at_failure: bool = False
     # Whose submission this is, signed into results.json (grader/signing.py new_identity): `--student-id`, the
-    # batch's id; on Gradescope its submission metadata's submission id and members (grader/gradescope.py).
+    # batch's id; on Gradescope its submission metadata's submission id and members (grader/publish/gradescope.py).
     student_id: str | None = None
     submission_id: str | None = None
     users: tuple[dict[str, str], ...] = ()
@@ -165,7 +166,7 @@ def grade(problem: Problem, opts: Options, progress: Callable[[str], None] = lam
 
 def open_scratch(base: Path | None = None) -> identity.Scratch:
     """The grade's identity and private scratch, where student code runs (grader/identity.py)."""
-    from . import build
+    from grader.cuda import build
 
     ident = identity.pick_identity()
     trusted_cache = build.default_cache_dir() / "trusted"
@@ -215,7 +216,7 @@ def official_reasons(problem: Problem, scratch: identity.Scratch) -> list[str]:
             why.append(f"{d.name or d} (the grader's code or Python) is writable by the student uid")
     # Not only this spec's files: whatever staff file or trusted module the student uid can import or #include,
     # asked of that uid through the worker's own interpreter, sys.path, finders and include paths (issue 28, 8).
-    from . import staffprobe
+    from grader import staffprobe
 
     staff = [i.staff.name for i in problem.implementations.values()]
     why += staffprobe.reasons(staffprobe.probe(scratch, staff, [problem.name, problem.path.parent.name]))
@@ -237,7 +238,7 @@ def _identity(problem: Problem, opts: Options, scratch: identity.Scratch) -> dic
 
 def worth_naming(submission: Path, skipped: list[str], problem: Problem) -> list[str]:
     """What of the submission's skipped entries the student should hear about. Python's own cache and the other
-    problems' folders of a course submission (or of assignment/ itself, grader/spec.py sibling_folders) are no
+    problems' folders of a course submission (or of assignment/ itself, grader/problem/spec.py sibling_folders) are no
     mistake; a folder of helpers, a link or an oversized file may be one (none of them reaches the grader)."""
     if not skipped:  # the common case: no spec beside this one is read
         return []
@@ -319,7 +320,7 @@ def _grade(
             no_triton.append(impl)
             continue
         if impl.kind == "cuda":
-            from . import build  # nvcc helpers; imported only when a CUDA part is graded
+            from grader.cuda import build  # nvcc helpers; imported only when a CUDA part is graded
 
             t0 = time.monotonic()
             progress(f"{impl.name}: building {display} with nvcc")
@@ -333,7 +334,7 @@ def _grade(
             g.phases["build"] = g.phases.get("build", 0.0) + time.monotonic() - t0
             no_nvcc = not res.ok and build.find_nvcc() is None
             if device == "cpu" and (res.ok or no_nvcc):
-                # No GPU: the CUDA-on-CPU layer runs the kernel here (grader/cudacpu.py); nvcc, where it exists,
+                # No GPU: the CUDA-on-CPU layer runs the kernel here (grader/cuda/cudacpu.py); nvcc, where it exists,
                 # still gives the build verdict and the compiler report.
                 target = _cuda_on_cpu(problem, impl, src, display, res, g, scratch, progress)
                 if target is not None:
@@ -369,7 +370,7 @@ def _grade(
         else ""
     )
     # Another grade on this GPU (batch --per-gpu) may run beside this one's stages, never beside its timing
-    # (grader/gpulock.py): the shared hold covers the timing workers' start and the correctness stage.
+    # (grader/performance/gpulock.py): the shared hold covers the timing workers' start and the correctness stage.
     shared = contextlib.ExitStack()
     if device == "cuda" and targets:
         if waited := shared.enter_context(gpulock.phase(False, progress)):
@@ -401,7 +402,7 @@ def _grade(
                 ]
                 san_futures = []
                 if san_parts:
-                    from . import sanitizer
+                    from grader.cuda import sanitizer
 
                     san_futures = [
                         pool.submit(
@@ -531,7 +532,7 @@ def _cuda_on_cpu(
     """A CUDA part on a machine without a GPU: nvcc's verdict and compiler report (where nvcc exists), then the
     build for the CPU layer. Its Target when the layer can run it; else its cases are skipped as needing a GPU, with
     the reason (what the layer cannot run, or no C++ compiler and how to get one), never failed."""
-    from . import build, cudacpu, cudainfo
+    from grader.cuda import build, cudacpu, cudainfo
 
     if res.ok:
         how = "cached" if res.cached else f"{res.seconds:.1f} s"

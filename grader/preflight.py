@@ -16,14 +16,14 @@ autograde (Gradescope) always grades: its results.json says why it is advisory.
 
 from __future__ import annotations
 
-from .spec import Problem
+from grader.problem.spec import Problem
 
 ALLOW = "--allow-advisory"
 
 
 def reasons(problem: Problem) -> list[str]:
     """Why a grade of `problem` made here now could not be official (empty: it can), without grading anything."""
-    from . import pipeline
+    from grader import pipeline
 
     try:
         scratch = pipeline.open_scratch()

@@ -19,8 +19,8 @@ class Kind(StrEnum):
     STATIC = "static warnings"
     BUILD = "build"
     COMPILER_REPORT = "compiler report"
-    CPU_BUILD = "CPU build"  # the CUDA part built for the CPU layer (grader/cudacpu.py)
-    SANITIZER = "compute-sanitizer"  # on a GPU: a correctness pass under compute-sanitizer (grader/sanitizer.py)
+    CPU_BUILD = "CPU build"  # the CUDA part built for the CPU layer (grader/cuda/cudacpu.py)
+    SANITIZER = "compute-sanitizer"  # on a GPU: a correctness pass under compute-sanitizer (grader/cuda/sanitizer.py)
     CORRECTNESS = "correctness"
     KERNEL_CHECK = "kernel check"
     COMPILE_CHECK = "GPU compile check"
@@ -49,7 +49,7 @@ class Reason(StrEnum):
     NAN_COMPUTED = "NaN computed"  # a NaN the kernel computed where a finite value was expected (an overflow?)
     INPUT_MODIFIED = "input modified"
     NOT_DETERMINISTIC = "not deterministic"
-    # the CUDA-on-CPU layer's sanitizers and launch orders (grader/cudacpu.py)
+    # the CUDA-on-CPU layer's sanitizers and launch orders (grader/cuda/cudacpu.py)
     OUT_OF_BOUNDS = "out of bounds"  # AddressSanitizer: an access outside x or y
     MISALIGNED = "misaligned access"  # UBSan: a load or store at an address its type's alignment forbids
     UNDEFINED = "undefined behaviour"  # UBSan: another kind (integer overflow, a bad shift, ...)
@@ -65,7 +65,7 @@ class Reason(StrEnum):
 class Code(StrEnum):
     """What a finding is."""
 
-    # kernel check (grader/kernelcheck.py): violations forfeit the part; warnings cost nothing
+    # kernel check (grader/correctness/kernelcheck.py): violations forfeit the part; warnings cost nothing
     TORCH_COMPUTE = "torch-compute"
     HOST_TRANSFER = "host-transfer"
     HOST_MEMORY = "host-memory"
@@ -81,9 +81,10 @@ class Code(StrEnum):
     WALL_EXCESS = "wall-clock-excess"
     HIDDEN_WORK = "hidden-work"
     BELOW_FLOOR = "below-floor"
-    # static checks (grader/static.py)
+    # static checks (grader/correctness/static.py)
     STATIC = "static"
-    # failure patterns of a correctness case (grader/patterns.py): what the wrong elements' positions and values say
+    # failure patterns of a correctness case (grader/correctness/patterns.py): what the wrong elements' positions and
+    # values say
     HINT_OVERFLOW = "hint-overflow"  # NaN/inf only where an input operand is large (exp overflow)
     HINT_ROW_STRIDE = "hint-row-stride"  # row 0 right, later rows wrong
     HINT_TAIL = "hint-tail"  # wrong only at the end of the flat output
@@ -135,7 +136,9 @@ class TestResult:
         pending = self.pending
         if pending:
             later = "graded on a GPU later" if self.reason == Reason.NEEDS_GPU else "not gradable on this machine"
-            if self.reason == Reason.NOT_RUN:  # grade --watch stopped at the first failing case (grader/correctness.py)
+            if (
+                self.reason == Reason.NOT_RUN
+            ):  # grade --watch stopped at the first failing case (grader/correctness/stage.py)
                 later = "not run this time: --watch stopped at the first failing case"
             pts = f"{self.max_score:g} point{'' if self.max_score == 1 else 's'}"
             output = f"pending: {pts}, {later} (not counted here)\n{self.output}".rstrip("\n")

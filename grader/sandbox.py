@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, NoReturn
 
-from . import identity, wire
+from grader import identity, wire
 
 _SIGNAL_HELP = {
     signal.SIGSEGV: "segmentation fault: an invalid memory access on the host side",
@@ -147,7 +147,7 @@ class Sandbox:
         max_reply: int = wire.DEFAULT_MAX_REPLY,
     ):
         """timing=True: the worker builds a Timer (only timing workers need one; it costs a GPU calibration).
-        compile_only=True: a CPU worker without Triton's interpreter, for grader/gpucompile.py.
+        compile_only=True: a CPU worker without Triton's interpreter, for grader/correctness/gpucompile.py.
         trusted=True: the staff's baselines (the grader's own uid and caches); else the submission's identity and
         scratch from the active grade (grader/identity.py).
         max_reply: the most bytes one reply may have (a correctness worker's replies carry output tensors: its creator

@@ -36,7 +36,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import build, identity
+from grader import identity
+from grader.cuda import build
 
 GRADER_DIR = Path(__file__).resolve().parent
 STAFF_PREFIX = "solution_"  # every staff solution's name (spec.yaml `staff:`; MANIFEST.in and setup.py prune these)

@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from .child.wire import (
+from grader.child.wire import (
     _FLOAT,
     _RAW,
     _RAW_DTYPES,

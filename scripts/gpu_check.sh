@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # One batched GPU session: versions, staff grade (correctness + timing), bench table, stub grade, gpu tests.
-# Usage (on a GPU host, in the repo root): OUT=/some/dir bash scripts/gpu_check.sh [steps...]
+# Usage (on a GPU host, in the repo root):
+#   OUT=DIR bash scripts/gpu_check.sh [steps...]
 # Steps: env staff bench stub tests large (default: all but large). Logs go to $OUT/<step>.log.
+# Measures what docs/performance.md quotes from runs 1-2 (the copy ceiling, a staff grade's times and phases, the
+# bench table) and checks the GPU test tier; "Reproducing the figures" there lists it.
 set -uo pipefail
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 GRADER_CACHE=${GRADER_CACHE:-/tmp/grader-cache}

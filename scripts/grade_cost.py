@@ -12,19 +12,19 @@ explained. Needs a CUDA GPU.
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict
 import statistics
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from grader import inputs  # noqa: E402
+from grader.problem import inputs  # noqa: E402
+from grader.problem.spec import load_problem  # noqa: E402
 from grader.sandbox import Sandbox  # noqa: E402
-from grader.spec import load_problem  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -21,8 +21,8 @@ from triton.testing import do_bench
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from grader import build  # noqa: E402
 from grader.child.cuda_binding import CudaRowKernel  # noqa: E402
+from grader.cuda import build  # noqa: E402
 
 CASES = [
     (torch.float16, (8192, 16384)),

@@ -12,7 +12,8 @@ grid size. Names come from pools and comments from a few styles, which the detec
     python scripts/similarity_bench.py --students 500 [--keep DIR]
 
 writes such a class to a temporary folder (or DIR), runs `python -m grader similarity` on it, and prints the time
-and what it reported: the figure in docs/performance.md#similarity."""
+and what it reported: the figure in docs/performance.md#similarity. CPU only (no GPU); the figure is from this
+project's 2-core CPU machine."""
 
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ spans: dict[str, float | str | None] = {"lock": os.environ.get("GRADER_GPU_LOCK"
 if not real and os.environ.get("FAKE_GRADE_LOCKED") == "1":
     # As grader/pipeline.py: the GPU's lock shared for the first half ("correctness"), alone for the second ("timing").
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from grader import gpulock
+    from grader.performance import gpulock
 
     half = float(os.environ.get("FAKE_GRADE_SLEEP", "0.2")) / 2
     with gpulock.phase(False):

@@ -136,7 +136,7 @@ def repo_root() -> Path:
 
 @pytest.fixture(scope="session")
 def problem():
-    from grader.spec import load_problem
+    from grader.problem.spec import load_problem
 
     return load_problem(SPEC)
 

@@ -158,7 +158,7 @@ def test_two_grades_share_a_gpu_but_never_its_timing(tmp_path, fake, monkeypatch
 
 def test_the_gpu_lock_is_shared_by_stages_and_taken_alone_by_timing(tmp_path, monkeypatch):
     fcntl = pytest.importorskip("fcntl")
-    from grader import gpulock
+    from grader.performance import gpulock
 
     lock = tmp_path / "gpu0.lock"
     monkeypatch.setenv(gpulock.ENV, str(lock))

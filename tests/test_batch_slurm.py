@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 import slurm_cluster  # tests/slurm_cluster.py (tests/ is on sys.path: pytest's rootdir-less import mode)
 
 from grader import cli

@@ -274,9 +274,9 @@ def test_every_profiled_call_on_a_gpu_is_checked_not_only_the_kernel_check_s():
     the data through the host, or answered with no kernel of its own (a device copy of an earlier answer), is a
     violation naming the case and the call, whichever call the kernel check later profiles. (The records are what
     Worker.run sends from a GPU; tests/test_exploits.py runs the real thing there.)"""
-    from grader.correctness import _call_violations, _malformed_run_reply
+    from grader.correctness.stage import _call_violations, _malformed_run_reply
+    from grader.problem.spec import Case
     from grader.results import VIOLATION, Code
-    from grader.spec import Case
 
     case = Case("medium/float32", (64, 512), "float32")
     fill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(...)"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.spec import load_problem
+from grader.problem.spec import load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = sorted(ROOT.glob("reference/*/spec.yaml"))

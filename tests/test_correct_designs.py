@@ -4,7 +4,7 @@ The grader is only fair if it grades the function, not the shape of the staff ke
 persistent loop, autotune, exp2 or a where-based stable sigmoid, a wrapper that reshapes or views differently,
 CUDA with a 2-D grid or 2-element vectors. Each must pass every correctness case and the kernel check, and draw
 no static warning. The Triton designs run on CPU (the interpreter); the CUDA ones are built on CPU (nvcc) and run
-there by the CUDA-on-CPU layer (grader/cudacpu.py), and graded on a GPU (marked `gpu`), where the Triton ones are
+there by the CUDA-on-CPU layer (grader/cuda/cudacpu.py), and graded on a GPU (marked `gpu`), where the Triton ones are
 graded again with the GPU-only cases and the device kernel check.
 On CPU they must also pass the GPU compile check: the interpreter accepts code that Triton's compiler does not.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.build import find_nvcc
+from grader.cuda.build import find_nvcc
 from grader.pipeline import Options, grade
 from grader.results import PASSED, SKIPPED
 
@@ -51,7 +51,7 @@ def _assert_full_marks(g, problem, part: str, device: str) -> None:
     assert check.state == PASSED, check.output
     assert "warning" not in check.output, check.output  # the input is read in place: no copy kernels
     assert not [n for n in g.notes if "forfeit" in n], g.notes
-    if device == "cpu" and part == "triton":  # what the interpreter ran also compiles for a GPU (grader/gpucompile.py)
+    if device == "cpu" and part == "triton":  # what the interpreter ran also compiles for a GPU (grader/correctness/gpucompile.py)
         compiled = rows[f"{part} / GPU compile check"]
         assert compiled.state == PASSED and compiled.extra["compiled"] >= 3, compiled.output  # one per dtype at least
 

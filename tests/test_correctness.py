@@ -35,7 +35,7 @@ N_BAD = re.compile(r"(\d+) of (\d+) elements wrong")
 FIRST_AT = re.compile(r"at index \(([\d, ]+)\): expected (\S+), got (\S+)")
 NANS = re.compile(r"NaN: expected (\d+), got (\d+)")
 BAD_ROWS = re.compile(r"bad rows: (\d+) of (\d+) \(first: (\d+)\)")
-NEVER_WRITTEN = "they were never written"  # grader/check.py: the all-ones poison is still there
+NEVER_WRITTEN = "they were never written"  # grader/correctness/check.py: the all-ones poison is still there
 
 
 # ------------------------------------------------------------------------------------------------------------

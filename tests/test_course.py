@@ -1,4 +1,4 @@
-"""A course file (grader/course.py): which problems a term grades and their points, validated like a spec; the
+"""A course file (grader/problem/course.py): which problems a term grades and their points, validated like a spec; the
 combined student report has one section per problem and the total scaled to the course's points."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.course import CourseError, load_course, student_page, student_report, submission_dir, summarize
+from grader.problem.course import CourseError, load_course, student_page, student_report, submission_dir, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 SCALE = ROOT / "tests" / "data" / "problems" / "scale" / "spec.yaml"

@@ -1,4 +1,4 @@
-"""grader/build.py and grader/child/cuda_binding.py: nvcc builds, the build cache, error reports, and the binding's
+"""grader/cuda/build.py and grader/child/cuda_binding.py: nvcc builds, the build cache, error reports, and the binding's
 messages. Needs nvcc (not a GPU); builds go to a temporary cache directory. About 4 nvcc runs in all."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.build import BuildResult, build_cuda, error_lines, find_nvcc, nvcc_flags
 from grader.child.cuda_binding import CudaRowKernel, KernelCallError, describe_return_code
+from grader.cuda.build import BuildResult, build_cuda, error_lines, find_nvcc, nvcc_flags
 
 ROOT = Path(__file__).resolve().parent.parent
 STUB = ROOT / "assignment" / "glu_cuda.cu"
@@ -128,7 +128,7 @@ def test_nvcc_flags() -> None:
 
 
 def test_missing_nvcc_is_a_result_not_an_exception(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("grader.build.find_nvcc", lambda: None)
+    monkeypatch.setattr("grader.cuda.build.find_nvcc", lambda: None)
     src = tmp_path / "glu_cuda.cu"
     src.write_text("int main() {}\n")
     res = build_cuda(src, cache_dir=tmp_path / "cache")

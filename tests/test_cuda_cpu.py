@@ -1,4 +1,4 @@
-"""The CUDA-on-CPU layer (grader/cudacpu.py, grader/child/cudacpu/, grader/child/cudacpu_binding.py): a CUDA part
+"""The CUDA-on-CPU layer (grader/cuda/cudacpu.py, grader/child/cudacpu/, grader/child/cudacpu_binding.py): a CUDA part
 graded on a machine without a GPU runs its CPU-runnable cases through the same correctness engine as on a GPU.
 
 Submissions of our own are in tests/cuda_cpu/<name>/glu_cuda.cu: correct kernels of the common designs (scalar,
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader import cudacpu, sanitizer
-from grader.build import find_nvcc
+from grader.cuda import cudacpu, sanitizer
+from grader.cuda.build import find_nvcc
 from grader.pipeline import Options, grade
 from grader.results import FAILED, PASSED, SKIPPED, Kind, Reason
 
@@ -274,9 +274,9 @@ def test_no_compiler_says_how_to_get_one_and_fails_nothing(problem, tmp_path, mo
 @pytest.mark.slow
 @needs_cxx
 def test_without_nvcc_the_cpu_layer_still_checks_the_kernel(problem, tmp_path, monkeypatch):
-    import grader.build
+    import grader.cuda.build
 
-    monkeypatch.setattr(grader.build, "find_nvcc", lambda: None)
+    monkeypatch.setattr(grader.cuda.build, "find_nvcc", lambda: None)
     g = grade(problem, Options(submission=SUBS / "scalar", out=tmp_path, only=("cuda",), device="cpu", perf=False))
     build = next(t for t in g.tests if t.kind == Kind.BUILD)
     assert build.state == SKIPPED and "nvcc not found" in build.output
@@ -305,7 +305,7 @@ def test_compute_sanitizer_reports_become_typed_failures_with_file_and_line():
     assert category == "out-of-bounds" and "glu_cuda.cu:21" in line and "write of 4 bytes" in line
     line, category = explain_sanitizer(MEMCHECK_LOG.replace("is out of bounds", "is misaligned"), "glu_cuda.cu")
     assert category == "misaligned"
-    # CUDA 13.0's compute-sanitizer (on the H200) words it "Access to ... is misaligned" (lab/sanitizer_log.py)
+    # CUDA 13.0's compute-sanitizer (on the H200) words it "Access to ... is misaligned" (scripts/sanitizer_log.py)
     h200 = MEMCHECK_LOG.replace("write of size 4", "read of size 16").replace(
         "Address 0x7f2e9a000204 is out of bounds", "Access to 0x7fea40801ba4 is misaligned"
     )

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader import cudacpu, sanitizer
-from grader.build import find_nvcc
+from grader.cuda import cudacpu, sanitizer
+from grader.cuda.build import find_nvcc
 from grader.results import FAILED, PASSED, SKIPPED, Kind, Reason
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +30,7 @@ needs_cxx = pytest.mark.skipif(cudacpu.find_compiler() is None, reason="no C++ c
 
 @pytest.fixture(scope="module")
 def glub():
-    from grader.spec import load_problem
+    from grader.problem.spec import load_problem
 
     return load_problem(ROOT / "reference" / "glu_backward" / "spec.yaml")
 

@@ -1,4 +1,4 @@
-"""grader/cudainfo.py: the CUDA compiler report of CPU grades (global access widths, registers, spills).
+"""grader/cuda/cudainfo.py: the CUDA compiler report of CPU grades (global access widths, registers, spills).
 
 The parsers are tested on PTX and ptxas text of the form nvcc 13 writes; with nvcc present, the staff kernel
 (16-byte vector path) and a correct scalar design (tests/correct/cuda_row_blocks) are told apart.
@@ -6,12 +6,10 @@ The parsers are tested on PTX and ptxas text of the form nvcc 13 writes; with nv
 
 from __future__ import annotations
 
-
 import pytest
 
-from grader import cudainfo
-from grader.build import find_nvcc
-
+from grader.cuda import cudainfo
+from grader.cuda.build import find_nvcc
 
 PTX = """
 .visible .entry _Z4wideILi1EEvPKfPf(

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from grader import cli, report, results
-from grader.correctness import STOPPED
+from grader.correctness.stage import STOPPED
 from grader.pipeline import Options, grade, run_first
 from grader.results import FAILED, PASSED, SKIPPED, Grade, Kind, Reason
 

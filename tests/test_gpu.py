@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from grader.pipeline import Options, grade
+from grader.problem.spec import load_problem
 from grader.results import PASSED
-from grader.spec import load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [

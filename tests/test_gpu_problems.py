@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from grader.pipeline import Options, grade
+from grader.problem.spec import load_problem
 from grader.results import PASSED, Kind
-from grader.spec import load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]

@@ -1,4 +1,4 @@
-"""The GPU compile check of CPU grades (grader/gpucompile.py): kernels that only the interpreter accepts.
+"""The GPU compile check of CPU grades (grader/correctness/gpucompile.py): kernels that only the interpreter accepts.
 
 End to end on CPU: a submission in tests/compile_fail/ earns every CPU correctness point (the interpreter runs
 it) and its "triton / GPU compile check" row fails, naming the file line that Triton's compiler points at. Correct
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader import gpucompile
+from grader.correctness import gpucompile
 from grader.results import FAILED, PASSED, SKIPPED
 
 COMPILE_FAIL = Path(__file__).resolve().parent / "compile_fail"
@@ -53,7 +53,7 @@ def test_an_interpreter_only_kernel_passes_on_cpu_and_fails_the_compile_check(na
 @cpu_only
 @pytest.mark.slow  # grades tests/correct/tiles_2d too (~8 s; a full-tier grade of test_correct_designs.py)
 def test_the_student_report_shows_the_compile_error_before_the_lost_points(grade_dir, tmp_path):
-    from grader import studentreport
+    from grader.report import studentreport
 
     g = grade_dir(COMPILE_FAIL / NAMES[0])
     md, html = (p.read_text() for p in studentreport.write_student_report(g, tmp_path))

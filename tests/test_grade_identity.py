@@ -24,9 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from grader import cli, gradescope, keyfile, signing, tareport
+from grader import cli, keyfile, signing
 from grader import results as gr
-from grader.report import cells
+from grader.publish import gradescope
+from grader.report import cells, tareport
 from grader.results import Grade
 
 KEY_HEX = "5eed" * 16

@@ -1,4 +1,4 @@
-"""Gradescope's autograder zip (grader/gradescope.py): what is in it, and run_autograder end to end on CPU with
+"""Gradescope's autograder zip (grader/publish/gradescope.py): what is in it, and run_autograder end to end on CPU with
 Gradescope's folders rebased onto a temporary root (AUTOGRADER_ROOT) and this Python (GRADER_PYTHON)."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import cli, gradescope, keyfile, signing
+from grader import cli, keyfile, signing
+from grader.publish import gradescope
 from grader.report.output import results_json
 from grader.report.records import part_scores
 from grader.report.records import tests_of as read_tests  # not "test*": pytest would collect it

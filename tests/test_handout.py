@@ -1,4 +1,4 @@
-"""The student handout (`python -m grader handout --out DIR`, grader/handout.py): nothing staff-only goes in, and
+"""The student handout (`python -m grader handout --out DIR`, grader/publish/handout.py): nothing staff-only goes in, and
 the export grades on its own (its own grader, its own spec and reference, its stubs) with the command
 `nox -s grade` runs.
 
@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import cli, handout
+from grader import cli
+from grader.publish import handout
 
 ROOT = Path(__file__).resolve().parent.parent
 STAFF = sorted((ROOT / "reference").glob("*/solution_*"))
@@ -55,7 +56,7 @@ def export(tmp_path_factory) -> Path:
 
 def _distinctive_staff_lines() -> dict[str, str]:
     """Lines of at least 30 characters of the staff solutions that neither the problem's contract files (stubs,
-    handout, spec, reference) nor the grader package hold: computed here, independently of grader/handout.py."""
+    handout, spec, reference) nor the grader package hold: computed here, independently of grader/publish/handout.py."""
     public = [*ROOT.glob("assignment/**/*"), *ROOT.glob("reference/*/spec.yaml"), *ROOT.glob("reference/*/reference.py"),
               *ROOT.glob("grader/**/*.py")]
     seen = {ln.strip() for p in public if p.is_file() for ln in p.read_text(encoding="utf-8").splitlines()}
@@ -262,7 +263,7 @@ def test_every_command_of_the_handout_is_classified():
 
 
 def test_the_handout_s_inline_grader_commands_parse_and_its_nvcc_line_is_the_grader_s():
-    from grader import build
+    from grader.cuda import build
 
     text = HANDOUT.read_text(encoding="utf-8")
     inline = re.findall(r"`((?:\.nox/env/bin/)?python -m grader [a-z]+[^`]*?)(?: \.\.\.)?`", text)

@@ -1,4 +1,4 @@
-"""Failure-pattern hints (issue 18 item 2, grader/patterns.py): each pattern found from the wrong elements' positions
+"""Failure-pattern hints (issue 18 item 2, grader/correctness/patterns.py): each pattern found from the wrong elements' positions
 and values, as a typed Finding (code, severity hint) whose text names the case, one index and expected vs got.
 
 Two levels: the detectors on tensors made here (every pattern, and outputs whose errors have no pattern get none),
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader import hints, patterns
+from grader.correctness import patterns
+from grader.problem import hints
 from grader.results import HINT, Code
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,9 +13,9 @@ import pytest
 import torch
 import yaml
 
-from grader import hints
+from grader.problem import hints
+from grader.problem.spec import SpecError, load_problem
 from grader.report.student import write_student_report
-from grader.spec import SpecError, load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = sorted((ROOT / "reference").glob("*/spec.yaml"))

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import build, identity
-
+from grader import identity
+from grader.cuda import build
 
 
 def test_a_non_root_grader_cannot_separate_and_says_why(monkeypatch):

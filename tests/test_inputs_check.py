@@ -1,4 +1,4 @@
-"""Unit tests of grader.inputs (what every kernel is fed) and grader.check (how its output is judged)."""
+"""Unit tests of grader.problem.inputs (what every kernel is fed) and grader.correctness.check (how its output is judged)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader import check, inputs
-from grader.spec import Case, Tolerance
+from grader.correctness import check
+from grader.problem import inputs
+from grader.problem.spec import Case, Tolerance
 
 INF, NAN = math.inf, math.nan
 
@@ -182,7 +183,7 @@ def test_nan_where_finite_expected_fails_with_the_unwritten_hint(fp16):
 
 
 def test_row_stride_hint_when_row_0_is_right(fp16):
-    # The verdict records the pattern (typed); the hint's words come from grader/patterns.py (tests/test_hints.py).
+    # The verdict records the pattern (typed); the hint's words come from grader/correctness/patterns.py (tests/test_hints.py).
     out = fp16["eager"].clone()
     out[1:] = -out[1:] - 1
     v = judge(out, fp16)

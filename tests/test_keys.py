@@ -298,7 +298,7 @@ def test_the_old_integer_seed_falls_to_a_brute_force_and_the_new_key_has_no_seed
 
 
 def test_the_ta_report_and_the_student_report_say_a_grade_is_advisory(tmp_path):
-    from grader import studentreport, tareport
+    from grader.report import studentreport, tareport
 
     g = _grade(official=False)
     g.official_why = ["the grader is not root, so submission code runs as the grader's own user"]

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import cli, profile
+from grader import cli
 from grader.child import launches
+from grader.performance import profile
 from grader.pipeline import GraderError, select_cases
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,11 +14,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from grader import inputs, operands
 from grader.child.inputs import digest, make_input_seeded
 from grader.performance import judgement, verification
-from grader.reference import load_reference
-from grader.spec import Case, load_problem
+from grader.problem import inputs, operands
+from grader.problem.reference import load_reference
+from grader.problem.spec import Case, load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = 0x5EC12E7

@@ -4,7 +4,7 @@ The layer compiles a student's .cu with a host compiler against its own headers;
 headers and macros, in a host and a device pass. A source whose preprocessor can tell the two apart (the layer's
 own macros, a compiler's identity macros, __CUDA_ARCH__, __has_include, a shim-only header, a header macro such as
 CUDART_VERSION, a stringified qualifier) would let the layer grade one program while nvcc builds another: a file
-whose nvcc build was a stub got 24/24 CUDA correctness, signed. grader/cudacpu.py's one_program refuses such a file
+whose nvcc build was a stub got 24/24 CUDA correctness, signed. grader/cuda/cudacpu.py's one_program refuses such a file
 before anything is built: the CPU layer grants it nothing, says which line, and leaves it to the GPU grade.
 
 Each attack below is a real two-program source: `_two_programs` shows that the layer's preprocessor and an
@@ -22,7 +22,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grader import cudacpu
+from grader.cuda import cudacpu
 from grader.results import PASSED, Kind, Reason
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""The performance stage's steps alone (grader/performance/judgement.py, grader/perfrecords.py): the wall-clock
+"""The performance stage's steps alone (grader/performance/judgement.py, grader/performance/records.py): the wall-clock
 check's first pass, the re-timing loop, and the judgement of one implementation's timing, each on typed records with
 no worker."""
 
@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from grader import score, stats
-from grader.performance import judgement
+from grader.performance import judgement, score, stats
+from grader.performance.records import FirstPass, Rates, Timing
 from grader.performance.rounds import Rounds
-from grader.perfrecords import FirstPass, Rates, Timing
+from grader.problem.spec import Curve
 from grader.results import Code
-from grader.spec import Curve
 
 TH = score.thresholds(
     Curve(zero_at="manual", partial_baseline="eager", partial_credit=0.5, full_at=("compiled", "eager")), 0.0,

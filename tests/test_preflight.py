@@ -15,7 +15,7 @@ import pytest
 
 from grader import cli, keyfile, pipeline, preflight
 from grader.batch import EXIT_OK, EXIT_USAGE
-from grader.spec import find_problem, load_problem
+from grader.problem.spec import find_problem, load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE = Path(__file__).resolve().parent / "batch_fake_grade.py"

@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from grader import anchor, handout, hints
+from grader.performance import anchor
 from grader.pipeline import Options, grade
+from grader.problem import hints
+from grader.problem.spec import SpecError, load_problem
+from grader.publish import handout
 from grader.results import FAILED, PASSED, SKIPPED, Kind, Reason
-from grader.spec import SpecError, load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "problems"
@@ -59,7 +61,7 @@ def test_every_problem_spec_loads_and_names_its_files(name):
     for impl in p.implementations.values():
         assert impl.staff.is_file(), impl.staff
     assert (ROOT / p.handout).is_file()
-    words = hints.load(name, ROOT)  # the report's words for this problem (grader/hints.py)
+    words = hints.load(name, ROOT)  # the report's words for this problem (grader/problem/hints.py)
     assert hints.text(words, "reason", "wrong values") and hints.text(words, "later_rows"), name
     # Tolerances: fp32 absolute-style, fp16/bf16 relative to the spec's own tolerance baseline.
     assert p.tolerances["float32"].rtol is not None
@@ -163,17 +165,17 @@ PROBLEM_WORD = re.compile(r"(?<![a-z])(glu|gelu|swiglu|geglu|glu_backward)(?![a-
 KNOWN_REMNANTS = {
     "grader/availability.py": ("glu-grader",),  # the container image's name (the product's, not a problem's)
     # the image's install path; the default problem of `gradescope --problem`, as grade's
-    "grader/gradescope.py": ("/opt/glu-grader/venv", "/bin/python -m pip install", "glu"),
+    "grader/publish/gradescope.py": ("/opt/glu-grader/venv", "/bin/python -m pip install", "glu"),
     "grader/cli.py": (  # the default problem, in grade's and gradescope's help
         "glu",
         "problem name under reference/, or a spec.yaml path (default: glu)",
         "the problem it grades (default: glu)",
     ),
     "grader/batch/cli.py": ("glu",),  # the same default problem as grade's
-    "grader/similarity.py": ("glu", "the problem (a name under reference/, or a spec.yaml); default: the batch's"),
+    "grader/report/similarity.py": ("glu", "the problem (a name under reference/, or a spec.yaml); default: the batch's"),
     "grader/child/cuda_binding.py": ("GLU_ERR_",),  # the library's error names, shown for every problem
-    "grader/studentreport.py": ("The file does not load: run `python -c 'import glu_triton'`",),  # a hint's text
-    "grader/tareport.py": ("GLU",),  # a report title's default
+    "grader/report/studentreport.py": ("The file does not load: run `python -c 'import glu_triton'`",),  # a hint's text
+    "grader/report/tareport.py": ("GLU",),  # a report title's default
 }
 
 
@@ -317,7 +319,7 @@ def test_a_bad_inputs_list_is_one_clear_error(tmp_path, old, new, says):
 
 
 def test_the_second_input_has_its_own_shape_seed_and_padding():
-    from grader import inputs, operands
+    from grader.problem import inputs, operands
 
     p = _load("glu_backward")
     case = next(c for c in p.cases if c.name == "strided_rows/float16")

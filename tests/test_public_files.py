@@ -1,6 +1,6 @@
 """One list of public files (issue 29 item 2): the container image (.dockerignore), the wheel and sdist
-(pyproject.toml, MANIFEST.in, setup.py), the student handout (grader/handout.py) and Gradescope's zip
-(grader/gradescope.py) hold the same files under grader/, reference/ and assignment/ as grader/public_files.py's
+(pyproject.toml, MANIFEST.in, setup.py), the student handout (grader/publish/handout.py) and Gradescope's zip
+(grader/publish/gradescope.py) hold the same files under grader/, reference/ and assignment/ as grader/publish/public_files.py's
 PUBLIC, every problem's hints.yaml among them, and no staff solution. The handout and the zip are built from a
 commit: a TA's uncommitted solved stub never goes in."""
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import gradescope, handout, public_files
+from grader.publish import gradescope, handout, public_files
 
 ROOT = Path(__file__).resolve().parent.parent
 PRUNE = {".git", ".nox", ".venv", "__pycache__", ".pytest_cache", "grade-results", "build", "dist"}
@@ -108,7 +108,7 @@ def test_the_image_the_wheel_the_handout_and_the_zip_hold_the_public_list(tmp_pa
     for kind, got in four_sets(ROOT, tmp_path).items():
         assert got == want, (
             f"{kind}: missing {sorted(want - got)}, not on the list {sorted(got - want)} "
-            "(grader/public_files.py PUBLIC is the list: change it and every deliverable together)"
+            "(grader/publish/public_files.py PUBLIC is the list: change it and every deliverable together)"
         )
         assert not [f for f in got if public_files.is_staff(f) or Path(f).name.startswith("solution_")], kind
 

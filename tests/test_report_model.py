@@ -253,7 +253,7 @@ def test_text_a_submission_controls_is_escaped_in_report_html(tmp_path):
 
 
 def test_the_class_summary_escapes_student_ids_and_flags(tmp_path):
-    from grader import tareport
+    from grader.report import tareport
 
     data = json.loads(FIXTURE.read_text())
     data["extra_data"]["student_id"] = HOSTILE
@@ -269,7 +269,7 @@ def test_the_class_summary_escapes_student_ids_and_flags(tmp_path):
 
 
 def test_a_failure_pattern_s_hint_reaches_the_report_read_back_from_results_json(grade_dir):
-    """A hint (severity HINT, grader/patterns.py) survives results.json: the reader keeps it, its section's advice
+    """A hint (severity HINT, grader/correctness/patterns.py) survives results.json: the reader keeps it, its section's advice
     carries the pattern's words, and the section is keyed by the hint's code, not its per-case text."""
     data = json.loads(json.dumps(results_json(grade_dir(BROKEN / "swapped_halves", cases=("rows_127/float32",)))))
     t = next(t for t in records.tests_of(data) if t.case == "rows_127/float32")

@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import cli, keyfile, report, signing, studentreport, tareport
-from grader.report import charts, perf, student
-from grader import results
+from grader import cli, keyfile, report, results, signing
+from grader.report import charts, perf, student, studentreport, tareport
 from grader.results import Grade
 
 DATA = Path(__file__).resolve().parent / "data"

@@ -1,4 +1,4 @@
-"""LMS-ready grades: `python -m grader report DIR --roster roster.csv [--canvas-column NAME]` (grader/tareport.py).
+"""LMS-ready grades: `python -m grader report DIR --roster roster.csv [--canvas-column NAME]` (grader/report/tareport.py).
 
 Results folders are joined to a roster (Canvas's gradebook export, or any CSV with an id column) and written as
 grades_canvas.csv, which Canvas's gradebook import reads; Gradescope's export layout (submission_metadata.yml)
@@ -20,7 +20,8 @@ from urllib.parse import unquote
 
 import pytest
 
-from grader import cli, keyfile, signing, tareport
+from grader import cli, keyfile, signing
+from grader.report import tareport
 
 KEY = keyfile.derive(("7a11" * 16).encode())
 

@@ -1,5 +1,5 @@
-"""Performance scoring on CPU with synthetic timings: grader/stats.py (summaries, the stop rule),
-grader/score.py (thresholds, the log-time credit curve, the physical floor) and the pure parts of
+"""Performance scoring on CPU with synthetic timings: grader/performance/stats.py (summaries, the stop rule),
+grader/performance/score.py (thresholds, the log-time credit curve, the physical floor) and the pure parts of
 grader/performance/ (bytes moved, the per-round call/verification plan). No GPU, no sleeps, a few seconds.
 
 Baseline times are the H200 medians in the shared ANCHORS.md table (section 1, measured 2026-11-30), copied here
@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader import performance, score, stats
+from grader import performance
+from grader.performance import score, stats
 from grader.performance.rounds import plan_round
-from grader.spec import Curve, Problem, load_problem
+from grader.problem.spec import Curve, Problem, load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "reference" / "glu" / "spec.yaml"

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from grader.pipeline import Options, grade
+from grader.problem.spec import load_problem
 from grader.results import FAILED, PASSED, SKIPPED, Kind, Reason
-from grader.spec import load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "tests" / "data" / "problems" / "scale" / "spec.yaml"

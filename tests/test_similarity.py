@@ -1,4 +1,4 @@
-"""`python -m grader similarity` (grader/similarity.py, issue 30): planted copies are found and independent kernels
+"""`python -m grader similarity` (grader/report/similarity.py, issue 30): planted copies are found and independent kernels
 are not; the starter code is never a match; hostile files are skipped with a reason and never stop the report."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import similarity as S
 from grader.cli import main as cli_main
-from grader.spec import find_problem, load_problem
+from grader.problem.spec import find_problem, load_problem
+from grader.report import similarity as S
 
 ROOT = Path(__file__).resolve().parent.parent
 CORRECT = ROOT / "tests" / "correct"
@@ -272,7 +272,7 @@ def test_batch_out_reads_the_graded_folders_and_links_from_class_summary(tmp_pat
     """On a batch's OUT, the files are read from the folders its manifest names; class_summary.html links the
     report once `report` runs again."""
     from grader.batch import state
-    from grader.tareport import write_class_report
+    from grader.report.tareport import write_class_report
 
     src = tmp_path / "subs"
     good = (CORRECT / "stable_where_exp" / "glu_triton.py").read_text(encoding="utf-8")

@@ -1,4 +1,4 @@
-"""The problem spec loader (grader/spec.py) and the CLI's exit-2 path for problems the grader cannot run.
+"""The problem spec loader (grader/problem/spec.py) and the CLI's exit-2 path for problems the grader cannot run.
 
 Bad specs are built by loading the real YAML, breaking one thing, and writing it next to copies of the files it
 names (reference.py and the staff solutions resolve relative to the spec). Each must give one SpecError line
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grader.spec import DTYPES, SpecError, load_problem
+from grader.problem.spec import DTYPES, SpecError, load_problem
 
 SIBLINGS = ("reference.py", "solution_triton.py", "solution_cuda.cu")
 
@@ -313,7 +313,7 @@ def test_an_implementation_name_must_be_a_plain_word(spec_dir, raw_spec, name):
 
 
 def test_sibling_folders_are_the_other_problems_folders_in_a_submission(repo_root):
-    from grader.spec import sibling_folders
+    from grader.problem.spec import sibling_folders
 
     glu = load_problem(repo_root / "reference" / "glu" / "spec.yaml")
     # GLU's stubs are assignment/ itself; each other problem's are assignment/<name>, so gelu/ in a submission

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.check import check_output
-from grader.inputs import make_input
-from grader.reference import load_reference
-from grader.spec import load_problem
+from grader.correctness.check import check_output
+from grader.problem.inputs import make_input
+from grader.problem.reference import load_reference
+from grader.problem.spec import load_problem
 
 SPEC = Path(__file__).resolve().parent.parent / "reference" / "glu" / "spec.yaml"
 PROBLEM = load_problem(SPEC)

@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from grader import pipeline, staffprobe
-from grader.spec import load_problem
+from grader.problem.spec import load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "reference" / "glu" / "spec.yaml"

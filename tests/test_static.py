@@ -1,13 +1,11 @@
-"""Static warnings (grader/static.py): legal code that is how graders get fooled is pointed out, with the reason;
+"""Static warnings (grader/correctness/static.py): legal code that is how graders get fooled is pointed out, with the reason;
 ordinary kernel code, the staff solutions and the stubs get none. Warnings never change the score."""
 
 from __future__ import annotations
 
-
 import pytest
 
-from grader import static
-
+from grader.correctness import static
 
 
 def whats(src: str) -> list[str]:

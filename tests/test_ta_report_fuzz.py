@@ -25,8 +25,7 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grader import tareport
-from grader.report import classstats
+from grader.report import classstats, tareport
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "h200_staff_results.json"
 GOOD = json.loads(FIXTURE.read_text())

@@ -24,14 +24,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader import operands, performance, stats
-from grader.performance import rounds, stage, workers
-from grader.correctness import Target
+from grader import performance
 from grader.child.inputs import digest, digest_weights
-from grader.inputs import make_input_seeded
+from grader.correctness.stage import Target
+from grader.performance import rounds, stage, stats, workers
+from grader.problem import operands
+from grader.problem.inputs import make_input_seeded
+from grader.problem.reference import load_reference
+from grader.problem.spec import Case
 from grader.sandbox import WorkerFailure
-from grader.reference import load_reference
-from grader.spec import Case
 
 SECRET = 12345
 MS = {"manual": 12.0, "eager": 6.0, "compiled": 3.0}  # the baselines' real (and reported) ms per call

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader import hints
+from grader.problem import hints
 from grader.report import advice, failures, records, results_json, student
 from grader.results import Kind, Reason
 
@@ -88,8 +88,8 @@ def test_results_json_carries_the_typed_fields_and_old_files_still_read(grade_di
 def test_the_poison_and_a_computed_nan_are_told_apart(dtype):
     """The workers fill outputs with all-ones bytes (a NaN no arithmetic produces) before each call: an element still
     holding it was never written; any other NaN where the answer is finite was computed (an overflow: inf/inf)."""
-    from grader import check
-    from grader.spec import Tolerance
+    from grader.correctness import check
+    from grader.problem.spec import Tolerance
 
     truth = torch.ones(4, 8, dtype=torch.float64)
     out = torch.ones(4, 8, dtype=dtype)

@@ -25,7 +25,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grader import build, cudacpu, cudainfo, kernelcheck, sanitizer, static, textscan
+from grader import textscan
+from grader.correctness import kernelcheck, static
+from grader.cuda import build, cudacpu, cudainfo, sanitizer
 
 BOUND_S = 10.0
 MB = 1 << 20
@@ -413,7 +415,7 @@ def test_a_compiler_that_writes_a_huge_file_is_stopped_at_the_write_cap(tmp_path
     under a file-size limit, so the file stops at the cap and the build fails with a line that says why."""
     import os
 
-    from grader import build
+    from grader.cuda import build
 
     if os.name != "posix":
         pytest.skip("the write cap uses POSIX sh's ulimit")

@@ -6,7 +6,7 @@
     where.py      the GPU (nvidia-smi) at the start and end of a grade: extra_data.graded_on
     engines.py    local (one task per GPU slot, pinned) and slurm (a job array and a collect job)
     progress.py   the live count
-    collect.py    the TA report (grader/tareport.py), flagged, GPU models, throughput
+    collect.py    the TA report (grader/report/tareport.py), flagged, GPU models, throughput
     cli.py        the commands: batch, batch status, batch resubmit, batch collect, batch task
 
 Exit codes of `batch`, `batch status` and `batch collect` (a task's own are in task.py):

@@ -21,12 +21,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .. import identity
-from . import EXIT_INCOMPLETE, EXIT_INFRA, EXIT_NOT_GRADABLE, EXIT_OK, EXIT_USAGE, collect, engines, state
-from .discover import DiscoverError, discover
-from .progress import Counts, Progress
-from .state import Status
-from .task import ROOT, run_task
+from grader import identity
+from grader.batch import EXIT_INCOMPLETE, EXIT_INFRA, EXIT_NOT_GRADABLE, EXIT_OK, EXIT_USAGE, collect, engines, state
+from grader.batch.discover import DiscoverError, discover
+from grader.batch.progress import Counts, Progress
+from grader.batch.state import Status
+from grader.batch.task import ROOT, run_task
 
 SUBCOMMANDS = ("status", "resubmit", "collect", "task")
 
@@ -289,7 +289,7 @@ def _preflight(args: argparse.Namespace, problem: Any) -> int | None:
     if args.engine == "slurm" and args.container_image:
         print("preflight: not checked here (the grades run in the container image on the cluster's nodes)")
         return None
-    from .. import preflight
+    from grader import preflight
 
     go, text = preflight.check(problem, args.allow_advisory, "this batch's grades")
     if text:
@@ -298,8 +298,8 @@ def _preflight(args: argparse.Namespace, problem: Any) -> int | None:
 
 
 def _run(args: argparse.Namespace, argv: list[str]) -> int:
-    from .. import keyfile
-    from ..spec import SpecError, find_problem, load_problem
+    from grader import keyfile
+    from grader.problem.spec import SpecError, find_problem, load_problem
 
     out: Path = args.out.resolve()
     if args.retries < 0:
@@ -348,7 +348,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         return _usage(f"{out}: tasks of an earlier submission are still queued or running (`batch status {out}`)")
 
     if importlib.util.find_spec("jsonschema") is None:  # said now, not after hours of grading
-        from ..report.validate import NEEDS_JSONSCHEMA
+        from grader.report.validate import NEEDS_JSONSCHEMA
 
         print(
             "warning: the jsonschema package is not installed: every submission will be graded, but the TA report "

@@ -1,4 +1,4 @@
-"""The end of a batch: the TA report over OUT (grader/tareport.py's write_ta_report: grades.csv and
+"""The end of a batch: the TA report over OUT (grader/report/tareport.py's write_ta_report: grades.csv and
 class_summary.html), then the batch's own summary (OUT/batch_summary.json and batch_summary.html, printed too):
 counts, the submissions not graded and why, the flagged ones, the GPU models the class was graded on with a
 warning when there were several or when a GPU was hot or slowed its clocks during a grade (regrade those), and the
@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..report import write_json_atomic, write_text_atomic
-from ..report.devices import gpu_summary
-from . import state
-from .state import Entry, Status
+from grader.batch import state
+from grader.batch.state import Entry, Status
+from grader.report import write_json_atomic, write_text_atomic
+from grader.report.devices import gpu_summary
 
 SUMMARY_JSON, SUMMARY_HTML = "batch_summary.json", "batch_summary.html"
 
@@ -88,7 +88,7 @@ def summarize(out: Path, manifest: dict[str, Any], live: set[int] | None = None,
     counts = Counter(str(e.status) for e in entries)
     s = Summary(entries, {str(st): counts.get(str(st), 0) for st in Status})
     if report:
-        from .. import tareport
+        from grader.report import tareport
 
         state.clean_staging(out)  # what killed tasks left: never read as a student's grade
         try:

@@ -37,7 +37,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-GRADESCOPE_METADATA = "submission_metadata.yml"  # the same name grader/tareport.py reads
+GRADESCOPE_METADATA = "submission_metadata.yml"  # the same name grader/report/tareport.py reads
 MAX_ZIP_BYTES = 4 * 2**30  # a class's export, unpacked; a zip that claims more is refused
 MAX_ZIP_MEMBERS = 200_000
 NESTED_DEPTH = 3  # how far down a student's files may sit
@@ -148,7 +148,7 @@ def _gradescope(root: Path, files: tuple[str, ...]) -> tuple[list[Item], Path] |
     meta = next((m for m in metas if m.is_file()), None)
     if meta is None:
         return None
-    from .. import tareport  # its reader: the same names and submitters as the TA report
+    from grader.report import tareport  # its reader: the same names and submitters as the TA report
 
     try:
         folders = tareport.read_gradescope_metadata(meta)

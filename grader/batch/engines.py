@@ -2,7 +2,8 @@
 
 local: `--per-gpu N` (default 2) worker slots per GPU of this host (`--gpus 0,1,...`, default every GPU nvidia-smi
 lists), each task pinned with CUDA_VISIBLE_DEVICES, never two tasks on one slot at once, and never two timings on one
-GPU at once: the slots of a GPU share its lock file (GRADER_GPU_LOCK, grader/gpulock.py), which a grade holds alone
+GPU at once: the slots of a GPU share its lock file (GRADER_GPU_LOCK, grader/performance/gpulock.py), which a grade
+holds alone
 for its timing stage and shares for the rest; `--slots N` gives N CPU slots instead
 (CUDA_VISIBLE_DEVICES empty: CPU-only grading, and the tests). A task that ends in an infrastructure fault (its
 exit code 3, or killed by a signal) is queued again for another slot, up to --retries times; a slot whose faults
@@ -35,12 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import gpulock
-from ..report import write_json_atomic, write_text_atomic
-from . import state
-from .progress import Progress
-from .state import Outcome
-from .task import ROOT, TASK_OK, TASK_REFUSED
+from grader.batch import state
+from grader.batch.progress import Progress
+from grader.batch.state import Outcome
+from grader.batch.task import ROOT, TASK_OK, TASK_REFUSED
+from grader.performance import gpulock
+from grader.report import write_json_atomic, write_text_atomic
 
 # A local slot is taken out of the batch after infrastructure faults in a row on this many different submissions
 # (one submission that always faults, a grader bug, retires nothing: it fails on every slot).

@@ -34,7 +34,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from ..report import write_json_atomic
+from grader.report import write_json_atomic
 
 BATCH_DIR = ".batch"
 STAGING = ".staging"

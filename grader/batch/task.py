@@ -38,9 +38,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from .. import keyfile, signing
-from . import state, where
-from .state import Outcome
+from grader import keyfile, signing
+from grader.batch import state, where
+from grader.batch.state import Outcome
 
 TASK_OK, TASK_USAGE, TASK_INFRA, TASK_REFUSED, TASK_KILLED = 0, 2, 3, 4, 143
 GRADE_COMMAND_ENV = "GRADER_BATCH_GRADE_COMMAND"  # tests: a JSON argv that stands in for `python -m grader grade`

@@ -207,7 +207,7 @@ class CudaRowKernel:
         if self.poison:
             y.view(torch.uint8).fill_(
                 255
-            )  # all bits set: a NaN no arithmetic produces (grader/check.py tells them apart)
+            )  # all bits set: a NaN no arithmetic produces (grader/correctness/check.py tells them apart)
         with torch.cuda.device(x.device):
             stream = torch.cuda.current_stream(x.device).cuda_stream
             code = self._fn(

@@ -1,4 +1,4 @@
-"""Call a CUDA row kernel built for the CPU (grader/cudacpu.py) on CPU tensors: the CUDA-on-CPU twin of
+"""Call a CUDA row kernel built for the CPU (grader/cuda/cudacpu.py) on CPU tensors: the CUDA-on-CPU twin of
 cuda_binding.CudaRowKernel and cuda_abi.CudaMultiKernel, with the same ABI (the spec's inputs, in order: their
 pointers, the output's, rows, out_cols, each input's row stride, dtype, stream) and the same messages for the
 library's return codes.
@@ -227,8 +227,9 @@ class CpuRowKernel:
         inputs: Sequence[str] = ("x",),
     ):
         """sanitizer: a compute-sanitizer command line (path and tool options) to run a GPU harness under
-        (grader/sanitizer.py); empty for the CPU layer's harness. inputs: the spec's input names, in call order (the
-        harness was built for their number: grader/cudacpu.py)."""
+        (grader/cuda/sanitizer.py); empty for the CPU layer's harness. inputs: the spec's input names, in call order
+        (the
+        harness was built for their number: grader/cuda/cudacpu.py)."""
         self.harness = str(harness)
         self.sanitizer = list(sanitizer)
         self.symbol = symbol

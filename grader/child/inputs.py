@@ -1,7 +1,7 @@
 """Input tensors from an already mixed seed: what workers get (timing makes its inputs in the worker, so that
-they need not cross the pipe). The secret never reaches a worker: grader/inputs.py mixes it in the parent.
+they need not cross the pipe). The secret never reaches a worker: grader/problem/inputs.py mixes it in the parent.
 
-`case` is anything with shape, dtype, dist and pad (grader.spec.Case in the parent, a namespace in a worker).
+`case` is anything with shape, dtype, dist and pad (grader.problem.spec.Case in the parent, a namespace in a worker).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""ATen op names that move or describe memory but compute nothing (shared by the worker and grader/kernelcheck.py).
+"""ATen op names that move or describe memory but compute nothing (shared by the worker and
+grader/correctness/kernelcheck.py).
 
 The worker leaves these out of what it reports for its own snapshot of an output; the parent treats every other
 ATen op in a correctness call as PyTorch doing the work.

@@ -1,4 +1,4 @@
-"""The child half of the GPU compile check (grader/gpucompile.py has the parent's half and the why).
+"""The child half of the GPU compile check (grader/correctness/gpucompile.py has the parent's half and the why).
 
 Runs beside student code: `describe_launch` in the interpreter worker (what was launched, as data) and
 `compile_launches` in the compile worker (Triton's compiler for an sm_90 target, on the CPU).
@@ -15,9 +15,8 @@ from typing import Any
 
 MAX_LAUNCHES = 64  # distinct launch records kept per worker (one per kernel, dtype and constexpr values)
 MAX_COMPILES = 12  # distinct signatures compiled per part (~0.5-2 s each on a CPU)
-ARCH = (
-    90  # the course GPUs (H100/H200), the one place it is set: grader/build.py builds CUDA for it too (no GPU needed)
-)
+# The course GPUs (H100/H200), the one place it is set: grader/cuda/build.py builds CUDA for it too (no GPU needed).
+ARCH = 90
 _OPTIONS = ("num_warps", "num_stages", "num_ctas")
 _TL_TYPES = {
     "float32": "fp32",

@@ -270,7 +270,9 @@ class Worker:
             half = p["out_cols"] == "half"
             cols: Callable[[int], int] = (lambda c: c // 2) if half else (lambda c: c)
             try:
-                if p.get("cpu_layer") or p.get("sanitizer"):  # an executable, run once per call (grader/cudacpu.py)
+                if p.get("cpu_layer") or p.get(
+                    "sanitizer"
+                ):  # an executable, run once per call (grader/cuda/cudacpu.py)
                     from .cudacpu_binding import CpuRowKernel
 
                     self.fn = CpuRowKernel(
@@ -636,7 +638,7 @@ class _LaunchCounter:
     `kernel[grid](...)` ends in `run` both compiled and interpreted, so this works on the CPU too, where the
     profiler sees no device kernels: a "Triton" part that never launches a Triton kernel is caught there.
     With record=True (the interpreter) it also keeps how each kernel was launched, as data, for the GPU compile
-    check (grader/gpucompile.py).
+    check (grader/correctness/gpucompile.py).
     """
 
     def __init__(self, funcs: list[Any], record: bool = False):
@@ -738,7 +740,8 @@ def _error(line: str, detail: str, category: str = "call", own: str = "") -> tup
 
 
 def main(conn: Any, device: str, timing: bool = False, compile_only: bool = False) -> None:
-    """Entry point of the spawned child. compile_only: a CPU worker for grader/gpucompile.py, which imports the
+    """Entry point of the spawned child. compile_only: a CPU worker for grader/correctness/gpucompile.py, which imports
+    the
     submission with Triton's compiler instead of its interpreter (even if the parent's environment sets it)."""
     try:
         os.setsid()  # own process group: the parent kills the whole group, forks included

@@ -5,9 +5,9 @@ The parent orchestrates; workers only execute. One trusted worker runs the basel
 torch.compile), one untrusted worker per implementation runs the submission. Each perf case:
   1. setup: every worker makes the input sets and warms up (compile time reported, never timed);
   2. rounds, round-robin across workers (rotated each round), so drift and heat hit all alike, until the
-     stop rule holds for every timed function (grader/stats.py);
+     stop rule holds for every timed function (grader/performance/stats.py);
   3. the parent verifies sampled elements of timed outputs against its own float64 truth for that exact input;
-  4. score (grader/score.py) on the effective time: the event median; but when the worker's host clock
+  4. score (grader/performance/score.py) on the effective time: the event median; but when the worker's host clock
      (median, less the trusted eager baseline's host overhead) exceeds it by far more than host jitter, that
      host-derived time instead, and a flag (work hidden on another stream counts); and when the parent's own
      clock over the worker's requests exceeds the baselines' by more than jitter (times forged inside the
@@ -22,11 +22,11 @@ One module per job:
 - judgement.py: the wall-clock check and its re-timings, the host-clock cross-check, flags and credit (4), with
   the constants that set them; the bytes a case moves (for the floor and the rates); the result row's text;
 - stage.py: the orchestration, run_performance over the cases and _time_case through the steps above.
-The typed records they pass are in grader/perfrecords.py. The names below are what the pipeline, the scripts and
+The typed records they pass are in grader/performance/records.py. The names below are what the pipeline, the scripts and
 the tests use.
 """
 
-from .judgement import (
+from grader.performance.judgement import (
     FLOOR_SLACK,
     HOST_FLAG_RATIO,
     HOST_FLAG_SLACK_MS,
@@ -36,10 +36,19 @@ from .judgement import (
     bytes_moved,
     wall_slack_ms,
 )
-from .rounds import CALLS_PER_ROUND, FIRST_SAMPLE, MAX_SETS, MIN_SETS, ROUND_SAMPLE, SCALES, SET_BYTES, n_sets
-from .stage import run_performance, skipped_tests
-from .verification import DIGEST_TOL
-from .workers import SPARE, SPARE_WORKERS, SPIN_S, spin_budget, start_workers
+from grader.performance.rounds import (
+    CALLS_PER_ROUND,
+    FIRST_SAMPLE,
+    MAX_SETS,
+    MIN_SETS,
+    ROUND_SAMPLE,
+    SCALES,
+    SET_BYTES,
+    n_sets,
+)
+from grader.performance.stage import run_performance, skipped_tests
+from grader.performance.verification import DIGEST_TOL
+from grader.performance.workers import SPARE, SPARE_WORKERS, SPIN_S, spin_budget, start_workers
 
 __all__ = [
     "CALLS_PER_ROUND",

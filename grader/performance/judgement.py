@@ -14,11 +14,12 @@ from collections.abc import Callable
 
 import torch
 
-from .. import inputs, operands, score, stats
-from ..perfrecords import FirstPass, Rates, Timing
-from ..results import FLAG, Code, Finding
-from ..spec import Case, Problem
-from .rounds import Rounds, median
+from grader.performance import score, stats
+from grader.performance.records import FirstPass, Rates, Timing
+from grader.performance.rounds import Rounds, median
+from grader.problem import inputs, operands
+from grader.problem.spec import Case, Problem
+from grader.results import FLAG, Code, Finding
 
 # The host clock is a guard, not the measurement: its sync latency jitters by ~5-10 us, which is 10-30% of
 # a 30 us kernel (stability runs on the H200 showed exactly that). It takes over only when it exceeds the

@@ -2,7 +2,8 @@
 
 Each round asks every (worker, function) unit, in an order rotated each round, to time CALLS_PER_ROUND calls on
 input sets and scales the parent chose (`plan`), then for the sampled outputs the parent chose to verify, until
-the stop rule (grader/stats.py) holds. A reply of the wrong shape counts as a failed worker (`expect_reply`).
+the stop rule (grader/performance/stats.py) holds. A reply of the wrong shape counts as a failed worker
+(`expect_reply`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from typing import Any
 
 import torch
 
-from .. import stats, wire
-from ..sandbox import WorkerFailure
+from grader import wire
+from grader.performance import stats
+from grader.sandbox import WorkerFailure
 
 # Input sets rotated per worker: consecutive calls never see the same buffers. More sets where they are small:
 # a short kernel's time depends a little on where its buffers landed (a per-setup state: a 4096x8192 fp16

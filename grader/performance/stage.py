@@ -12,14 +12,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import inputs, operands, score, stats
-from ..correctness import Target
-from ..perfrecords import Timing
-from ..reference import Reference
-from ..results import FAILED, PASSED, SKIPPED, Finding, Kind, Reason, TestResult
-from ..sandbox import Sandbox, WorkerFailure
-from ..spec import Case, Problem
-from . import judgement, rounds, verification, workers
+from grader.correctness.stage import Target
+from grader.performance import judgement, rounds, score, stats, verification, workers
+from grader.performance.records import Timing
+from grader.problem import inputs, operands
+from grader.problem.reference import Reference
+from grader.problem.spec import Case, Problem
+from grader.results import FAILED, PASSED, SKIPPED, Finding, Kind, Reason, TestResult
+from grader.sandbox import Sandbox, WorkerFailure
 
 
 def _perf_test(
@@ -172,7 +172,7 @@ def _time_case(
     n_out = 1
     for d in shape_out:
         n_out *= d
-    # Every input of the op (spec `inputs:`) in each set, each from its own seed (grader/operands.py).
+    # Every input of the op (spec `inputs:`) in each set, each from its own seed (grader/problem/operands.py).
     n_sets = rounds.n_sets(operands.input_bytes(problem, case))
     timing_seeds = operands.timing_seeds(problem, case, secret, n_sets)
     live_boxes = [w for w, b in boxes.items() if b is not None and w not in dead]

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import torch
 
-from .. import check, inputs, operands
-from ..reference import Reference
-from ..spec import Case, Problem
-from .rounds import Rounds
+from grader.correctness import check
+from grader.performance.rounds import Rounds
+from grader.problem import inputs, operands
+from grader.problem.reference import Reference
+from grader.problem.spec import Case, Problem
 
 UNCHECKED = (False, "no timed output was checked")  # a function with no sampled output to check
 

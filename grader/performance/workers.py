@@ -11,15 +11,15 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from ..correctness import Target
-from ..sandbox import GraderFault, Sandbox, WorkerFailure
-from ..spec import Problem
+from grader.correctness.stage import Target
+from grader.problem.spec import Problem
+from grader.sandbox import GraderFault, Sandbox, WorkerFailure
 
 # Idle timing workers kept for the wall-clock check's re-timings (judgement.py: MAX_RETIMES; a fresh start is ~8 s
 # on the H200: the interpreter, torch, CUDA). Two cover a grade's usual one or two re-timings; beyond that a
 # worker is started when needed.
 SPARE_WORKERS = 2
-SPARE = "spare:"  # their keys among start_workers' boxes (no implementation name has a colon: grader/spec.py)
+SPARE = "spare:"  # their keys among start_workers' boxes (no implementation name has a colon: grader/problem/spec.py)
 # A re-timing also replaces the trusted baselines' worker: a process's offset is the baselines' as much as the
 # submission's (docs/performance.md#the-wall-clock-check). One trusted spare, prepared like the first.
 SPARE_BASELINES = SPARE + "baselines"
@@ -80,7 +80,8 @@ def start_workers(problem: Problem, targets: list[Target], device: str) -> dict[
 def settle(started: dict[str, Sandbox], limit: float) -> None:
     """Wait until every started worker is up and the trusted ones' `prepare` (torch.compile's first calls, on the
     GPU) is over; the replies stay on the box (Sandbox.drained) for load_workers. The pipeline calls this before it
-    lets another grade on this GPU time (grader/gpulock.py): after it, none of this grade's workers uses the GPU
+    lets another grade on this GPU time (grader/performance/gpulock.py): after it, none of this grade's workers uses
+    the GPU
     until this grade's own timing stage. A worker that failed is left for load_workers (or a re-timing) to report."""
     for name, box in started.items():
         try:

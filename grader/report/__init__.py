@@ -10,7 +10,7 @@
 
 The names below are what the CLI and the pipeline call (`from grader import report; report.write_results(...)`)."""
 
-from .output import (
+from grader.report.output import (
     advisory_line,
     finite,
     leaderboard,
@@ -19,7 +19,7 @@ from .output import (
     write_results,
     write_text_atomic,
 )
-from .terminal import make_console, print_bench, print_summary, progress
+from grader.report.terminal import make_console, print_bench, print_summary, progress
 
 __all__ = [
     "advisory_line",

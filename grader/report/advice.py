@@ -1,6 +1,6 @@
 """What to try next for a lost point: chosen by a result's typed fields (grader/results.py: kind, reason, finding
 codes) and the case's own data (dtype, input distribution, padded rows), never by its name or output text; worded
-by the problem's hints.yaml (grader/hints.py), else in the grader's generic terms below.
+by the problem's hints.yaml (grader/problem/hints.py), else in the grader's generic terms below.
 
 A finding code the grader adds later needs no change here: its words come from hints.yaml's `finding` section
 when the problem has them, and the report shows the finding's own text in any case."""
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import hints as problem_hints
-from ..results import HINT, SKIPPED, VIOLATION, Code, Finding, Kind, Reason
-from .records import Test, num
+from grader.problem import hints as problem_hints
+from grader.report.records import Test, num
+from grader.results import HINT, SKIPPED, VIOLATION, Code, Finding, Kind, Reason
 
 # Problem-independent advice, by reason (grader/results.py). A problem's own words come from its hints.yaml.
 GENERIC = {
@@ -92,7 +92,8 @@ def advice(
         tips.append(_wrong_values(t, h))
     elif t.reason is not None and t.reason in GENERIC:
         tips.append(problem_hints.text(h, "reason", str(t.reason)) or GENERIC[t.reason])
-    # The test's own findings, worded by the problem where it has words: a failure pattern's hint (grader/patterns.py)
+    # The test's own findings, worded by the problem where it has words: a failure pattern's hint
+    # (grader/correctness/patterns.py)
     # by its `pattern` words, what its code means whatever the case (the case's index and values are in its text).
     tips += [
         w

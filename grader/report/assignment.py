@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..spec import Problem, SpecError, find_problem, load_problem
-from .records import STAGES
+from grader.problem.spec import Problem, SpecError, find_problem, load_problem
+from grader.report.records import STAGES
 
 ROOT = Path(__file__).resolve().parent.parent.parent  # the checkout (or install) whose reference/ holds the specs
 _NAME = re.compile(r"[a-z0-9_]{1,64}")  # a problem folder's name: never a path

@@ -8,8 +8,8 @@ import io
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from .perf import case_title
-from .records import forfeit_parts, num, perf_of
+from grader.report.perf import case_title
+from grader.report.records import forfeit_parts, num, perf_of
 
 
 def matplotlib() -> Any:

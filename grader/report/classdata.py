@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import signing
-from .assignment import UNKNOWN, Assignment, from_names
-from .cells import csv_text, safe_cell
-from .gsexport import gradescope_layout
-from .output import advisory_line
-from .records import STAGES, flags_of, num, tests_of
-from .validate import MAX_FILE_BYTES, BadResults, Unreadable, parse_results, rel
+from grader import signing
+from grader.report.assignment import UNKNOWN, Assignment, from_names
+from grader.report.cells import csv_text, safe_cell
+from grader.report.gsexport import gradescope_layout
+from grader.report.output import advisory_line
+from grader.report.records import STAGES, flags_of, num, tests_of
+from grader.report.validate import MAX_FILE_BYTES, BadResults, Unreadable, parse_results, rel
 
 __all__ = ["Submission", "collect", "columns", "read_class", "render_csv", "safe_cell", "who"]
 

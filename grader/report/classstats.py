@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import math
 
-from ..results import PASSED, SKIPPED
-from .charts import matplotlib, png
-from .classdata import Submission
-from .records import num, parts_of, tests_of
+from grader.report.charts import matplotlib, png
+from grader.report.classdata import Submission
+from grader.report.records import num, parts_of, tests_of
+from grader.results import PASSED, SKIPPED
 
 
 def speedups(subs: list[Submission]) -> dict[str, dict[str, list[float]]]:

@@ -1,5 +1,5 @@
 """The TA's reports over a folder of graded submissions: grades.csv, class_summary.html and, with a roster,
-grades_canvas.csv (`python -m grader report DIR`; grader/tareport.py is the entry the CLI imports).
+grades_canvas.csv (`python -m grader report DIR`; grader/report/tareport.py is the entry the CLI imports).
 
 class_summary.html is a Page of the same blocks as the student's report (grader/report/blocks.py), rendered by the
 same templates: a banner when any grade was made without a GPU, every file that could not be used, the flagged
@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from .. import signing
-from . import classstats, html
-from .assignment import UNKNOWN, Assignment
-from .blocks import Cell, Chart, Page, Row, Section, Table, Text
-from .classdata import ClassData, Submission, read_class, render_csv, who
-from .devices import gpu_summary
-from .output import write_text_atomic
-from .roster import (
+from grader import signing
+from grader.report import classstats, html
+from grader.report.assignment import UNKNOWN, Assignment
+from grader.report.blocks import Cell, Chart, Page, Row, Section, Table, Text
+from grader.report.classdata import ClassData, Submission, read_class, render_csv, who
+from grader.report.devices import gpu_summary
+from grader.report.output import write_text_atomic
+from grader.report.roster import (
     CANVAS_CSV,
     CANVAS_HEADER,
     Join,
@@ -32,7 +32,7 @@ from .roster import (
     render_canvas_csv,
     why_withheld,
 )
-from .validate import Unreadable, validator
+from grader.report.validate import Unreadable, validator
 
 NO_PLOTS = "Note: plots need matplotlib (pip install matplotlib); this summary has tables only."
 
@@ -342,7 +342,9 @@ def write_class_report(
     if roster is not None and join is not None:
         write_text_atomic(out / CANVAS_CSV, render_canvas_csv(roster, join))
     page = build(subs, bad, imgs, root.name or str(root), roster, join, a)
-    if (out / "similarity.html").is_file():  # `python -m grader similarity` wrote one here (grader/similarity.py)
+    if (
+        out / "similarity.html"
+    ).is_file():  # `python -m grader similarity` wrote one here (grader/report/similarity.py)
         link = Cell("similarity.html: pairs of submissions with similar code", href="similarity.html")
         page.head.append(Table(["class integrity (evidence to read, never a penalty)"], [Row([link])]))
     write_text_atomic(html_path, html.render(page))

@@ -9,10 +9,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .. import hints as problem_hints
-from ..results import FLAG, HINT, SKIPPED, VIOLATION, WARNING, Finding, Kind, Reason
-from .advice import advice, case_advice
-from .records import Test, extra_of, perf_of, tests_of
+from grader.problem import hints as problem_hints
+from grader.report.advice import advice, case_advice
+from grader.report.records import Test, extra_of, perf_of, tests_of
+from grader.results import FLAG, HINT, SKIPPED, VIOLATION, WARNING, Finding, Kind, Reason
 
 REASON_LINES = 6  # lines of a test's output quoted as the reason for lost points (the preview)
 FULL_OUTPUT_MAX = 20000  # characters of one test's output a report keeps (each case's, and the whole of the first)

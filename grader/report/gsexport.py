@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .validate import BadResults, Unreadable, rel
+from grader.report.validate import BadResults, Unreadable, rel
 
 GRADESCOPE_METADATA = "submission_metadata.yml"
 MAX_METADATA_BYTES = 32 * 1024 * 1024

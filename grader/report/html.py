@@ -8,7 +8,7 @@ from functools import lru_cache
 
 import jinja2
 
-from .blocks import Page
+from grader.report.blocks import Page
 
 
 @lru_cache(maxsize=1)

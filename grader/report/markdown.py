@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from .blocks import Block, Bullets, Cases, Chart, Output, Page, Pre, Section, Table, Text
+from grader.report.blocks import Block, Bullets, Cases, Chart, Output, Page, Pre, Section, Table, Text
 
 
 def fence(text: str) -> str:

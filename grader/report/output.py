@@ -12,8 +12,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .. import signing
-from ..results import Code, Grade, Kind
+from grader import signing
+from grader.results import Code, Grade, Kind
 
 
 def write_json_atomic(path: Path, data: dict) -> None:

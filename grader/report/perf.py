@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from .advice import pct_at
-from .blocks import Row, Table
-from .records import num
+from grader.report.advice import pct_at
+from grader.report.blocks import Row, Table
+from grader.report.records import num
 
 PERF_COLS = ("implementation", "ms", "GB/s", "% of copy roofline", "speedup vs eager", "credit")
 

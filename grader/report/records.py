@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..results import FAILED, FLAG, HINT, SKIPPED, VIOLATION, WARNING, Code, Finding, Grade, Kind, Reason
+from grader.results import FAILED, FLAG, HINT, SKIPPED, VIOLATION, WARNING, Code, Finding, Grade, Kind, Reason
 
 STAGES = ("correctness", "performance")  # the stages that carry points, in the order the reports show them
 
@@ -106,7 +106,7 @@ def tests_of(data: dict[str, Any]) -> list[Test]:
 def as_results(source: Grade | dict | str | Path) -> dict[str, Any]:
     """A results.json dict from a Grade, a dict, or the path of a results.json file."""
     if isinstance(source, Grade):
-        from .output import results_json
+        from grader.report.output import results_json
 
         return results_json(source)
     if isinstance(source, dict):

@@ -10,10 +10,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import signing
-from .assignment import UNKNOWN, Assignment
-from .cells import csv_text
-from .classdata import Submission
+from grader import signing
+from grader.report.assignment import UNKNOWN, Assignment
+from grader.report.cells import csv_text
+from grader.report.classdata import Submission
 
 CANVAS_CSV = "grades_canvas.csv"
 CANVAS_HEADER = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")

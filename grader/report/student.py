@@ -13,14 +13,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..results import FAILED, FLAG, PASSED, SKIPPED, VIOLATION, Code, Grade, Kind
-from . import charts as charts_module
-from . import html, markdown
-from .blocks import Bullets, CaseOutput, Cases, Cell, Chart, Output, Page, Pre, Row, Section, Table, Text
-from .failures import Failure, failures, first_lines
-from .output import advisory_line, write_text_atomic
-from .perf import case_title, perf_table, thresholds_line
-from .records import STAGES, Test, as_results, extra_of, forfeit_parts, num, part_scores, parts_of, perf_of, tests_of
+from grader.report import charts as charts_module
+from grader.report import html, markdown
+from grader.report.blocks import Bullets, CaseOutput, Cases, Cell, Chart, Output, Page, Pre, Row, Section, Table, Text
+from grader.report.failures import Failure, failures, first_lines
+from grader.report.output import advisory_line, write_text_atomic
+from grader.report.perf import case_title, perf_table, thresholds_line
+from grader.report.records import (
+    STAGES,
+    Test,
+    as_results,
+    extra_of,
+    forfeit_parts,
+    num,
+    part_scores,
+    parts_of,
+    perf_of,
+    tests_of,
+)
+from grader.results import FAILED, FLAG, PASSED, SKIPPED, VIOLATION, Code, Grade, Kind
 
 NO_PLOTS = "plots need matplotlib (pip install matplotlib); this report has tables only"
 CELL = {PASSED: "pass", FAILED: "FAIL", SKIPPED: "skip"}

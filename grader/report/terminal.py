@@ -16,11 +16,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..results import FAILED, PASSED, SKIPPED, Grade, Reason
-from .failures import Failure, failures, short_output
-from .output import advisory_line, results_json
-from .records import Test, tests_of
-from .student import headline
+from grader.report.failures import Failure, failures, short_output
+from grader.report.output import advisory_line, results_json
+from grader.report.records import Test, tests_of
+from grader.report.student import headline
+from grader.results import FAILED, PASSED, SKIPPED, Grade, Reason
 
 STYLE = {PASSED: "green", FAILED: "red", SKIPPED: "yellow"}
 ANSI_CSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")

@@ -3,7 +3,7 @@
 Design: one flat 1-D grid over the output elements, BLOCK per program, sized in 16-byte vectors per thread:
 one per thread over 8 warps for fp32 (1024 elements), two per thread over 4 warps for fp16/bf16 (2048 elements).
 A 16-bit element carries twice fp32's math per byte moved (the exp and the division are per element), and two
-vectors in flight per thread hide it: on the H200 (`python3 lab/gelu_variants.py`) fp16 8192x16384 went from
+vectors in flight per thread hide it: on the H200 (`python3 scripts/gelu_variants.py`) fp16 8192x16384 went from
 97.2% to 98.8% of a same-size copy, bf16 16384^2 from 98.5% to 100.6%; fp32 stays at one (100.8%, 99.5% with two). Element i of the output
 sits in row r = i // cols and reads x at r * row_stride + (i - r * cols); when the rows are packed
 (row_stride == cols, every graded performance case) that is just i, so the kernel has a CONTIGUOUS switch that

@@ -37,7 +37,7 @@ def eager(x: torch.Tensor) -> torch.Tensor:
 
 
 def mistakes(x: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Known wrong formulas, in float64 (optional; grader/patterns.py): a wrong output that equals one of these is
+    """Known wrong formulas, in float64 (optional; grader/correctness/patterns.py): a wrong output that equals one of these is
     named by it in the hint (hints.yaml's `formula` words). The operands themselves (a, b) the grader tries on its
     own, from the spec's out_cols."""
     x64 = x.to(torch.float64)

@@ -1,17 +1,17 @@
 // cuda_cpu.h: the grader's CUDA-on-CPU layer. A student's .cu compiles as host C++ with this header forced in
-// first (-include cuda_cpu.h); grader/cudacpu.py rewrites each `kernel<<<grid, block, shm, stream>>>(args)` into
+// first (-include cuda_cpu.h); grader/cuda/cudacpu.py rewrites each `kernel<<<grid, block, shm, stream>>>(args)` into
 // `cudacpu::launch(cudacpu::Config(grid, block, shm, stream), <kernel as a generic lambda>, args)`, which runs every
 // block and every thread of the grid one after the other, in the order the harness asks for (forward, reverse, or
 // a seeded permutation): two orders that give different outputs show a race.
 //
 // What it cannot run faithfully is not defined here (__syncthreads, warp shuffles, atomics, dynamic shared memory,
-// cooperative groups): grader/cudacpu.py finds those in the preprocessed source and reports "needs a GPU", and one
+// cooperative groups): grader/cuda/cudacpu.py finds those in the preprocessed source and reports "needs a GPU", and one
 // it missed fails to compile or link, which is reported the same way.
 #pragma once
 // nvcc defines __CUDACC__ 1 too. The layer defines no macro of its own that outlives this header: every helper below
-// is #undef'd at its end, and grader/cudacpu.py undefines the command line's (CUDACPU_ENTRY, CUDACPU_SCAN, the
+// is #undef'd at its end, and grader/cuda/cudacpu.py undefines the command line's (CUDACPU_ENTRY, CUDACPU_SCAN, the
 // signature's CUDACPU_INPUTS/OUTPUTS/SCALARS) before the student's first line, so that no #ifdef can tell this build
-// from nvcc's (grader/cudacpu.py, one_program).
+// from nvcc's (grader/cuda/cudacpu.py, one_program).
 #define __CUDACC__ 1
 
 #include <math.h>
@@ -33,7 +33,7 @@
 #define __grid_constant__
 // A block's threads run one after another, so a static local is one block's shared memory. Without
 // __syncthreads (which marks the source "needs a GPU") threads that share it race, and the orders show that.
-#ifndef CUDACPU_SCAN  // the scan for what needs a GPU (grader/cudacpu.py) sees __shared__ as written
+#ifndef CUDACPU_SCAN  // the scan for what needs a GPU (grader/cuda/cudacpu.py) sees __shared__ as written
 #define __shared__ static
 #endif
 #define __constant__

@@ -1,4 +1,4 @@
-// harness.cpp: the executable the CUDA-on-CPU layer links a student's kernel file into (grader/cudacpu.py builds
+// harness.cpp: the executable the CUDA-on-CPU layer links a student's kernel file into (grader/cuda/cudacpu.py builds
 // it, grader/child/cudacpu_binding.py runs it once per call). Why an executable and not a library in the worker:
 // AddressSanitizer must be the first library of its process, which a Python with torch loaded is not; here it is,
 // every buffer (each input, each output) is its own allocation of exactly its size (a read one element past an

@@ -5,7 +5,7 @@
 //
 // with CUDACPU_INPUTS input pointers, CUDACPU_OUTPUTS output pointers and CUDACPU_SCALARS int64 shape arguments
 // (rows, out_cols, then each input's row stride). The build passes the three counts with -D to the harness's
-// translation unit only (the student's file never sees them: grader/cudacpu.py undefines them before its first line,
+// translation unit only (the student's file never sees them: grader/cuda/cudacpu.py undefines them before its first line,
 // and the sanitizer build compiles the student's file apart).
 //
 // stdin, all little-endian int64:

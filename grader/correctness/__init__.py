@@ -1,0 +1,2 @@
+"""The correctness stage: run every case in the child, check each result against the fp64 truth, explain the
+failures; the static and kernel checks."""

@@ -1,0 +1,108 @@
+"""GPU compile check, for CPU grades: do the Triton kernels that ran in the interpreter also compile for a GPU?
+
+Triton's interpreter (TRITON_INTERPRET=1, how kernels run without a GPU) executes a kernel as Python and numpy.
+It accepts code that the compiler rejects. One example: a plain Python global read inside @triton.jit
+(`LOG2E = 1.44`) is refused by the compiler ("Cannot access global variable"), and the interpreter just reads
+it (tests/correct/autotune_exp2_helper, lab/PERF_NOTES.md, run 33). Such a kernel passes every CPU case, then
+fails every case on the autograder's GPU.
+
+So on a CPU grade:
+1. the correctness worker records how each of the file's @triton.jit kernels was launched (`describe_launch`):
+   argument kinds and dtypes, constexpr values, num_warps. These are data only, no tensor contents;
+2. a separate child, *without* the interpreter, imports the file again and compiles each distinct launch with
+   Triton's own compiler for an sm_90 target (`compile_launches`). The compiler runs on the CPU: it needs no
+   GPU, only the Triton package (ptxas ships with it);
+3. the parent (`run`) turns the answers into one 0-point row, "<part> / GPU compile check", and a note.
+
+The row carries no points: the GPU grade decides. It is there so that a student without a GPU hears about a
+compile error before the deadline, not from the autograder. Anything the check itself cannot do (an older
+Triton without this compiler API, an argument kind it cannot describe) gives SKIPPED with the reason, never
+FAILED: only Triton's CompilationError is blamed on the submission.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grader.child.launches import ARCH, MAX_LAUNCHES  # noqa: F401  (MAX_LAUNCHES: re-exported for the tests)
+
+# ------------------------------------------------------------------------------------------------------------
+# parent side: one row per Triton part on a CPU grade
+
+
+def row_from_reply(part: str, display: str, reply: Any) -> tuple[str, str, dict[str, Any]]:
+    """(state, output, extra) of the '<part> / GPU compile check' row, from the compile worker's reply."""
+    from grader.results import FAILED, PASSED, SKIPPED
+
+    if not isinstance(reply, dict):
+        return SKIPPED, "could not check: the compile worker sent a malformed reply", {}
+    if "unavailable" in reply:
+        return SKIPPED, f"could not check: {reply['unavailable']}", {}
+    errors, compiled, skipped = reply.get("errors", []), reply.get("compiled", []), reply.get("skipped", [])
+    extra = {"compiled": len(compiled), "errors": len(errors), "skipped": len(skipped), "seconds": reply.get("seconds")}
+    target = f"sm_{ARCH}"
+    if errors:
+        e = errors[0]
+        at = f", line {e['line']}" if isinstance(e.get("line"), int) else ""
+        head = (
+            f"{display}{at}: kernel {e['kernel']} runs in Triton's interpreter but does not compile for a GPU "
+            f"({target}); on a GPU every {part} case would fail. Triton's compiler says:"
+        )
+        more = f"\n({len(errors) - 1} more launch signature(s) failed too)" if len(errors) > 1 else ""
+        return (
+            FAILED,
+            f"{head}\n{e['message']}\nwhen compiled as {e['kernel']}{e['signature']}, {e['options']}{more}",
+            extra,
+        )
+    if not compiled:
+        why = (
+            "; ".join(f"{s['kernel']}: {s['why']}" for s in skipped[:3])
+            or "no launch of this file's @triton.jit kernels was recorded"
+        )
+        return SKIPPED, f"could not check: {why}", extra
+    lines = [f"compiled for {target} on this CPU with Triton's own compiler ({reply.get('seconds')} s):"]
+    lines += [f"  {c['kernel']}{c['signature']} {c['options']}" for c in compiled]
+    lines += [f"  not checked: {s['kernel']}: {s['why']}" for s in skipped[:3]]
+    return PASSED, "\n".join(lines), extra
+
+
+def check_part(load_payload: dict[str, Any], part: str, display: str, launches: Any, timeout_s: float) -> Any:
+    """Run the compile worker on the recorded launches; return the '<part> / GPU compile check' TestResult."""
+    from grader.results import FAILED, SKIPPED, Kind, Reason, TestResult
+    from grader.sandbox import Sandbox, WorkerFailure
+
+    name = f"{part} / GPU compile check"
+
+    def row(state: str, output: str, extra: dict[str, Any] | None = None) -> TestResult:
+        return TestResult(
+            name,
+            part,
+            "checks",
+            0.0,
+            0.0,
+            state,
+            output,
+            extra or {},
+            kind=Kind.COMPILE_CHECK,
+            reason=Reason.COMPILE_FAILED if state == FAILED else Reason.OK,
+        )
+
+    if not (
+        isinstance(launches, list)
+        and all(
+            isinstance(x, dict) and isinstance(x.get("kernel"), str) and isinstance(x.get("args"), list)
+            for x in launches
+        )
+    ):
+        return row(SKIPPED, "could not check: the worker sent malformed launch records")
+    if not launches:
+        return row(SKIPPED, "could not check: no launch of this file's @triton.jit kernels was recorded")
+    try:
+        with Sandbox("cpu", start_timeout_s=timeout_s, compile_only=True) as box:
+            reply = box.request(
+                "gpu_compile", {**load_payload, "launches": launches}, timeout_s=timeout_s, what="the GPU compile check"
+            )
+    except WorkerFailure as e:
+        return row(SKIPPED, f"could not check: {e.line}" + (f"\n{e.detail}" if e.detail else ""))
+    state, output, extra = row_from_reply(part, display, reply)
+    return row(state, output, extra)

@@ -1,0 +1,203 @@
+"""A course: which problems a term grades and what each is worth (`grade --course course.yaml`).
+
+    name: CS336 Spring 2026, assignment 2      # shown in the combined report
+    problems:
+      - {problem: glu, points: 60}             # a name under reference/, or a spec.yaml path (relative to this file)
+      - {problem: gelu, points: 40}
+
+Validated like a spec (one CourseError line naming the file, key and what was expected). Each problem is graded as
+by `grade --problem`, from its own folder of the submission (its spec's `stubs:` below assignment/: GLU's files at
+the top, gelu's in gelu/), into OUT/<problem>/ (results.json, report.md, report.html: nothing per problem changes).
+Then OUT/course.json holds every problem's score scaled to its course points and the total, and OUT/report.md is
+the student report with one section per problem (each problem's own report.md under its heading); OUT/report.html
+the total table with a link to each problem's report.html."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from grader.problem.spec import SpecError, find_problem, load_problem
+
+
+class CourseError(Exception):
+    """A course file is malformed. str(err) is one line: file, key, what was expected."""
+
+
+@dataclass(frozen=True)
+class CourseProblem:
+    name: str
+    spec: Path
+    points: float
+    stubs: str  # the problem's spec `stubs:` (its folder in the repository)
+
+
+@dataclass(frozen=True)
+class Course:
+    name: str
+    path: Path
+    problems: tuple[CourseProblem, ...]
+
+
+def load_course(path: str | Path, root: Path) -> Course:
+    path = Path(path).absolute()
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise CourseError(f"{path}: cannot read the course file ({e.strerror or e})") from None
+    except yaml.YAMLError as e:
+        raise CourseError(f"{path}: not valid YAML: {getattr(e, 'problem', e)}") from None
+    if not isinstance(raw, dict):
+        raise CourseError(f"{path}: expected a mapping with 'name' and 'problems', got {raw!r}")
+    unknown = sorted(set(raw) - {"name", "problems"})
+    if unknown:
+        raise CourseError(f"{path}: unknown key '{unknown[0]}' (allowed here: name, problems)")
+    name = raw.get("name", path.stem)
+    if not isinstance(name, str) or not name:
+        raise CourseError(f"{path}: key 'name': expected a non-empty string, got {name!r}")
+    items = raw.get("problems")
+    if not isinstance(items, list) or not items:
+        raise CourseError(f"{path}: key 'problems': expected a non-empty list of {{problem, points}}, got {items!r}")
+    out: list[CourseProblem] = []
+    for i, it in enumerate(items):
+        k = f"problems[{i}]"
+        if not isinstance(it, dict) or set(it) != {"problem", "points"}:
+            raise CourseError(f"{path}: key '{k}': expected exactly the keys problem and points, got {it!r}")
+        pname, pts = it["problem"], it["points"]
+        if not isinstance(pname, str) or not pname:
+            raise CourseError(f"{path}: key '{k}.problem': expected a problem name or a spec path, got {pname!r}")
+        if isinstance(pts, bool) or not isinstance(pts, (int, float)) or not 0 < pts <= 1e6:
+            raise CourseError(f"{path}: key '{k}.points': expected a number in (0, 1e6], got {pts!r}")
+        spec = find_problem(pname, root)
+        if spec.suffix in (".yaml", ".yml") and not spec.is_absolute():
+            spec = path.parent / spec
+        try:
+            problem = load_problem(spec)
+        except SpecError as e:
+            raise CourseError(f"{path}: key '{k}.problem': {e}") from None
+        if any(p.name == problem.name for p in out):
+            raise CourseError(f"{path}: key '{k}.problem': problem '{problem.name}' is listed twice")
+        out.append(CourseProblem(problem.name, problem.path, float(pts), problem.stubs))
+    return Course(name, path, tuple(out))
+
+
+def submission_dir(root: Path, stubs: str, name: str) -> Path:
+    """Where a problem's files are in a course submission: its stubs' folder below assignment/ (GLU's 'assignment'
+    is the top, 'assignment/gelu' is gelu/); a problem whose stubs live elsewhere, <name>/."""
+    parts = stubs.split("/")
+    if parts[0] == "assignment":
+        return root.joinpath(*parts[1:])
+    return root / name
+
+
+def _write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def summarize(course: Course, out: Path) -> dict[str, Any]:
+    """course.json's content from each problem's OUT/<problem>/results.json (a missing one counts 0, and says so)."""
+    rows = []
+    for p in course.problems:
+        res = out / p.name / "results.json"
+        try:
+            doc = json.loads(res.read_text(encoding="utf-8"))
+            score, max_score = float(doc["score"]), float(doc["max_score"])
+            why = ""
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            score, max_score, why = 0.0, 0.0, f"no results ({type(e).__name__})"
+        earned = p.points * score / max_score if max_score > 0 else 0.0
+        rows.append(
+            {
+                "problem": p.name,
+                "score": score,
+                "max_score": max_score,
+                "points": p.points,
+                "earned": earned,
+                "results": f"{p.name}/results.json",
+                "note": why,
+            }
+        )
+    return {
+        "course": course.name,
+        "problems": rows,
+        "earned": sum(r["earned"] for r in rows),
+        "points": sum(r["points"] for r in rows),
+    }
+
+
+def student_report(course: Course, summary: dict[str, Any], out: Path) -> str:
+    """report.md with one section per problem: a total table, then each problem's own report.md, its headings
+    pushed one level down."""
+    lines = [f"# {course.name}", "", "| problem | score | course points |", "|---|---|---|"]
+    for r in summary["problems"]:
+        lines.append(f"| {r['problem']} | {r['score']:g} / {r['max_score']:g} | {r['earned']:.2f} / {r['points']:g} |")
+    lines += [f"| **total** | | **{summary['earned']:.2f} / {summary['points']:g}** |", ""]
+    for r in summary["problems"]:
+        try:  # each report starts with its own '# <problem> report' heading: it becomes this section's
+            body = (out / r["problem"] / "report.md").read_text(encoding="utf-8")
+        except OSError:
+            body = f"# {r['problem']}\n\n" + (r["note"] or "no report was written for this problem")
+        lines += [("#" + ln) if ln.startswith("#") else ln for ln in body.splitlines()] + [""]
+    return "\n".join(lines)
+
+
+def student_page(course: Course, summary: dict[str, Any], out: Path) -> str:
+    """report.html: the same total table, as the report's own HTML page (grader/report's templates), each problem
+    linked to its own report.html (OUT/<problem>/report.html, a relative link)."""
+    from grader.report import html
+    from grader.report.blocks import Cell, Page, Row, Section, Table, Text
+
+    rows = [
+        Row(
+            [
+                Cell(
+                    r["problem"],
+                    href=f"{r['problem']}/report.html" if (out / r["problem"] / "report.html").is_file() else "",
+                ),
+                Cell(f"{r['score']:g} / {r['max_score']:g}"),
+                Cell(f"{r['earned']:.2f} / {r['points']:g}"),
+            ]
+        )
+        for r in summary["problems"]
+    ]
+    rows.append(Row([Cell("total"), Cell(""), Cell(f"{summary['earned']:.2f} / {summary['points']:g}")]))
+    notes = [Text(f"{r['problem']}: {r['note']}", "note") for r in summary["problems"] if r.get("note")]
+    section = Section("Problems", [Table(["problem", "score", "course points"], rows), *notes])
+    return html.render(
+        Page(course.name, [Text("each problem's own report is linked from its name", "facts")], [section])
+    )
+
+
+def run(args: argparse.Namespace, root: Path, grade_one: Callable[[argparse.Namespace], int]) -> int:
+    """Grade every problem of the course with grade_one (the CLI's `grade` on one problem), then write course.json
+    and the combined report.md. The exit code is the worst of the problems' (0 when all graded)."""
+    course = load_course(args.course, root)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rc = 0
+    for p in course.problems:
+        ns = copy.copy(args)
+        ns.course = None
+        ns.problem = str(p.spec)
+        ns.submission = submission_dir(Path(args.submission), p.stubs, p.name)
+        ns.out = out / p.name
+        rc = max(rc, grade_one(ns))
+    summary = summarize(course, out)
+    _write(out / "course.json", json.dumps(summary, indent=2) + "\n")
+    _write(out / "report.md", student_report(course, summary, out))
+    _write(out / "report.html", student_page(course, summary, out))
+    total = f"{summary['earned']:.2f} / {summary['points']:g} points"
+    print(f"course {course.name}: {total}; {out / 'report.md'} and {out / 'report.html'}")
+    return rc

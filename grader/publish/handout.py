@@ -1,0 +1,290 @@
+"""The student handout: `python -m grader handout --out DIR [--ref COMMIT]` writes the repository students get.
+
+It is built from a commit (HEAD unless --ref names another), never from the working tree: a TA's uncommitted
+solved stub or a half-edited spec stays out (the files changed since that commit are listed, so nobody believes they
+went in). The commit's tree is unpacked with `git archive` into a temporary folder and the handout is built from
+there.
+
+What goes in is an allow-list, never "everything but": a file added to the course repository later stays out of
+the handout until it is named. In:
+- grader/, reference/, assignment/: exactly the public list of grader/publish/public_files.py (the grader package, every
+  problem's spec, reference.py and hints.yaml, the stubs and handouts), the same files the image, the wheel and
+  Gradescope's zip hold (tests/test_public_files.py); each problem's handout and stubs its spec names must be on it;
+- pyproject.toml, requirements.txt, constraints.txt, noxfile.py, .gitignore, README.md (its table rows and links
+  that point at files the handout does not have are left out or unlinked);
+- the student-facing tests: STUDENT_TESTS, the grader's own tests that need nothing staff-only (no staff
+  solution, no tests/correct/, tests/broken/, tests/exploits/ or tests/compile_fail/ submission, no docs/ or
+  scripts/, no recorded staff grade), so that `nox -s tests` runs in the handout too.
+Out: the staff solutions (spec `staff:`, and any reference/*/solution_*), tests/correct/, tests/exploits/ (the
+exploit catalogue), tests/broken/, tests/compile_fail/, tests/data/, docs/ (staff notes: performance, SECURITY),
+lab/ (the measurement diary and one-off experiments),
+scripts/, .github/, .ci/, Dockerfile, and every other test module.
+
+Every file is checked again on the way out (`staff_only`): a file on the allow-list that is also staff-only by
+path, or that holds a line of a staff solution, stops the export before anything is written.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.problem.spec import Problem, SpecError, load_problem
+from grader.publish import public_files
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# The grader's own tests that run from the handout: each needs only the grader, the public problem files and
+# the stubs. Left out, with the reason: test_boundary, test_exploits, test_static, test_cudainfo, test_cuda_build,
+# test_correct_designs, test_staff_kernels, test_gpucompile, test_correctness, test_interpcheck (staff
+# solutions or staff test submissions), test_spec and test_reports (staff solutions; the recorded staff grade),
+# test_ta_report_fuzz (the recorded staff grade), test_gpu (staff grade), test_delivery (Dockerfile, workflow),
+# test_handout and test_roster (staff tooling).
+STUDENT_TESTS = (
+    "conftest.py",
+    "test_inputs_check.py",
+    "test_keys.py",
+    "test_scoring.py",
+    "test_timing_orchestration.py",
+    "test_wire.py",
+    "test_wire_fuzz.py",
+)
+TOP_FILES = ("pyproject.toml", "requirements.txt", "constraints.txt", "noxfile.py", ".gitignore")
+README = "README.md"
+# Staff-only by path, whatever the allow-list says (checked on every file written).
+STAFF_DIRS = (
+    "docs",
+    "lab",
+    "scripts",
+    ".github",
+    ".ci",
+    "tests/correct",
+    "tests/exploits",
+    "tests/broken",
+    "tests/compile_fail",
+    "tests/data",
+)
+STAFF_FILES = ("Dockerfile",)
+STAFF_GLOBS = ("reference/*/solution_*",)
+MIN_STAFF_LINE = 30  # a staff-solution line this long (stripped) that no public file has is staff-only text
+
+
+class HandoutError(Exception):
+    """The handout cannot be written; str(err) is one line saying why."""
+
+
+@dataclass(frozen=True)
+class Item:
+    src: Path
+    rel: str  # posix path inside the handout
+
+
+def _problems(root: Path) -> list[Problem]:
+    specs = sorted((root / "reference").glob("*/spec.yaml"))
+    if not specs:
+        raise HandoutError(f"no reference/*/spec.yaml under {root}: run this from the course repository")
+    try:
+        return [load_problem(s) for s in specs]
+    except SpecError as e:
+        raise HandoutError(str(e)) from None
+
+
+def _rel(p: Path, root: Path) -> str:
+    return p.resolve().relative_to(root.resolve()).as_posix()
+
+
+def staff_paths(root: Path = ROOT) -> list[Path]:
+    """Every staff solution in root: those the specs name, and any reference/*/solution_*."""
+    out = {p for g in STAFF_GLOBS for p in root.glob(g) if p.is_file()}
+    for prob in _problems(root):
+        out |= {i.staff for i in prob.implementations.values() if i.staff.is_file()}
+    return sorted(out)
+
+
+def staff_only(rel: str, root: Path = ROOT) -> bool:
+    """Whether a handout path is staff-only by where it is (the content check is separate)."""
+    if rel in STAFF_FILES or any(rel == d or rel.startswith(d + "/") for d in STAFF_DIRS):
+        return True
+    if any(Path(rel).match(g) for g in STAFF_GLOBS) or public_files.is_staff(rel):
+        return True
+    return any(rel == _rel(p, root) for p in staff_paths(root))
+
+
+def plan(root: Path = ROOT) -> list[Item]:
+    """The files of the handout, in the order they are written. Raises HandoutError when one is missing."""
+    root = Path(root)
+    items: list[Item] = []
+
+    def add(p: Path) -> None:
+        if not p.is_file():
+            raise HandoutError(f"{p}: not found (the handout needs it)")
+        items.append(Item(p, _rel(p, root)))
+
+    public = public_files.files(root)
+    for prob in _problems(root):
+        named = [prob.handout] + [f"{prob.stubs}/{i.file}" for i in prob.student_implementations.values()]
+        for rel in (Path(n).as_posix() for n in named):
+            if rel not in public:
+                raise HandoutError(
+                    f"{rel}: {prob.name}'s spec names it for students, but it is not on the public list "
+                    "(grader/publish/public_files.py PUBLIC) or not in this commit: add it there, or commit it"
+                )
+    for rel in public:
+        add(root / rel)
+    for name in TOP_FILES:
+        if (root / name).is_file() or name != ".gitignore":
+            add(root / name)
+    add(root / README)
+    for name in STUDENT_TESTS:
+        add(root / "tests" / name)
+    seen: set[str] = set()
+    return [i for i in items if not (i.rel in seen or seen.add(i.rel))]  # type: ignore[func-returns-value]
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    try:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, timeout=120, check=False)
+    except FileNotFoundError:
+        raise HandoutError("git not found: the handout is built from a commit of the course repository") from None
+    except subprocess.TimeoutExpired:
+        raise HandoutError(f"git {args[0]} took over 120 s in {root}") from None
+
+
+@contextmanager
+def snapshot(root: Path, ref: str = "HEAD") -> Iterator[Path]:
+    """The tree of commit `ref` of the git checkout at root, unpacked (git archive) into a temporary folder that
+    is removed afterwards. Raises HandoutError naming what is wrong (not a git checkout, no such commit)."""
+    root = Path(root)
+    if ref.startswith("-"):
+        raise HandoutError(f"--ref {ref}: not a commit (a branch, tag or commit id, e.g. HEAD or main)")
+    r = _git(root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    if r.returncode != 0:
+        if _git(root, "rev-parse", "--git-dir").returncode != 0:
+            raise HandoutError(
+                f"{root} is not a git checkout: the handout is built from a commit (run it in the course repository)"
+            )
+        raise HandoutError(f"--ref {ref}: no such commit in {root} (a branch, tag or commit id, e.g. HEAD)")
+    sha = r.stdout.decode().strip()
+    tar = _git(root, "archive", "--format=tar", sha)
+    if tar.returncode != 0:
+        raise HandoutError(f"git archive {ref} failed: {tar.stderr.decode(errors='replace').strip()[:200]}")
+    with tempfile.TemporaryDirectory(prefix="handout-src-") as tmp:
+        with tarfile.open(fileobj=io.BytesIO(tar.stdout)) as t:
+            t.extractall(tmp, filter="data")  # our own commit; "data" still refuses links out and absolute names
+        yield Path(tmp)
+
+
+def uncommitted(root: Path) -> list[str]:
+    """Files under grader/, reference/ or assignment/ whose working-tree state differs from HEAD (changed, new or
+    deleted): what a handout built from HEAD does not have as it is on disk. Empty outside a git checkout."""
+    r = _git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", *public_files.SCOPE)
+    if r.returncode != 0:
+        return []
+    out = []
+    for entry in r.stdout.decode(errors="replace").split("\0"):
+        if len(entry) > 3 and entry[2] == " ":
+            rel = entry[3:]
+            if public_files.is_public(rel) or public_files.is_staff(rel):
+                out.append(rel)
+    return sorted(set(out))
+
+
+def staff_lines(root: Path = ROOT, public: list[Item] | None = None) -> dict[str, str]:
+    """Distinctive lines of the staff solutions (line -> the file it is from): stripped lines of at least
+    MIN_STAFF_LINE characters that neither the problem's contract files (handout, stubs, spec, reference) nor
+    the grader package hold. One of them in a handout file (a test, a README) means staff code leaked."""
+    public = plan(root) if public is None else public
+    seen: set[str] = set()
+    for it in public:
+        if not it.rel.startswith(("grader/", "assignment/", "reference/")):
+            continue
+        try:
+            seen |= {ln.strip() for ln in it.src.read_text(encoding="utf-8").splitlines()}
+        except UnicodeDecodeError:
+            continue
+    out: dict[str, str] = {}
+    for p in staff_paths(root):
+        for ln in p.read_text(encoding="utf-8", errors="replace").splitlines():
+            s = ln.strip()
+            if len(s) >= MIN_STAFF_LINE and s not in seen:
+                out.setdefault(s, p.name)
+    return out
+
+
+def _readme(text: str, present: set[str]) -> str:
+    """README.md for the handout: table rows whose first cell names a path the handout does not have are left
+    out, and links to such paths become plain text."""
+
+    def missing(target: str) -> bool:
+        t = target.split("#", 1)[0].strip().rstrip("/")
+        if not t or re.match(r"^[a-z][a-z0-9+.-]*:", t, re.IGNORECASE) or t.startswith("/"):
+            return False  # a URL, an anchor or an absolute path: not a file of this repository
+        return t not in present and not any(p.startswith(t + "/") for p in present)
+
+    out = []
+    for line in text.splitlines():
+        cell = re.match(r"^\|\s*`([^`]+)`\s*\|", line)
+        if cell and missing(cell.group(1)):
+            continue
+        line = re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", lambda m: m.group(1) if missing(m.group(2)) else m.group(0), line)
+        out.append(line)
+    note = (
+        "> This is the student handout of the course repository: the staff solutions, staff notes (`docs/`), "
+        "scripts and the staff's test submissions are not part of it."
+    )
+    head, _, rest = "\n".join(out).partition("\n")
+    return f"{head}\n\n{note}\n{rest}\n" if head.startswith("# ") else f"{note}\n\n" + "\n".join(out) + "\n"
+
+
+def export(out: Path, root: Path = ROOT, ref: str | None = "HEAD") -> list[str]:
+    """Write the handout of commit `ref` (None: the working tree as it is, for tests) into out (new or empty).
+    Returns the paths written, relative to out."""
+    out = Path(out)
+    root = Path(root)
+    if out.exists() and not out.is_dir():
+        raise HandoutError(f"--out {out}: exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()):
+        raise HandoutError(f"--out {out}: not empty (the handout goes into a new or empty directory)")
+    if out.resolve() == root.resolve() or root.resolve() in out.resolve().parents:
+        raise HandoutError(f"--out {out}: inside the course repository {root} (write the handout elsewhere)")
+    if ref is None:
+        return _export(out, root)
+    with snapshot(root, ref) as tree:
+        return _export(out, tree)
+
+
+def _export(out: Path, root: Path) -> list[str]:
+    items = plan(root)
+    for it in items:
+        if staff_only(it.rel, root):
+            raise HandoutError(f"{it.rel}: staff-only, yet on the handout's list (grader/publish/handout.py)")
+    leaks = staff_lines(root, items)
+    present = {it.rel for it in items}
+    texts: dict[str, bytes] = {}
+    for it in items:
+        data = it.src.read_bytes()
+        if it.rel == README:
+            data = _readme(data.decode("utf-8"), present).encode("utf-8")
+        text = data.decode("utf-8", errors="replace")
+        hit = next((ln for ln in (s.strip() for s in text.splitlines()) if ln in leaks), None)
+        if hit is not None:
+            raise HandoutError(f"{it.rel}: holds a line of the staff solution {leaks[hit]} ({hit[:60]!r})")
+        texts[it.rel] = data
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for it in items:
+            dst = out / it.rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(texts[it.rel])
+            shutil.copymode(it.src, dst)
+    except OSError as e:
+        raise HandoutError(f"cannot write the handout to {out}: {e.strerror or e}") from None
+    return [it.rel for it in items]
