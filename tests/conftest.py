@@ -45,6 +45,21 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SPEC = REPO_ROOT / "reference" / "glu" / "spec.yaml"
 
 
+def problem_names(root: Path = REPO_ROOT) -> list[str]:
+    """Every problem of the repository, found as the grader finds them (reference/<name>/spec.yaml), sorted: a new
+    problem's folder is tested with no list to extend. A test module takes them through the `problem_name`
+    parameter (pytest_generate_tests below) or, for a module-level list, `from conftest import problem_names`."""
+    return sorted(p.parent.name for p in (root / "reference").glob("*/spec.yaml"))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test with a `problem_name` argument runs once per problem (problem_names), unless it parametrizes it itself."""
+    if "problem_name" in metafunc.fixturenames and not any(
+        "problem_name" in m.args[0] for m in metafunc.definition.iter_markers("parametrize")
+    ):
+        metafunc.parametrize("problem_name", problem_names())
+
+
 def full_tier(config: pytest.Config) -> bool:
     """The full tier: `--all`, or CI=true in the environment."""
     return bool(config.getoption("--all")) or os.environ.get("CI", "").lower() == "true"

@@ -559,7 +559,7 @@ def test_batch_scores_equal_single_grades_on_cpu(tmp_path):
     """The stubs, the staff Triton kernel as a submission and a broken one, graded by the batch (two CPU slots) and
     one by one with `grade`: the same scores."""
     subs = tmp_path / "class"
-    for sid, src in (("stub", ROOT / "assignment" / "glu_triton.py"),
+    for sid, src in (("stub", ROOT / "assignment" / "glu" / "glu_triton.py"),
                      ("staff", ROOT / "reference" / "glu" / "solution_triton.py"),
                      ("swapped", ROOT / "tests" / "broken" / "swapped_halves" / "glu_triton.py")):  # fmt: skip
         (subs / sid).mkdir(parents=True)

@@ -70,10 +70,10 @@ def test_slurm_batch_kill_status_resubmit_and_report(slurm, tmp_path, monkeypatc
     monkeypatch.setenv("FAKE_GRADE_LOG", str(log))
     monkeypatch.setenv("FAKE_GRADE_REAL", "1")  # the real grade, after any injected fault
     subs = tmp_path / "class"
-    for sid, src in (("alice", ROOT / "assignment" / "glu_triton.py"),
+    for sid, src in (("alice", ROOT / "assignment" / "glu" / "glu_triton.py"),
                      ("bob", ROOT / "reference" / "glu" / "solution_triton.py"),
                      ("carol", ROOT / "tests" / "broken" / "swapped_halves" / "glu_triton.py"),
-                     ("dave", ROOT / "assignment" / "glu_triton.py")):  # fmt: skip
+                     ("dave", ROOT / "assignment" / "glu" / "glu_triton.py")):  # fmt: skip
         (subs / sid).mkdir(parents=True)
         shutil.copy(src, subs / sid / "glu_triton.py")
     (subs / "dave" / "faults").write_text("3")  # its first grade: a grader fault

@@ -87,7 +87,7 @@ def bug_line(name: str) -> int:
 
 
 def test_staff_earns_every_runnable_point_on_cpu(problem, grade_dir, repo_root):
-    g = grade_dir(repo_root / "assignment", staff=True)
+    g = grade_dir(repo_root / "assignment" / "glu", staff=True)
     res = correctness(g)
     assert set(res) == {c.name for c in problem.cases}
     for c in problem.cases:
@@ -104,7 +104,7 @@ def test_staff_earns_every_runnable_point_on_cpu(problem, grade_dir, repo_root):
 
 
 def test_staff_passes_the_checks(grade_dir, repo_root):
-    g = grade_dir(repo_root / "assignment", staff=True)
+    g = grade_dir(repo_root / "assignment" / "glu", staff=True)
     checks = {t.name: t for t in g.tests if t.stage == "checks"}
     assert checks, "expected the static-warnings and kernel-check rows"
     for t in checks.values():
@@ -114,7 +114,7 @@ def test_staff_passes_the_checks(grade_dir, repo_root):
 
 @pytest.mark.slow  # a grade of the stub: ~14 s
 def test_stub_scores_zero_and_points_to_the_handout(problem, grade_dir, repo_root):
-    g = grade_dir(repo_root / "assignment")
+    g = grade_dir(repo_root / "assignment" / "glu")
     section = problem.implementations["triton"].handout_section
     assert g.score == 0
     cases = ran(g, problem)

@@ -3,14 +3,26 @@ combined student report has one section per problem and the total scaled to the 
 
 from __future__ import annotations
 
+import argparse
+import html
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from grader.problem.course import CourseError, load_course, student_page, student_report, submission_dir, summarize
+from grader.problem.course import (
+    CourseError,
+    load_course,
+    run,
+    student_page,
+    student_report,
+    submission_dir,
+    summarize,
+)
+from grader.problem.layout import Located
 
 ROOT = Path(__file__).resolve().parent.parent
 SCALE = ROOT / "tests" / "data" / "problems" / "scale" / "spec.yaml"
@@ -47,9 +59,46 @@ def test_a_bad_course_file_is_one_clear_error(tmp_path, text, says):
 
 
 def test_each_problem_is_read_from_its_own_folder_of_the_submission(tmp_path):
-    assert submission_dir(tmp_path, "assignment", "glu") == tmp_path
-    assert submission_dir(tmp_path, "assignment/gelu", "gelu") == tmp_path / "gelu"
-    assert submission_dir(tmp_path, "elsewhere/x", "x") == tmp_path / "x"
+    c = load_course(_course(tmp_path, "problems:\n  - {problem: glu, points: 1}\n  - {problem: gelu, points: 1}\n"), ROOT)
+    glu, gelu = c.problems
+    assert (glu.folder, gelu.folder) == ("glu", "gelu") and glu.files == ("glu_triton.py", "glu_cuda.cu")
+    sub = tmp_path / "sub"
+    (sub / "glu").mkdir(parents=True)
+    (sub / "glu" / "glu_triton.py").write_text("x")
+    assert submission_dir(sub, glu) == Located(sub / "glu") and submission_dir(sub, gelu) == Located(sub / "gelu")
+    # A problem whose stubs live outside assignment/ is read from <name>/.
+    assert submission_dir(sub, replace(gelu, folder="")).path == sub / "gelu"
+
+
+def test_a_submission_in_the_old_layout_grades_its_files_at_the_top_with_a_note(tmp_path):
+    """Courses that published the handout before GLU had its own folder have submissions with glu_triton.py at the
+    top, beside gelu/: GLU is graded from the top, and the course's report and course.json say so; gelu from gelu/."""
+    c = _course(tmp_path, "name: T\nproblems:\n  - {problem: glu, points: 60}\n  - {problem: gelu, points: 40}\n")
+    sub = tmp_path / "sub"
+    (sub / "gelu").mkdir(parents=True)
+    (sub / "glu_triton.py").write_text("x")
+    seen = {}
+
+    def grade_one(ns):
+        seen[Path(ns.problem).parent.name] = ns.submission
+        (ns.out).mkdir(parents=True)
+        (ns.out / "results.json").write_text(json.dumps({"score": 1, "max_score": 2}))
+        return 0
+
+    args = argparse.Namespace(course=str(c), submission=str(sub), out=str(tmp_path / "out"), problem=None)
+    assert run(args, ROOT, grade_one) == 0
+    assert seen == {"glu": sub, "gelu": sub / "gelu"}
+    summary = json.loads((tmp_path / "out" / "course.json").read_text())
+    glu, gelu = summary["problems"]
+    assert "glu's files were found at the top of the submission, not in its folder glu/" in glu["note"], glu
+    assert glu["earned"] == 30 and not gelu["note"] and not gelu["layout"]
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert f"> glu: {glu['layout']}" in md and "> gelu" not in md
+    assert glu["layout"] in html.unescape((tmp_path / "out" / "report.html").read_text())
+    # Files at the top and no folder of a problem whose files are not there: its (missing) folder, no note.
+    assert submission_dir(sub, load_course(c, ROOT).problems[1]) == Located(sub / "gelu")
+    (sub / "gelu").rmdir()
+    assert submission_dir(sub, load_course(c, ROOT).problems[1]) == Located(sub / "gelu")
 
 
 def test_the_summary_scales_each_problem_to_its_points_and_reports_a_section_each(tmp_path):

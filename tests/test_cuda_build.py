@@ -17,7 +17,7 @@ from grader.child.cuda_binding import CudaRowKernel, KernelCallError, describe_r
 from grader.cuda.build import BuildResult, build_cuda, error_lines, find_nvcc, nvcc_flags
 
 ROOT = Path(__file__).resolve().parent.parent
-STUB = ROOT / "assignment" / "glu_cuda.cu"
+STUB = ROOT / "assignment" / "glu" / "glu_cuda.cu"
 STAFF = ROOT / "reference" / "glu" / "solution_cuda.cu"
 SYMBOL = "glu_cuda_forward"
 HANDOUT = "assignment/README.md"

@@ -53,7 +53,7 @@ def test_a_watch_grade_runs_the_last_failure_first_and_stops_at_the_first_failin
     g = grade(
         problem,
         Options(
-            submission=ROOT / "assignment",
+            submission=ROOT / "assignment" / "glu",
             out=tmp_path,
             only=("triton",),
             device="cpu",
@@ -189,7 +189,7 @@ def test_off_a_terminal_progress_stays_one_plain_line_per_message():
 
 
 def test_the_bar_s_steps_are_the_messages_the_pipeline_sends(problem):
-    opts = Options(submission=ROOT / "assignment", out=Path("."), only=("triton",), device="cpu", cases=("odd_h*",))
+    opts = Options(submission=ROOT / "assignment" / "glu", out=Path("."), only=("triton",), device="cpu", cases=("odd_h*",))
     assert cli._progress_steps(problem, opts) == [
         "triton: odd_h_1001/float32",
         "triton: odd_h_1001/float16",

@@ -28,7 +28,7 @@ def problem():
 
 @pytest.fixture(scope="module")
 def staff(problem, tmp_path_factory):
-    return grade(problem, Options(submission=ROOT / "assignment", out=tmp_path_factory.mktemp("staff"), staff=True, device="cuda"))
+    return grade(problem, Options(submission=ROOT / "assignment" / "glu", out=tmp_path_factory.mktemp("staff"), staff=True, device="cuda"))
 
 
 def test_staff_full_correctness_on_gpu(staff):
@@ -77,7 +77,7 @@ def test_timing_is_physical(staff):
 
 
 def test_stubs_score_zero_on_gpu(problem, tmp_path):
-    g = grade(problem, Options(submission=ROOT / "assignment", out=tmp_path, device="cuda", perf=False))
+    g = grade(problem, Options(submission=ROOT / "assignment" / "glu", out=tmp_path, device="cuda", perf=False))
     corr = [t for t in g.tests if t.stage == "correctness"]
     assert corr and all(t.score == 0 for t in corr)
     assert all("not implemented" in t.output.lower() for t in corr), [t.output for t in corr][:3]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import problem_names
 
 from grader.pipeline import Options, grade
 from grader.problem.spec import load_problem
@@ -18,7 +19,7 @@ from grader.results import PASSED, Kind
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
-PROBLEMS = ("gelu", "swiglu", "geglu", "glu_backward")
+PROBLEMS = [n for n in problem_names() if n != "glu"]  # every problem under reference/ but GLU (tests/test_gpu.py)
 
 
 @pytest.fixture(scope="module", params=PROBLEMS)

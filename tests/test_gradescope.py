@@ -41,8 +41,8 @@ def test_zip_holds_the_grader_and_no_staff_material(tmp_path):
         run = z.read("run_autograder").decode()
         setup = z.read("setup.sh").decode()
     assert {"setup.sh", "run_autograder", "requirements.txt", "constraints.txt", "pyproject.toml",
-            "reference/glu/spec.yaml", "reference/glu/reference.py", "assignment/glu_triton.py",
-            "assignment/glu_cuda.cu", "grader/results.schema.json", "grader/child/worker.py"} <= names
+            "reference/glu/spec.yaml", "reference/glu/reference.py", "assignment/glu/glu_triton.py",
+            "assignment/glu/glu_cuda.cu", "grader/results.schema.json", "grader/child/worker.py"} <= names
     assert {f"grader/{p.name}" for p in (ROOT / "grader").glob("*.py")} <= names
     assert modes["run_autograder"] & 0o111 == 0o111 and modes["setup.sh"] & 0o111 == 0o111, modes
     assert not [n for n in names if "solution_" in n or n.startswith(("tests/", "docs/", "scripts/", ".github/"))

@@ -28,7 +28,7 @@ STAFF = sorted((ROOT / "reference").glob("*/solution_*"))
 STAFF_DIRS = ("docs/", "scripts/", ".github/", ".ci/", "tests/correct/", "tests/exploits/", "tests/broken/",
               "tests/compile_fail/", "tests/data/")
 # What students need: the stubs, the handout, the grader, the public problem files, the tooling.
-MUST_HAVE = ("assignment/README.md", "assignment/glu_triton.py", "assignment/glu_cuda.cu", "grader/__init__.py",
+MUST_HAVE = ("assignment/README.md", "assignment/glu/glu_triton.py", "assignment/glu/glu_cuda.cu", "grader/__init__.py",
              "grader/__main__.py", "grader/cli.py", "grader/child/worker.py", "grader/results.schema.json",
              "reference/__init__.py", "reference/glu/__init__.py", "reference/glu/spec.yaml",
              "reference/glu/reference.py", "pyproject.toml", "requirements.txt", "constraints.txt", "noxfile.py",
@@ -70,7 +70,7 @@ def test_the_handout_has_what_students_need(export):
     assert not missing, missing
     assert {f for f in files if f.startswith("tests/")} == {f"tests/{t}" for t in handout.STUDENT_TESTS}
     # The stubs and the handout are the repository's, byte for byte.
-    for f in ("assignment/glu_triton.py", "assignment/glu_cuda.cu", "assignment/README.md", "reference/glu/spec.yaml"):
+    for f in ("assignment/glu/glu_triton.py", "assignment/glu/glu_cuda.cu", "assignment/README.md", "reference/glu/spec.yaml"):
         assert (export / f).read_bytes() == (ROOT / f).read_bytes(), f
     assert not any("__pycache__" in f or f.endswith(".pyc") for f in files)
 
@@ -121,7 +121,7 @@ def test_grading_from_the_handout_uses_its_own_grader(export, tmp_path):
     import json
 
     res = json.loads((out / "results.json").read_text())
-    assert Path(res["extra_data"]["submission"]).resolve() == (export / "assignment").resolve()
+    assert Path(res["extra_data"]["submission"]).resolve() == (export / "assignment" / "glu").resolve()
     assert res["score"] == 0 and any("Part 1: the Triton kernel" in t["output"] for t in res["tests"])
     # The staff solutions are not there, and --staff says so (one line, exit 2).
     s = subprocess.run([sys.executable, "-m", "grader", "grade", "--staff", "--device", "cpu", "--no-perf",
@@ -177,7 +177,7 @@ def test_nox_handout_session_runs_the_handout_command(tmp_path, monkeypatch):
     r = subprocess.run([sys.executable, *runs[0][1:]], cwd=ROOT, env=_env(), capture_output=True, text=True,
                        check=False, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert (out / "assignment" / "glu_triton.py").is_file()
+    assert (out / "assignment" / "glu" / "glu_triton.py").is_file()
 
 
 @pytest.mark.slow  # ~8-22 s on 2 cores: the full tier (tests/conftest.py)
@@ -333,7 +333,7 @@ def student_repo(export, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("student") / "repo"
     shutil.copytree(export, root)
     _nox_env(root)
-    shutil.copy(ROOT / "reference" / "glu" / "solution_triton.py", root / "assignment" / "glu_triton.py")
+    shutil.copy(ROOT / "reference" / "glu" / "solution_triton.py", root / "assignment" / "glu" / "glu_triton.py")
     return root
 
 
@@ -393,7 +393,7 @@ def test_each_gpu_handout_command_runs(cmd, student_repo, monkeypatch):
     bench and the profile of a perf case."""
     import shutil
 
-    shutil.copy(ROOT / "reference" / "glu" / "solution_cuda.cu", student_repo / "assignment" / "glu_cuda.cu")
+    shutil.copy(ROOT / "reference" / "glu" / "solution_cuda.cu", student_repo / "assignment" / "glu" / "glu_cuda.cu")
     if not cmd.startswith("nox "):
         env = {**_env(), "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
         r = subprocess.run(["bash", "-c", cmd], cwd=student_repo, env=env, capture_output=True, text=True,

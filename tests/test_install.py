@@ -184,7 +184,9 @@ def test_a_grade_without_triton_skips_that_part_and_says_how_to_grade_it(problem
 
     monkeypatch.setattr(pipeline, "run_correctness", no_worker)
     out = tmp_path / "out"
-    g = pipeline.grade(problem, pipeline.Options(submission=ROOT / "assignment", out=out, only=("triton",), device="cpu"))
+    g = pipeline.grade(
+        problem, pipeline.Options(submission=ROOT / "assignment" / "glu", out=out, only=("triton",), device="cpu")
+    )
     rows = [t for t in g.tests if t.part == "triton"]
     graded = [t for t in rows if t.max_score]
     assert graded and all(t.state == SKIPPED and t.score == 0 for t in graded), [(t.name, t.state) for t in graded]
@@ -192,8 +194,8 @@ def test_a_grade_without_triton_skips_that_part_and_says_how_to_grade_it(problem
     assert any(t.name.endswith("static warnings") for t in rows), "what needs no Triton is still checked"
     (line,) = [n for n in g.notes if n.startswith("triton: not graded on this machine")]
     assert "\n" not in line and why in line
-    assert availability.container_command(ROOT / "assignment", out) in line
-    assert f'-v "{(ROOT / "assignment").resolve()}:/submission:ro"' in line
+    assert availability.container_command(ROOT / "assignment" / "glu", out) in line
+    assert f'-v "{(ROOT / "assignment" / "glu").resolve()}:/submission:ro"' in line
 
 
 def test_the_container_command_is_the_readmes():
@@ -212,7 +214,7 @@ def test_the_grader_runs_where_triton_cannot_be_imported(tmp_path):
             "from grader.cli import main\n"
             "raise SystemExit(main(sys.argv[1:]))\n")
     r = subprocess.run([sys.executable, "-c", code, "grade", "--device", "cpu", "--no-perf", "--only", "triton",
-                        "--submission", str(ROOT / "assignment"), "--out", str(out)],
+                        "--submission", str(ROOT / "assignment" / "glu"), "--out", str(out)],
                        check=False, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     results = json.loads((out / "results.json").read_text())
@@ -262,8 +264,8 @@ def _names(dists: dict[str, Path]) -> dict[str, list[str]]:
 def test_no_staff_solution_in_any_distribution_and_the_problem_is(dists):
     for kind, names in _names(dists).items():
         assert not [n for n in names if Path(n).name.startswith("solution_")], f"a staff solution in the {kind}"
-        for f in ("reference/glu/spec.yaml", "reference/glu/reference.py", "assignment/glu_triton.py",
-                  "assignment/glu_cuda.cu", "assignment/README.md", "grader/results.schema.json", "grader/child/worker.py",
+        for f in ("reference/glu/spec.yaml", "reference/glu/reference.py", "assignment/glu/glu_triton.py",
+                  "assignment/glu/glu_cuda.cu", "assignment/README.md", "grader/results.schema.json", "grader/child/worker.py",
                   "grader/report/templates/page.html.j2", "grader/report/templates/blocks.html.j2",
                   "grader/report/templates/style.css"):
             assert f in names, f"{f} missing from the {kind}"
@@ -315,7 +317,7 @@ def test_the_installed_wheel_grades_the_stubs(dists, tmp_path):
                        check=False, cwd=work, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     results = json.loads((out / "results.json").read_text())
-    assert results["extra_data"]["submission"] == "assignment"
+    assert results["extra_data"]["submission"] == "assignment/glu"
     assert results["max_score"] > 0 and any("/ correctness /" in t["name"] for t in results["tests"])
     # report.html is rendered from the installed package data (the jinja2 templates), not this checkout.
     assert (out / "report.html").is_file() and "<h2>Lost points</h2>" in (out / "report.html").read_text(), r.stderr[-2000:]

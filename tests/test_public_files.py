@@ -168,28 +168,28 @@ def course_repo(tmp_path) -> Path:
 def test_the_handout_of_a_dirty_tree_is_built_from_the_commit(course_repo, tmp_path, capsys):
     """A TA's uncommitted solved stub and a new file in reference/ are not in the handout (or the zip): both are
     built from HEAD, and the CLI names what it left out."""
-    stub = course_repo / "assignment" / "glu_triton.py"
+    stub = course_repo / "assignment" / "glu" / "glu_triton.py"
     committed = stub.read_bytes()
     stub.write_bytes(committed + b"\n# TA-SOLVED: out = a * tl.sigmoid(b)  (uncommitted)\n")
     (course_repo / "reference" / "glu" / "hints.yaml").write_text("uncommitted: edit\n")
     (course_repo / "assignment" / "gelu" / "new_notes.py").write_text("# not committed\n")
     written = handout.export(tmp_path / "out", course_repo)
-    assert (tmp_path / "out" / "assignment" / "glu_triton.py").read_bytes() == committed
+    assert (tmp_path / "out" / "assignment" / "glu" / "glu_triton.py").read_bytes() == committed
     assert "assignment/gelu/new_notes.py" not in written
     assert (tmp_path / "out" / "reference" / "glu" / "hints.yaml").read_text() != "uncommitted: edit\n"
     assert handout.uncommitted(course_repo) == [
         "assignment/gelu/new_notes.py",
-        "assignment/glu_triton.py",
+        "assignment/glu/glu_triton.py",
         "reference/glu/hints.yaml",
     ]
     names = gradescope.build(tmp_path / "ag.zip", root=course_repo)
     with zipfile.ZipFile(tmp_path / "ag.zip") as z:
-        assert z.read("assignment/glu_triton.py") == committed
+        assert z.read("assignment/glu/glu_triton.py") == committed
         assert b"TA-SOLVED" not in b"".join(z.read(n) for n in names)
     # --ref: an older commit is what goes out; a name that is no commit is one clear error
     _git(course_repo, "commit", "-q", "-am", "solved stub")
     old = handout.export(tmp_path / "old", course_repo, "HEAD~1")
-    assert (tmp_path / "old" / "assignment" / "glu_triton.py").read_bytes() == committed and old
+    assert (tmp_path / "old" / "assignment" / "glu" / "glu_triton.py").read_bytes() == committed and old
     with pytest.raises(handout.HandoutError, match=r"--ref nope: no such commit"):
         handout.export(tmp_path / "x", course_repo, "nope")
     with pytest.raises(handout.HandoutError, match=r"not a commit"):

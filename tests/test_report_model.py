@@ -143,7 +143,7 @@ def test_every_lost_point_is_in_exactly_one_section_and_sections_differ(grade_di
 
 
 def test_the_cpu_headline_says_what_this_machine_can_earn(grade_dir, repo_root, tmp_path):
-    g = grade_dir(repo_root / "assignment", staff=True)
+    g = grade_dir(repo_root / "assignment" / "glu", staff=True)
     data = results_json(g)
     earnable = g.max_score - g.unearnable
     assert g.unearnable > 0 and g.score == pytest.approx(earnable)

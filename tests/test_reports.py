@@ -216,7 +216,7 @@ def test_no_perf_data_means_no_leaderboard_key():
 def test_cpu_grade_results_validate_and_get_a_report(grade_dir, repo_root, tmp_path):
     """A real grade (the Triton part on the CPU interpreter; the session's grade is shared with
     test_correctness.py): results.json validates, and the report beside it shows the CPU's skips."""
-    g = grade_dir(repo_root / "assignment", staff=True)
+    g = grade_dir(repo_root / "assignment" / "glu", staff=True)
     doc = strict_json(report.write_results(g, tmp_path))
     assert_valid(doc)
     assert "leaderboard" not in doc  # no perf on a CPU

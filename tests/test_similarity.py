@@ -197,7 +197,7 @@ def test_thirty_identical_stubs_match_nothing(tmp_path: Path) -> None:
 def test_small_forced_kernels_are_not_matched(tmp_path: Path) -> None:
     """Two students who both wrote the few lines the spec forces (a one-line body), the rest the stub: below the
     minimum match length, no pair."""
-    stub = (ROOT / "assignment" / "glu_cuda.cu").read_text(encoding="utf-8")
+    stub = (ROOT / "assignment" / "glu" / "glu_cuda.cu").read_text(encoding="utf-8")
     body = (
         "    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n"
         "    if (i < rows * h) y[i] = from_float<T>(to_float(x[i / h * x_row_stride + i % h]) * "

@@ -316,7 +316,7 @@ def test_sibling_folders_are_the_other_problems_folders_in_a_submission(repo_roo
     from grader.problem.spec import sibling_folders
 
     glu = load_problem(repo_root / "reference" / "glu" / "spec.yaml")
-    # GLU's stubs are assignment/ itself; each other problem's are assignment/<name>, so gelu/ in a submission
+    # each problem's stubs are assignment/<name>, so gelu/ in a submission laid out like assignment/
     assert sibling_folders(glu) == {"gelu", "swiglu", "geglu", "glu_backward"}
     gelu = load_problem(repo_root / "reference" / "gelu" / "spec.yaml")
     assert "gelu" not in sibling_folders(gelu) and "swiglu" in sibling_folders(gelu)

@@ -15,8 +15,8 @@ def whats(src: str) -> list[str]:
 @pytest.mark.parametrize("path,kind", [
     ("reference/glu/solution_triton.py", "triton"),
     ("reference/glu/solution_cuda.cu", "cuda"),
-    ("assignment/glu_triton.py", "triton"),
-    ("assignment/glu_cuda.cu", "cuda"),
+    ("assignment/glu/glu_triton.py", "triton"),
+    ("assignment/glu/glu_cuda.cu", "cuda"),
 ])
 def test_staff_solutions_and_stubs_get_no_warning(path, kind, repo_root):
     assert static.scan(repo_root / path, kind) == []

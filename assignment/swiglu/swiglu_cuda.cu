@@ -4,7 +4,7 @@
 //
 // The grader builds this file with nvcc and calls swiglu_cuda_forward through ctypes: keep its name, extern "C"
 // and signature. Return codes: 0 ok, -1 bad dtype, -2 not implemented (this stub), -3 bad arguments, > 0 a
-// cudaError_t from the launch. GLU's stub (assignment/glu_cuda.cu) explains every step at length; this one is
+// cudaError_t from the launch. GLU's stub (assignment/glu/glu_cuda.cu) explains every step at length; this one is
 // the same with another activation.
 
 #include <cuda_runtime.h>

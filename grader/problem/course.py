@@ -6,11 +6,12 @@
       - {problem: gelu, points: 40}
 
 Validated like a spec (one CourseError line naming the file, key and what was expected). Each problem is graded as
-by `grade --problem`, from its own folder of the submission (its spec's `stubs:` below assignment/: GLU's files at
-the top, gelu's in gelu/), into OUT/<problem>/ (results.json, report.md, report.html: nothing per problem changes).
-Then OUT/course.json holds every problem's score scaled to its course points and the total, and OUT/report.md is
-the student report with one section per problem (each problem's own report.md under its heading); OUT/report.html
-the total table with a link to each problem's report.html."""
+by `grade --problem`, from its own folder of the submission (its spec's `stubs:` below assignment/: glu's files in
+glu/, gelu's in gelu/; grader/problem/layout.py, which also grades a problem's files found at the top, the layout
+courses published before GLU had its folder, with a note), into OUT/<problem>/ (results.json, report.md,
+report.html: nothing per problem changes). Then OUT/course.json holds every problem's score scaled to its course
+points and the total, and OUT/report.md is the student report with one section per problem (each problem's own
+report.md under its heading); OUT/report.html the total table with a link to each problem's report.html."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from grader.problem import layout
 from grader.problem.spec import SpecError, find_problem, load_problem
 
 
@@ -39,6 +41,8 @@ class CourseProblem:
     spec: Path
     points: float
     stubs: str  # the problem's spec `stubs:` (its folder in the repository)
+    folder: str = ""  # its folder in a submission laid out like assignment/ (Problem.folder)
+    files: tuple[str, ...] = ()  # the files a student submits for it
 
 
 @dataclass(frozen=True)
@@ -86,17 +90,15 @@ def load_course(path: str | Path, root: Path) -> Course:
             raise CourseError(f"{path}: key '{k}.problem': {e}") from None
         if any(p.name == problem.name for p in out):
             raise CourseError(f"{path}: key '{k}.problem': problem '{problem.name}' is listed twice")
-        out.append(CourseProblem(problem.name, problem.path, float(pts), problem.stubs))
+        files = tuple(i.file for i in problem.student_implementations.values())
+        out.append(CourseProblem(problem.name, problem.path, float(pts), problem.stubs, problem.folder, files))
     return Course(name, path, tuple(out))
 
 
-def submission_dir(root: Path, stubs: str, name: str) -> Path:
-    """Where a problem's files are in a course submission: its stubs' folder below assignment/ (GLU's 'assignment'
-    is the top, 'assignment/gelu' is gelu/); a problem whose stubs live elsewhere, <name>/."""
-    parts = stubs.split("/")
-    if parts[0] == "assignment":
-        return root.joinpath(*parts[1:])
-    return root / name
+def submission_dir(root: Path, p: CourseProblem) -> layout.Located:
+    """Where a problem's files are in a course submission: its folder (grader/problem/layout.py), or the top of the
+    submission in the old layout (then with a note for the student)."""
+    return layout.locate_files(root, p.folder or p.name, p.name, p.files)
 
 
 def _write(path: Path, text: str) -> None:
@@ -106,10 +108,13 @@ def _write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def summarize(course: Course, out: Path) -> dict[str, Any]:
-    """course.json's content from each problem's OUT/<problem>/results.json (a missing one counts 0, and says so)."""
+def summarize(course: Course, out: Path, layout_notes: dict[str, str] | None = None) -> dict[str, Any]:
+    """course.json's content from each problem's OUT/<problem>/results.json (a missing one counts 0, and says so).
+    layout_notes: problem -> where its files were found when not in its folder (`submission_dir`), said in the
+    row's note."""
     rows = []
     for p in course.problems:
+        moved = (layout_notes or {}).get(p.name, "")
         res = out / p.name / "results.json"
         try:
             doc = json.loads(res.read_text(encoding="utf-8"))
@@ -126,7 +131,8 @@ def summarize(course: Course, out: Path) -> dict[str, Any]:
                 "points": p.points,
                 "earned": earned,
                 "results": f"{p.name}/results.json",
-                "note": why,
+                "note": "; ".join(n for n in (moved, why) if n),
+                "layout": moved,
             }
         )
     return {
@@ -144,6 +150,7 @@ def student_report(course: Course, summary: dict[str, Any], out: Path) -> str:
     for r in summary["problems"]:
         lines.append(f"| {r['problem']} | {r['score']:g} / {r['max_score']:g} | {r['earned']:.2f} / {r['points']:g} |")
     lines += [f"| **total** | | **{summary['earned']:.2f} / {summary['points']:g}** |", ""]
+    lines += [f"> {r['problem']}: {r['layout']}\n" for r in summary["problems"] if r.get("layout")]
     for r in summary["problems"]:
         try:  # each report starts with its own '# <problem> report' heading: it becomes this section's
             body = (out / r["problem"] / "report.md").read_text(encoding="utf-8")
@@ -187,14 +194,19 @@ def run(args: argparse.Namespace, root: Path, grade_one: Callable[[argparse.Name
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rc = 0
+    notes: dict[str, str] = {}
     for p in course.problems:
         ns = copy.copy(args)
         ns.course = None
         ns.problem = str(p.spec)
-        ns.submission = submission_dir(Path(args.submission), p.stubs, p.name)
+        where = submission_dir(Path(args.submission), p)
+        if where.note:
+            notes[p.name] = where.note
+            print(f"{p.name}: {where.note}")
+        ns.submission = where.path
         ns.out = out / p.name
         rc = max(rc, grade_one(ns))
-    summary = summarize(course, out)
+    summary = summarize(course, out, notes)
     _write(out / "course.json", json.dumps(summary, indent=2) + "\n")
     _write(out / "report.md", student_report(course, summary, out))
     _write(out / "report.html", student_page(course, summary, out))

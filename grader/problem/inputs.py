@@ -11,7 +11,10 @@ import hashlib
 
 import torch
 
-from grader.child.inputs import SPECIALS, TORCH_DTYPES, digest_weights, make_input_seeded  # noqa: F401  (re-exported)
+from grader.child.inputs import SPECIALS as SPECIALS  # re-exported (the `x as x` form says so to mypy --strict)
+from grader.child.inputs import TORCH_DTYPES as TORCH_DTYPES
+from grader.child.inputs import digest_weights as digest_weights
+from grader.child.inputs import make_input_seeded
 from grader.problem.spec import Case
 
 

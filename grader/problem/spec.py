@@ -129,8 +129,8 @@ class Problem:
     # spec has no such tolerance. Named in the spec (`tolerance_baseline`), else "eager" when there is one.
     tolerance_baseline: str | None = None
     # Where the stubs live, relative to the repository root: the default submission directory and the handout's
-    # copy of each implementation's `file:` (GLU: assignment/; later problems: assignment/<name>/).
-    stubs: str = "assignment"
+    # copy of each implementation's `file:` (spec `stubs:`, default assignment/<name>).
+    stubs: str = ""
     # The op's inputs, in call order (spec `inputs:`; default one, x). The output's shape is the case's with out_cols;
     # the CUDA entry's signature follows from this list (grader/child/cuda_abi.py).
     inputs: tuple[Input, ...] = (Input("x"),)
@@ -147,6 +147,13 @@ class Problem:
     @property
     def correctness_points(self) -> float:
         return sum(c.points for c in self.cases)
+
+    @property
+    def folder(self) -> str:
+        """The problem's folder in a submission laid out like assignment/ (a course's, or assignment/ itself): its
+        stubs' folder below assignment/ ('assignment/gelu' is gelu/); a problem whose stubs live elsewhere, <name>/."""
+        parts = (self.stubs or f"assignment/{self.name}").split("/")
+        return "/".join(parts[1:]) if parts[0] == "assignment" and len(parts) > 1 else self.name
 
 
 class _V:
@@ -268,140 +275,55 @@ def _anchor(
     )
 
 
-def load_problem(path: str | Path) -> Problem:
-    """Read and validate a problem spec. Raises SpecError (one line) on any problem."""
-    # Absolute: the files it names are opened by workers that run from other folders (the trusted worker from
-    # its cache, an untrusted one from its scratch), where a path relative to this process's cwd means nothing.
-    path = Path(path).absolute()
+def _read_yaml(path: Path, what: str) -> Any:
+    """The YAML document at path; a SpecError (one line, the file and what is wrong) when it cannot be read."""
     try:
-        text = path.read_text()
-    except OSError as e:
-        raise SpecError(f"{path}: cannot read the spec file ({e.strerror or e})") from None
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        why = (e.strerror or e) if isinstance(e, OSError) else e
+        raise SpecError(f"{path}: cannot read {what} ({why})") from None
     try:
-        raw = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise SpecError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
+
+
+def load_problem(path: str | Path) -> Problem:
+    """Read and validate a problem spec, and the problem's words beside it (hints.yaml, `_hints`). Raises SpecError
+    (one line) on any problem."""
+    # Absolute: the files it names are opened by workers that run from other folders (the trusted worker from
+    # its cache, an untrusted one from its scratch), where a path relative to this process's cwd means nothing.
+    path = Path(path).absolute()
     v = _V(path)
     top_req = {"name", "title", "reference", "implementations", "baselines", "tolerances", "correctness"}
     optional = {"handout", "out_cols", "performance", "limits", "tolerance_baseline", "stubs", "inputs"}
-    raw = v.mapping(raw, "", top_req, optional)
+    raw = v.mapping(_read_yaml(path, "the spec file"), "", top_req, optional)
     here = path.parent
 
     ref = here / v.string(raw["reference"], "reference")
     if not ref.is_file():
         raise SpecError(f"{path}: key 'reference': file {ref.name} not found next to the spec")
     out_cols = v.string(raw.get("out_cols", "same"), "out_cols", ("half", "same"))
-
-    impls: dict[str, Implementation] = {}
-    if not isinstance(raw["implementations"], dict):
-        raise v.fail("implementations", "a mapping of implementation name to its settings", raw["implementations"])
-    rimpl = v.mapping(raw["implementations"], "implementations", set(), set(raw["implementations"]))
-    if not rimpl:
-        raise v.fail("implementations", "at least one implementation", rimpl)
-    for name, r in rimpl.items():
-        k = f"implementations.{name}"
-        # A plain word: it names result rows, files and worker keys (grader/performance/workers.py keeps its spares
-        # under "spare:N" and its baselines under "baselines").
-        if not (isinstance(name, str) and re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name)) or name == "baselines":
-            raise v.fail(k, "an implementation name of letters, digits and _ (not 'baselines')", name)
-        r = v.mapping(r, k, {"kind", "file", "entry", "staff"}, {"handout_section", "staff_only"})
-        staff = here / v.string(r["staff"], f"{k}.staff")
-        # Not checked here: the grading image ships without staff solutions (docs/SECURITY.md); only --staff
-        # needs the file, and says so when it is missing.
-        impls[name] = Implementation(
-            name=name,
-            kind=v.string(r["kind"], f"{k}.kind", KINDS),
-            file=v.string(r["file"], f"{k}.file"),
-            entry=v.string(r["entry"], f"{k}.entry"),
-            staff=staff,
-            handout_section=str(r.get("handout_section", name)),
-            staff_only=v.boolean(r.get("staff_only", False), f"{k}.staff_only"),
-        )
-    if all(i.staff_only for i in impls.values()):
-        raise v.fail("implementations", "at least one implementation that is not staff_only", sorted(impls))
-
-    baselines: dict[str, dict[str, str]] = {}
-    rb = raw["baselines"]
-    if not isinstance(rb, dict) or not rb:
-        raise v.fail("baselines", "a mapping of baseline name to a reference function", rb)
-    for name, r in rb.items():
-        k = f"baselines.{name}"
-        if isinstance(r, str):
-            baselines[name] = {"fn": r}
-        else:
-            r = v.mapping(r, k, {"compile"}, set())
-            target = v.string(r["compile"], f"{k}.compile")
-            baselines[name] = {"compile": target}
-
-    tols: dict[str, Tolerance] = {}
-    rt = v.mapping(raw["tolerances"], "tolerances", set(DTYPES), set())
-    for dt in DTYPES:
-        k = f"tolerances.{dt}"
-        r = v.mapping(rt[dt], k, {"atol"}, {"rtol", "eager_factor"})
-        if ("rtol" in r) == ("eager_factor" in r):
-            raise SpecError(f"{path}: key '{k}': give exactly one of 'rtol' or 'eager_factor'")
-        tols[dt] = Tolerance(
-            rtol=v.number(r["rtol"], f"{k}.rtol", 0, 1) if "rtol" in r else None,
-            atol=v.number(r["atol"], f"{k}.atol", 0, 1),
-            eager_factor=v.number(r["eager_factor"], f"{k}.eager_factor", 1, 100) if "eager_factor" in r else None,
-        )
+    impls = _implementations(v, raw["implementations"], here)
+    baselines = _baselines(v, raw["baselines"])
+    tols = _tolerances(v, raw["tolerances"])
 
     rc = v.mapping(raw["correctness"], "correctness", {"cases"}, {"points_per_case", "seed"})
-    defaults = {
-        "seed": v.integer(rc.get("seed", 0), "correctness.seed"),
-        "points": v.number(rc.get("points_per_case", 1), "correctness.points_per_case"),
-    }
+    seed = v.integer(rc.get("seed", 0), "correctness.seed")
+    defaults = {"seed": seed, "points": v.number(rc.get("points_per_case", 1), "correctness.points_per_case")}
     cases = _cases(v, rc["cases"], "correctness.cases", defaults, out_cols, multi=True)
-
     perf = None
     if "performance" in raw:
-        rp = v.mapping(raw["performance"], "performance", {"cases", "curve"}, {"points_per_case", "margin", "anchor"})
-        rcurve = v.mapping(rp["curve"], "performance.curve", {"zero_at", "partial_at", "full_at"}, set())
-        rpart = v.mapping(rcurve["partial_at"], "performance.curve.partial_at", {"baseline", "credit"}, set())
-        full = rcurve["full_at"]
-        full = [full] if isinstance(full, str) else full
-        if not isinstance(full, list) or not full:
-            raise v.fail("performance.curve.full_at", "a baseline name or a list of them", full)
-        curve = Curve(
-            zero_at=v.string(rcurve["zero_at"], "performance.curve.zero_at", tuple(baselines)),
-            partial_baseline=v.string(rpart["baseline"], "performance.curve.partial_at.baseline", tuple(baselines)),
-            partial_credit=v.number(rpart["credit"], "performance.curve.partial_at.credit", 0, 1),
-            full_at=tuple(v.string(b, f"performance.curve.full_at[{i}]", tuple(baselines)) for i, b in enumerate(full)),
-        )
-        pdefaults = {
-            "seed": defaults["seed"] + 7,
-            "points": v.number(rp.get("points_per_case", 1), "performance.points_per_case"),
-            "gpu_only": True,
-        }
-        perf = Performance(
-            points_per_case=pdefaults["points"],
-            margin=v.number(rp.get("margin", 0.0), "performance.margin", 0, 0.5),
-            curve=curve,
-            cases=_cases(v, rp["cases"], "performance.cases", pdefaults, out_cols, multi=False),
-        )
-        if "anchor" in rp:
-            perf = Performance(**{**perf.__dict__, "anchor": _anchor(v, rp["anchor"], perf.cases, baselines, impls)})
-
+        perf = _performance(v, raw["performance"], seed, out_cols, baselines, impls)
     limits = Limits()
     if "limits" in raw:
         rl = v.mapping(raw["limits"], "limits", set(), {"build_s", "case_s", "correctness_s", "timing_s"})
         limits = Limits(**{k: v.number(x, f"limits.{k}", 1, 86400) for k, x in rl.items()})
-
-    tol_base: str | None = "eager" if "eager" in baselines else None
-    if "tolerance_baseline" in raw:
-        tol_base = v.string(raw["tolerance_baseline"], "tolerance_baseline")
-        if tol_base not in baselines:
-            raise v.fail("tolerance_baseline", f"one of the baselines ({', '.join(baselines)})", tol_base)
-    if tol_base is None and any(t.eager_factor is not None for t in tols.values()):
-        raise v.fail(
-            "tolerance_baseline",
-            "the baseline that eager_factor tolerances compare with (no 'eager' baseline to default to)",
-            None,
-        )
+    name = v.string(raw["name"], "name")
     problem = Problem(
-        name=v.string(raw["name"], "name"),
+        name=name,
         title=v.string(raw["title"], "title"),
         path=path,
         handout=str(raw.get("handout", "README.md")),
@@ -413,22 +335,178 @@ def load_problem(path: str | Path) -> Problem:
         cases=cases,
         performance=perf,
         limits=limits,
-        tolerance_baseline=tol_base,
-        stubs=_stubs(v, raw.get("stubs", "assignment")),
+        tolerance_baseline=_tolerance_baseline(v, raw, baselines, tols),
+        stubs=_stubs(v, raw.get("stubs", f"assignment/{name}")),
         inputs=_inputs(v, raw.get("inputs"), cases + (perf.cases if perf else ())),
     )
-    # The problem's words (hints.yaml beside the spec): a key no case or grader code can match is never shown, so
-    # a typo there fails the problem's load (and its tests), not silently its students.
-    try:
-        hints.validate(
-            here / "hints.yaml",
-            dists=(c.dist for c in cases),
-            dtypes=(c.dtype for c in cases),
-            kinds=(i.kind for i in impls.values()),
-        )
-    except hints.HintsError as e:
-        raise SpecError(str(e)) from None
+    _hints(here / "hints.yaml", problem)
     return problem
+
+
+def _implementations(v: _V, raw: Any, here: Path) -> dict[str, Implementation]:
+    if not isinstance(raw, dict):
+        raise v.fail("implementations", "a mapping of implementation name to its settings", raw)
+    rimpl = v.mapping(raw, "implementations", set(), set(raw))
+    if not rimpl:
+        raise v.fail("implementations", "at least one implementation", rimpl)
+    impls: dict[str, Implementation] = {}
+    for name, r in rimpl.items():
+        k = f"implementations.{name}"
+        # A plain word: it names result rows, files and worker keys (grader/performance/workers.py keeps its spares
+        # under "spare:N" and its baselines under "baselines").
+        if not (isinstance(name, str) and re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name)) or name == "baselines":
+            raise v.fail(k, "an implementation name of letters, digits and _ (not 'baselines')", name)
+        r = v.mapping(r, k, {"kind", "file", "entry", "staff"}, {"handout_section", "staff_only"})
+        # staff: not checked here: the grading image ships without staff solutions (docs/SECURITY.md); only --staff
+        # needs the file, and says so when it is missing.
+        impls[name] = Implementation(
+            name=name,
+            kind=v.string(r["kind"], f"{k}.kind", KINDS),
+            file=v.string(r["file"], f"{k}.file"),
+            entry=v.string(r["entry"], f"{k}.entry"),
+            staff=here / v.string(r["staff"], f"{k}.staff"),
+            handout_section=str(r.get("handout_section", name)),
+            staff_only=v.boolean(r.get("staff_only", False), f"{k}.staff_only"),
+        )
+    if all(i.staff_only for i in impls.values()):
+        raise v.fail("implementations", "at least one implementation that is not staff_only", sorted(impls))
+    return impls
+
+
+def _baselines(v: _V, rb: Any) -> dict[str, dict[str, str]]:
+    if not isinstance(rb, dict) or not rb:
+        raise v.fail("baselines", "a mapping of baseline name to a reference function", rb)
+    baselines: dict[str, dict[str, str]] = {}
+    for name, r in rb.items():
+        if isinstance(r, str):
+            baselines[name] = {"fn": r}
+        else:
+            k = f"baselines.{name}"
+            r = v.mapping(r, k, {"compile"}, set())
+            baselines[name] = {"compile": v.string(r["compile"], f"{k}.compile")}
+    return baselines
+
+
+def _tolerances(v: _V, raw: Any) -> dict[str, Tolerance]:
+    tols: dict[str, Tolerance] = {}
+    rt = v.mapping(raw, "tolerances", set(DTYPES), set())
+    for dt in DTYPES:
+        k = f"tolerances.{dt}"
+        r = v.mapping(rt[dt], k, {"atol"}, {"rtol", "eager_factor"})
+        if ("rtol" in r) == ("eager_factor" in r):
+            raise SpecError(f"{v.path}: key '{k}': give exactly one of 'rtol' or 'eager_factor'")
+        tols[dt] = Tolerance(
+            rtol=v.number(r["rtol"], f"{k}.rtol", 0, 1) if "rtol" in r else None,
+            atol=v.number(r["atol"], f"{k}.atol", 0, 1),
+            eager_factor=v.number(r["eager_factor"], f"{k}.eager_factor", 1, 100) if "eager_factor" in r else None,
+        )
+    return tols
+
+
+def _performance(
+    v: _V, raw: Any, seed: int, out_cols: str, baselines: dict[str, Any], impls: dict[str, Implementation]
+) -> Performance:
+    rp = v.mapping(raw, "performance", {"cases", "curve"}, {"points_per_case", "margin", "anchor"})
+    rcurve = v.mapping(rp["curve"], "performance.curve", {"zero_at", "partial_at", "full_at"}, set())
+    rpart = v.mapping(rcurve["partial_at"], "performance.curve.partial_at", {"baseline", "credit"}, set())
+    full = rcurve["full_at"]
+    full = [full] if isinstance(full, str) else full
+    if not isinstance(full, list) or not full:
+        raise v.fail("performance.curve.full_at", "a baseline name or a list of them", full)
+    curve = Curve(
+        zero_at=v.string(rcurve["zero_at"], "performance.curve.zero_at", tuple(baselines)),
+        partial_baseline=v.string(rpart["baseline"], "performance.curve.partial_at.baseline", tuple(baselines)),
+        partial_credit=v.number(rpart["credit"], "performance.curve.partial_at.credit", 0, 1),
+        full_at=tuple(v.string(b, f"performance.curve.full_at[{i}]", tuple(baselines)) for i, b in enumerate(full)),
+    )
+    pdefaults = {
+        "seed": seed + 7,
+        "points": v.number(rp.get("points_per_case", 1), "performance.points_per_case"),
+        "gpu_only": True,
+    }
+    perf = Performance(
+        points_per_case=pdefaults["points"],
+        margin=v.number(rp.get("margin", 0.0), "performance.margin", 0, 0.5),
+        curve=curve,
+        cases=_cases(v, rp["cases"], "performance.cases", pdefaults, out_cols, multi=False),
+    )
+    if "anchor" in rp:
+        perf = Performance(**{**perf.__dict__, "anchor": _anchor(v, rp["anchor"], perf.cases, baselines, impls)})
+    return perf
+
+
+def _tolerance_baseline(
+    v: _V, raw: dict[str, Any], baselines: dict[str, Any], tols: dict[str, Tolerance]
+) -> str | None:
+    tol_base: str | None = "eager" if "eager" in baselines else None
+    if "tolerance_baseline" in raw:
+        tol_base = v.string(raw["tolerance_baseline"], "tolerance_baseline")
+        if tol_base not in baselines:
+            raise v.fail("tolerance_baseline", f"one of the baselines ({', '.join(baselines)})", tol_base)
+    if tol_base is None and any(t.eager_factor is not None for t in tols.values()):
+        raise v.fail(
+            "tolerance_baseline",
+            "the baseline that eager_factor tolerances compare with (no 'eager' baseline to default to)",
+            None,
+        )
+    return tol_base
+
+
+# -- the problem's words: hints.yaml beside the spec ------------------------------------------------------------------
+
+
+def _hints(path: Path, problem: Problem) -> None:
+    """Validate the problem's hints.yaml (absent: nothing to check) against its schema (grader/problem/hints.py) and
+    this spec: every key must be one the grader looks up for this problem (a real reason, finding or pattern code,
+    perf key, and a distribution or dtype that a case of the spec uses), every value a non-empty text. A key no case
+    or grader code can match is text no student ever sees, so a typo fails the problem's load (and its tests), not
+    silently its students. Raises SpecError, one line naming the file, the key and the valid choices."""
+    if not path.is_file():
+        return
+    raw = _read_yaml(path, "it")
+    if raw is None:
+        return
+    top = hints.SECTIONS + hints.TOP_TEXTS
+    if not isinstance(raw, dict):
+        raise SpecError(f"{path}: expected a mapping of sections ({', '.join(top)})")
+    for key, value in raw.items():
+        if key in hints.TOP_TEXTS:
+            _hint_text(path, str(key), value)
+            continue
+        if key not in hints.SECTIONS:
+            raise SpecError(f"{path}: unknown key '{key}' (valid: {', '.join(top)})")
+        if not isinstance(value, dict):
+            raise SpecError(f"{path}: key '{key}': expected a mapping of key to text, got {type(value).__name__}")
+        allowed = hints.valid_keys(
+            str(key),
+            dists=(c.dist for c in problem.cases),
+            dtypes=(c.dtype for c in problem.cases),
+            kinds=(i.kind for i in problem.implementations.values()),
+        )
+        for sub, words in value.items():
+            _hint_key(path, str(key), sub, allowed)
+            _hint_text(path, f"{key}.{sub}", words)
+
+
+def _hint_key(path: Path, section: str, sub: Any, allowed: tuple[str, ...] | None) -> None:
+    where = f"{section}.{sub}"
+    if allowed is None:  # formula: the operands by position, or the name of one of the reference's mistakes
+        if not (isinstance(sub, str) and (sub in hints.FORMULA_OPERANDS or hints.WORD.fullmatch(sub))):
+            raise SpecError(
+                f"{path}: key '{where}': expected one of {', '.join(hints.FORMULA_OPERANDS)} or the name of a "
+                "mistake the reference's mistakes(x) returns"
+            )
+    elif str(sub) not in allowed:
+        what = {
+            "dist": "a distribution that no case of the spec uses",
+            "dtype": "a dtype that no case of the spec uses",
+        }.get(section, f"not a {section} key the grader reads")
+        raise SpecError(f"{path}: key '{where}': {what} (valid: {', '.join(allowed)})")
+
+
+def _hint_text(path: Path, where: str, value: Any) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise SpecError(f"{path}: key '{where}': expected a non-empty text, got {value!r:.60}")
 
 
 def _inputs(v: _V, raw: Any, cases: tuple[Case, ...]) -> tuple[Input, ...]:
@@ -457,15 +535,17 @@ def _inputs(v: _V, raw: Any, cases: tuple[Case, ...]) -> tuple[Input, ...]:
 def _stubs(v: _V, obj: Any) -> str:
     s = v.string(obj, "stubs")
     parts = s.replace("\\", "/").split("/")
-    if s.startswith("/") or ":" in s or any(p in ("", ".", "..") for p in parts):
+    if s.startswith("/") or ":" in s or any(p in ("", ".", "..") for p in parts) or parts == ["assignment"]:
+        # assignment/ itself is every problem's parent: a problem's stubs are a folder of their own below it
         raise v.fail("stubs", "a relative folder inside the repository, e.g. assignment/<problem>", obj)
     return "/".join(parts)
 
 
 def sibling_folders(problem: Problem) -> set[str]:
     """The folders that the problems beside this one (every spec.yaml one folder over) take inside a submission laid
-    out like assignment/ (grader/problem/course.py's submission_dir: gelu's files in gelu/). A grade of one problem sees
-    them in a course submission, and in assignment/ itself, and does not call them skipped."""
+    out like assignment/ (`Problem.folder`: gelu's files in gelu/). A grade of one problem from the top of such a
+    submission (grader/problem/layout.py: the files of a course that published the layout before each problem had
+    its own folder) sees them, and does not call them skipped."""
     out = set()
     here = problem.path.resolve()
     for spec in sorted(here.parent.parent.glob("*/spec.yaml")):
@@ -474,8 +554,7 @@ def sibling_folders(problem: Problem) -> set[str]:
         except SpecError:  # another problem's broken spec is that problem's error, not this grade's
             continue
         if other.path.resolve() != here:
-            parts = other.stubs.split("/")
-            out.add(parts[1] if parts[0] == "assignment" and len(parts) > 1 else other.name)
+            out.add(other.folder.split("/")[0])
     return out
 
 

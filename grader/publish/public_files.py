@@ -37,10 +37,8 @@ PUBLIC: tuple[str, ...] = (
     "reference/*/spec.yaml",
     "reference/*/reference.py",
     "reference/*/hints.yaml",
-    # the stubs and handouts: GLU's at the top of assignment/, every other problem's in assignment/<name>/
+    # the stubs and handouts: the course's handout at the top of assignment/, each problem's in assignment/<name>/
     "assignment/README.md",
-    "assignment/*.py",
-    "assignment/*.cu",
     "assignment/*/README.md",
     "assignment/*/*.py",
     "assignment/*/*.cu",

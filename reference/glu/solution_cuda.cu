@@ -1,6 +1,6 @@
 // Staff CUDA solution for GLU: y[r, c] = a[r, c] * sigmoid(b[r, c]), with x[r, :] = [a | b] split in halves.
 //
-// Same contract as the student file assignment/glu_cuda.cu (see assignment/README.md, "Part 2: the CUDA
+// Same contract as the student file assignment/glu/glu_cuda.cu (see assignment/README.md, "Part 2: the CUDA
 // kernel"): plain CUDA C++, no torch headers; the grader calls the extern "C" entry point below through ctypes.
 //
 //   x: rows x (2h), row stride x_row_stride elements (>= 2h), last dimension contiguous.

@@ -1,4 +1,4 @@
-"""Staff Triton solution for GLU (same contract as assignment/glu_triton.py).
+"""Staff Triton solution for GLU (same contract as assignment/glu/glu_triton.py).
 
 Design: one flat 1-D grid over the *output* elements. Output element i sits in row r = i // h, column
 c = i - r*h, and reads a at r*row_stride + c and b at h further on. Each program handles BLOCK elements, so
