@@ -50,6 +50,7 @@ def test_zip_holds_the_grader_and_no_staff_material(tmp_path):
     assert run.startswith("#!/usr/bin/env bash\n") and 'exec "$PY" -m grader "${args[@]}"' in run
     assert 'ROOT="${AUTOGRADER_ROOT:-/autograder}"' in run and '"$SRC/grader_key"' in run
     assert "/opt/" in run and "/opt/" in setup  # a venv the grade's unprivileged uid can start
+    assert "/opt/kernel-grader/venv" in setup and "glu" not in setup  # named for the product, not a problem
     assert "--index-url https://download.pytorch.org/whl/cpu" in setup
     assert "pip install -c constraints.txt -r requirements.txt" in setup
     assert "apt-get install -y python3 python3-pip python3-venv g++" in setup
@@ -174,4 +175,6 @@ def test_run_autograder_grades_the_problem_it_is_built_for(tmp_path):
         gradescope.build(tmp_path / "x.zip", root=ROOT, ref=None, problem="nope")
     with pytest.raises(gradescope.GradescopeError, match=r"not a problem name"):
         gradescope.build(tmp_path / "y.zip", root=ROOT, ref=None, problem="glu; rm -rf /")
-    assert not (tmp_path / "x.zip").exists() and not (tmp_path / "y.zip").exists()
+    with pytest.raises(gradescope.GradescopeError, match=r"--problem: name the problem"):  # no default problem
+        gradescope.build(tmp_path / "z.zip", root=ROOT, ref=None)
+    assert not any((tmp_path / n).exists() for n in ("x.zip", "y.zip", "z.zip"))

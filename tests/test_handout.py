@@ -49,7 +49,7 @@ def _files(d: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def export(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("handout") / "glu-assignment"
+    out = tmp_path_factory.mktemp("handout") / "course-handout"
     assert cli.main(["handout", "--out", str(out)]) == 0
     return out
 

@@ -166,8 +166,6 @@ PROBLEM_WORD = re.compile(r"(?<![a-z])(glu|gelu|swiglu|geglu|glu_backward)(?![a-
 # (see the issue 20 report for the change each needs).
 KNOWN_REMNANTS = {
     "grader/availability.py": ("glu-grader",),  # the container image's name (the product's, not a problem's)
-    # the image's install path; the default problem of `gradescope --problem`, as grade's
-    "grader/publish/gradescope.py": ("/opt/glu-grader/venv", "/bin/python -m pip install", "glu"),
     "grader/cli.py": (  # the default problem, in grade's and gradescope's help
         "glu",
         "problem name under reference/, or a spec.yaml path (default: glu)",

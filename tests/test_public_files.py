@@ -88,7 +88,7 @@ def course(names: set[str] | list[str]) -> set[str]:
 
 
 def four_sets(root: Path, tmp: Path) -> dict[str, set[str]]:
-    zip_names = gradescope.build(tmp / "autograder.zip", root=root, ref=None)
+    zip_names = gradescope.build(tmp / "autograder.zip", root=root, ref=None, problem="glu")
     return {
         "image (.dockerignore)": course(image_files(root)),
         **{k: course(v) for k, v in dist_files(root, tmp).items()},
@@ -182,7 +182,7 @@ def test_the_handout_of_a_dirty_tree_is_built_from_the_commit(course_repo, tmp_p
         "assignment/glu/glu_triton.py",
         "reference/glu/hints.yaml",
     ]
-    names = gradescope.build(tmp_path / "ag.zip", root=course_repo)
+    names = gradescope.build(tmp_path / "ag.zip", root=course_repo, problem="glu")
     with zipfile.ZipFile(tmp_path / "ag.zip") as z:
         assert z.read("assignment/glu/glu_triton.py") == committed
         assert b"TA-SOLVED" not in b"".join(z.read(n) for n in names)

@@ -40,8 +40,10 @@ from grader.publish import handout
 
 ROOT = Path(__file__).resolve().parents[2]
 # Under /opt, not /root: the grade's unprivileged uid must be able to start this Python (docs/SECURITY.md), so
-# that a grade on Gradescope (root) runs student code as another user and can be official.
-VENV = "/opt/glu-grader/venv"
+# that a grade on Gradescope (root) runs student code as another user and can be official. Named for the product
+# (a kernel assignment grader, pyproject.toml's kernel-grader), not for one of its problems.
+INSTALL_DIR = "/opt/kernel-grader"
+VENV = f"{INSTALL_DIR}/venv"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 KEY_NAME = "grader_key"
 METADATA_NAME = "submission_metadata.json"  # Gradescope's, beside submission/ in /autograder
@@ -66,7 +68,7 @@ TORCH_PIN="$(grep -E '^torch==' constraints.txt)"
 {VENV}/bin/python -m pip install "$TORCH_PIN" --index-url {TORCH_CPU_INDEX}
 {VENV}/bin/python -m pip install -c constraints.txt -r requirements.txt
 # Readable and runnable by every user (the grade runs student code as an unprivileged uid), writable by root only.
-chmod -R a+rX,go-w /opt/glu-grader
+chmod -R a+rX,go-w {INSTALL_DIR}
 chmod +x run_autograder
 """  # noqa: E501 (a shell script: its python3 -c line stays whole)
 
@@ -94,14 +96,13 @@ cd "$SRC" && exec "$PY" -m grader "${{args[@]}}"
 PROBLEM_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}\Z")  # a folder name under reference/: safe in a shell word
 
 
-def run_autograder(problem: str = "glu") -> str:
+def run_autograder(problem: str) -> str:
     """run_autograder for one problem (a name checked against PROBLEM_NAME, so it is one plain shell word)."""
+    if not problem:
+        raise GradescopeError("--problem: name the problem this autograder grades (one zip per Gradescope assignment)")
     if not PROBLEM_NAME.match(problem):
         raise GradescopeError(f"--problem {problem!r}: not a problem name (a folder under reference/)")
     return RUN_AUTOGRADER_TEMPLATE.replace("__PROBLEM__", problem)
-
-
-RUN_AUTOGRADER = run_autograder()
 
 
 class GradescopeError(Exception):
@@ -178,10 +179,11 @@ def _info(name: str, mode: int) -> zipfile.ZipInfo:
 
 
 def build(
-    out: Path, key: Path | None = None, root: Path = ROOT, ref: str | None = "HEAD", problem: str = "glu"
+    out: Path, key: Path | None = None, root: Path = ROOT, ref: str | None = "HEAD", problem: str = ""
 ) -> list[str]:
-    """Write the autograder zip of commit `ref` (None: the working tree, for tests) to out (which must not exist).
-    Returns the names in the zip."""
+    """Write the autograder zip of commit `ref` (None: the working tree, for tests) to out (which must not exist),
+    for `problem` (a name under reference/; no default: the grader has no favourite problem). Returns the names in
+    the zip."""
     out, root = Path(out), Path(root)
     if out.exists() or out.is_symlink():
         raise GradescopeError(f"--out {out}: already exists (not overwritten; remove it or pick another name)")
