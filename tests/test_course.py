@@ -132,3 +132,20 @@ def test_the_cli_grades_a_course(tmp_path):
     assert json.loads((tmp_path / "out" / "scale" / "results.json").read_text())["score"] == 6
     assert "## scale report" in (tmp_path / "out" / "report.md").read_text()
     assert 'href="scale/report.html"' in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_a_grade_pointed_at_a_folder_laid_out_like_assignment_finds_the_problems_folder(tmp_path):
+    """grader/problem/layout.py resolve: for `--submission DIR` (a CI job that mounts a student's assignment/, a
+    Gradescope upload of files): DIR when the problem's files are at its top, else DIR/<problem>/ when it is there."""
+    from grader.problem.layout import resolve
+    from grader.problem.spec import load_problem
+
+    glu = load_problem(ROOT / "reference" / "glu" / "spec.yaml")
+    sub = tmp_path / "assignment"
+    (sub / "glu").mkdir(parents=True)
+    (sub / "gelu").mkdir()
+    assert resolve(sub, glu) == Located(sub / "glu")  # the current layout
+    (sub / "glu_cuda.cu").write_text("x")
+    assert resolve(sub, glu) == Located(sub)  # files at the top: that folder (a plain upload, or the old layout)
+    assert resolve(tmp_path / "none", glu) == Located(tmp_path / "none")
+    assert resolve(ROOT / "assignment", glu) == Located(ROOT / "assignment" / "glu")

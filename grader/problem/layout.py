@@ -45,3 +45,17 @@ def locate(root: Path, problem: Problem) -> Located:
     """`locate_files` for a problem: its folder, and the files a student submits for it."""
     files = [i.file for i in problem.student_implementations.values()]
     return locate_files(root, problem.folder, problem.name, files)
+
+
+def resolve(path: Path, problem: Problem) -> Located:
+    """The folder to grade when a grade is pointed at `path` (`--submission`): path itself when one of the problem's
+    files is at its top (the problem's own folder, a Gradescope upload, or the old layout's assignment/); else its
+    folder of the problem (`Problem.folder`) when path is laid out like assignment/ (a student's assignment/, a
+    course submission) and has it; else path (the grade then says which files are missing)."""
+    files = [i.file for i in problem.student_implementations.values()]
+    if any((path / f).is_file() for f in files):
+        return Located(path)
+    own = path.joinpath(*problem.folder.split("/"))
+    if own.is_dir() and not own.is_symlink():
+        return Located(own)
+    return Located(path)
