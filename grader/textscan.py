@@ -5,8 +5,9 @@ it, sanitizer and profiler output, logs. Two rules hold for all of it (docs/SECU
 parent"):
 
 - Size-capped *before* it is read: `read_capped` opens the file and reads at most `limit + 1` bytes, so a 50 GB
-  preprocessed unit costs the parent `limit` bytes, never its whole size. `capped_run` does the same for a child
-  process's output (the pipe is drained to the end, what is past the cap is thrown away as it arrives).
+  preprocessed unit costs the parent `limit` bytes, never its whole size. The one runner of untrusted build
+  processes (grader/cuda/runner.py) does the same for a child's output (the pipe is drained to the end, what is past
+  the cap is thrown away as it arrives) and ends it with `cut_note`.
 - Parsed in linear time: no backtracking regex over untrusted text and no recursion over its structure. The C/CUDA
   comment and literal scanner below is a hand scanner that jumps between the characters that matter with
   `str.find` and single-character-class searches (which cannot backtrack), so every character is looked at a
@@ -16,12 +17,8 @@ parent"):
 from __future__ import annotations
 
 import re
-import subprocess
-import threading
-import time
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 
 def cut_note(limit: int) -> str:
@@ -210,84 +207,3 @@ def code_mask(src: str) -> bytearray:
     for s in literal_spans(src):
         mask[s.start : s.end] = bytes(s.end - s.start)
     return mask
-
-
-# -- child process output with a cap ------------------------------------------------------------------------------
-
-
-class Capped(NamedTuple):
-    returncode: int | None  # None: it ran past its timeout and its process group was killed
-    output: str  # stdout (with stderr, when merged) decoded, at most `limit` bytes of it
-    truncated: bool  # it wrote more than `limit` bytes: the rest was read and thrown away
-    seconds: float
-
-
-def _drain(stream: Any, limit: int, into: list[bytes], total: list[int]) -> None:
-    """Read a pipe to its end, keeping its first `limit` bytes and counting all of them (the writer never blocks on
-    a full pipe, and the parent never holds more than `limit`)."""
-    kept = 0
-    while True:
-        chunk = stream.read1(1 << 16)
-        if not chunk:
-            return
-        total[0] += len(chunk)
-        if kept < limit:
-            part = chunk[: limit - kept]
-            into.append(part)
-            kept += len(part)
-
-
-def _feed(stream: Any, data: bytes) -> None:
-    """Write a child's stdin and close it; a child that exits without reading it all is not an error."""
-    try:
-        stream.write(data)
-    except OSError:  # BrokenPipeError included
-        pass
-    finally:
-        try:
-            stream.close()
-        except OSError:
-            pass
-
-
-def capped_run(
-    cmd: Sequence[str],
-    *,
-    limit: int,
-    timeout_s: float,
-    kill: Any = None,
-    input: bytes | None = None,
-    **popen: Any,
-) -> Capped:
-    """Run `cmd` with stdout and stderr merged into one pipe that is read with a cap of `limit` bytes. On a timeout
-    `kill(proc)` is called (default: proc.kill()). Never holds more than `limit` bytes of the output in memory.
-    `input` is written to its stdin from a thread (a child that does not read it cannot block the parent)."""
-    t0 = time.monotonic()
-    proc = subprocess.Popen(
-        list(cmd),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
-        **popen,
-    )
-    chunks: list[bytes] = []
-    total = [0]
-    reader = threading.Thread(target=_drain, args=(proc.stdout, limit, chunks, total), daemon=True)
-    reader.start()
-    if input is not None:
-        threading.Thread(target=_feed, args=(proc.stdin, input), daemon=True).start()
-    rc: int | None
-    try:
-        rc = proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        (kill or (lambda p: p.kill()))(proc)
-        proc.wait()
-        rc = None
-    # The pipe closes when the last process holding it exits; a grandchild that kept it open has been killed with
-    # the group (kill), else wait a little and leave the daemon reader behind.
-    reader.join(timeout=5.0)
-    if proc.stdout is not None and not reader.is_alive():
-        proc.stdout.close()
-    data = b"".join(chunks)
-    text = data.decode("utf-8", errors="replace")
-    return Capped(rc, text, total[0] > limit, time.monotonic() - t0)

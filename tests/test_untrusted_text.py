@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from grader import textscan
 from grader.correctness import kernelcheck, static
-from grader.cuda import build, cudacpu, cudainfo, sanitizer
+from grader.cuda import build, cudacpu, cudainfo, runner, sanitizer
 
 BOUND_S = 10.0
 MB = 1 << 20
@@ -324,7 +324,8 @@ def test_the_static_scan_reads_a_huge_source_only_up_to_its_cap(tmp_path: Path) 
 
 
 def _run_logged(cmd: list[str], cwd: Path, timeout_s: float) -> tuple[int | None, str]:
-    return build.run_logged(cmd, cwd=cwd, timeout_s=timeout_s)
+    ran = runner.run(cmd, cwd=cwd, timeout_s=timeout_s)
+    return ran.returncode, ran.output
 
 
 _BOMB = "import sys\nchunk = b'x' * (1 << 20)\nfor _ in range(200):\n    sys.stdout.buffer.write(chunk)\n"
@@ -415,12 +416,12 @@ def test_a_compiler_that_writes_a_huge_file_is_stopped_at_the_write_cap(tmp_path
     under a file-size limit, so the file stops at the cap and the build fails with a line that says why."""
     import os
 
-    from grader.cuda import build
+    from grader.cuda import runner
 
     if os.name != "posix":
         pytest.skip("the write cap uses POSIX sh's ulimit")
-    monkeypatch.setattr(build, "MAX_WRITE_BYTES", 1 << 20)
-    rc, log = build.run_logged(["dd", "if=/dev/zero", "of=unit.i", "bs=1M", "count=8"], cwd=tmp_path, timeout_s=60)
+    monkeypatch.setattr(runner, "MAX_WRITE_BYTES", 1 << 20)
+    rc, log = _run_logged(["dd", "if=/dev/zero", "of=unit.i", "bs=1M", "count=8"], tmp_path, 60)
     assert rc != 0
     assert (tmp_path / "unit.i").stat().st_size <= 1 << 20
     assert "a file it wrote passed 1 MiB" in log, log

@@ -1,4 +1,6 @@
-"""Build a CUDA source file (a student's glu_cuda.cu or the staff solution) into a shared library with nvcc.
+"""Build a CUDA source file (a student's glu_cuda.cu or the staff solution) into a shared library with nvcc, and the
+record every CUDA build returns (grader/cuda/part.py is the one build step that dispatches to this and the CPU
+layer's builds, grader/cuda/cudacpu.py).
 
 Builds are cached by content: the key is the SHA-256 of the source bytes, the nvcc flags and `nvcc --version`,
 and the library lives at `<cache_dir>/<key>.so`. A library is only ever published whole: nvcc writes a
@@ -7,9 +9,10 @@ file system). There are no lock files, so a build that is killed half-way leaves
 file (swept later) and never blocks another build; two processes building the same key both succeed and the
 last rename wins with identical content.
 
-Student errors (a syntax error, nvcc missing, a build that hangs) never raise: they come back as
-`BuildResult(ok=False, log=...)`. Logs are student-facing, so the grading machine's directories are replaced
-(`/grading/sub123/glu_cuda.cu(42): error` reads `glu_cuda.cu(42): error`).
+Student errors (a syntax error, nvcc missing, a build that hangs) never raise: they come back as a PartBuild whose
+state is not OK, with the log. Logs are student-facing, so the grading machine's directories are replaced
+(`/grading/sub123/glu_cuda.cu(42): error` reads `glu_cuda.cu(42): error`). Every compiler runs through
+grader/cuda/runner.py (the grade's uid, its own process group, the write cap, a capped log).
 """
 
 from __future__ import annotations
@@ -18,18 +21,18 @@ import hashlib
 import os
 import re
 import shutil
-import signal
 import stat
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from grader import textscan
 from grader.child.launches import ARCH
+from grader.cuda import runner
 
 if TYPE_CHECKING:
     from grader.identity import Scratch
@@ -40,8 +43,77 @@ NVCC_MISSING = "nvcc not found: install the CUDA toolkit or set CUDA_HOME"
 _TMP_SUFFIX = ".tmp.so"
 
 
+# -- the record of a build ------------------------------------------------------------------------------------------
+
+
+class BuildFor(StrEnum):
+    """What a CUDA part is built into."""
+
+    LIBRARY = "library"  # nvcc: the shared library the torch binding loads on a GPU (cached by content)
+    CPU_LAYER = "cpu layer"  # g++/clang++: the CUDA-on-CPU layer's harness, for a machine without a GPU
+    SANITIZER = "sanitizer"  # nvcc: the harness compute-sanitizer runs, exact-size buffers
+
+
+class State(StrEnum):
+    OK = "ok"
+    NO_COMPILER = "no compiler"  # no nvcc (LIBRARY, SANITIZER) or no g++ / clang++ (CPU_LAYER) here
+    NEEDS_GPU = "needs a GPU"  # uses what the CPU layer cannot run faithfully, or what it does not know
+    FAILED = "failed"  # does not compile (for the CPU layer: as C++, and there was no nvcc to say it is valid CUDA)
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """What to build: one CUDA part's source, for one grade."""
+
+    src: Path  # the .cu file (read with a cap)
+    part: str  # the part's name (the spec's implementation): names the harness, <part>.cpu / <part>.sanitizer
+    entry: str  # the spec's entry symbol (the harnesses call it)
+    inputs: int = 1  # how many inputs the spec's entry takes (the harnesses' signature)
+    timeout_s: float = 180.0  # the whole build's limit (the spec's limits.build_s)
+    scratch: Scratch | None = None  # the grade's: compilers run as its untrusted uid; None only in tests
+    arch: str | None = None  # a real architecture such as "sm_90" (None: DEFAULT_ARCH)
+    cache_dir: Path | None = None  # LIBRARY: where libraries are cached (None: default_cache_dir())
+    nvcc_ok: bool = True  # CPU_LAYER: nvcc compiled it, so a failure here is the layer's limit, not the student's
+    build_dir: Path | None = None  # the harnesses' build directory without a scratch (tests)
+    out_name: str | None = None  # the harness's file name in libs/ (None: <part>.cpu, <part>.sanitizer)
+
+    def harness_name(self, built: BuildFor) -> str:
+        """The harness's file name in libs/ (before EXE): out_name, else <part>.cpu or <part>.sanitizer."""
+        if self.out_name is not None:
+            return self.out_name
+        return f"{self.part}.{'cpu' if built == BuildFor.CPU_LAYER else built.value}"
+
+
+@dataclass
+class PartBuild:
+    """What a build of a CUDA part left, whatever it was built for."""
+
+    built: BuildFor
+    state: State
+    artifact: Path | None  # the library (in the cache) or the harness executable (in the scratch's libs/), when OK
+    text: str  # for the student, machine paths replaced: nvcc's log (LIBRARY, SANITIZER) or, for the CPU layer,
+    # what was built and how, or why not
+    seconds: float
+    compiler: str = ""  # "nvcc", "g++", "clang++" (empty when there was none)
+    cached: bool = False  # LIBRARY: the library came from the cache
+    sanitized: bool = False  # CPU_LAYER: built with AddressSanitizer and UBSan
+    constructs: list[str] = field(default_factory=list)  # CPU_LAYER: "__syncthreads (glu_cuda.cu:42)", ...
+    command: list[str] = field(default_factory=list)  # LIBRARY: the nvcc command, with machine paths replaced
+
+    @property
+    def ok(self) -> bool:
+        return self.state == State.OK
+
+    def errors(self) -> str:
+        """The log's error lines (with the source lines quoted under them), else its last 20 lines: what a report
+        shows of a failed build."""
+        return "\n".join(error_lines(self.text) or self.text.strip().splitlines()[-20:])
+
+
 @dataclass
 class BuildResult:
+    """The old record of build_cuda (kept while callers move to PartBuild)."""
+
     ok: bool
     lib: Path | None  # the built (or cached) library; None when the build failed
     log: str  # nvcc's output with machine paths replaced; safe to show to students
@@ -162,51 +234,9 @@ def _sweep_stale_temps(cache_dir: Path, older_than_s: float) -> None:
             pass  # raced with its owner or another sweeper; either way it is not ours to worry about
 
 
-def _kill_group(proc: subprocess.Popen[Any]) -> None:
-    """nvcc runs cicc/ptxas/gcc as children: kill the whole process group, not only nvcc."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
-
-
 MAX_LIB_BYTES = 256 * 1024 * 1024
 MAX_SOURCE_BYTES = 16 * 1024 * 1024  # a submission's whole size cap (grader/identity.py); a kernel is a few kB
-MAX_LOG_BYTES = 256 * 1024  # of a compiler's output: what is past it is read and thrown away, never held
-
-
-MAX_WRITE_BYTES = 1 << 30  # the largest file a compiler may write (a preprocessed unit, an object, a library)
-
-
-def _write_capped(cmd: list[str]) -> list[str]:
-    """`cmd` under a file-size limit (POSIX sh's `ulimit -f`, in 512-byte blocks): a macro bomb that makes the
-    preprocessor write gigabytes is stopped at MAX_WRITE_BYTES (SIGXFSZ) instead of filling the disk until the
-    build's timeout. Where there is no POSIX shell (Windows), `cmd` as it is."""
-    sh = shutil.which("sh") if os.name == "posix" else None
-    if sh is None:
-        return cmd
-    return [sh, "-c", f'ulimit -f {MAX_WRITE_BYTES // 512} && exec "$@"', cmd[0], *cmd]
-
-
-def run_logged(cmd: list[str], *, cwd: Path | None, timeout_s: float, **popen: Any) -> tuple[int | None, str]:
-    """Run a compiler in its own process group with stdout and stderr merged: (exit status, None on a timeout
-    after the whole group was killed; its output, at most MAX_LOG_BYTES of it, with a line saying so when it was
-    cut). An error bomb (a source that makes the compiler print gigabytes) costs the parent MAX_LOG_BYTES, and one
-    that makes it write a huge file costs MAX_WRITE_BYTES of disk (`_write_capped`)."""
-    r = textscan.capped_run(
-        _write_capped(cmd),
-        limit=MAX_LOG_BYTES,
-        timeout_s=timeout_s,
-        kill=_kill_group,
-        cwd=cwd,
-        start_new_session=True,
-        **popen,
-    )
-    out = r.output + (f"\n{textscan.cut_note(MAX_LOG_BYTES)}" if r.truncated else "")
-    xfsz = getattr(signal, "SIGXFSZ", None)
-    if xfsz is not None and r.returncode in (-xfsz, 128 + xfsz):
-        out += f"\n{Path(cmd[0]).name} stopped: a file it wrote passed {MAX_WRITE_BYTES >> 20} MiB (a macro bomb?)"
-    return r.returncode, out
+MAX_LOG_BYTES = runner.MAX_LOG_BYTES  # of a compiler's output (grader/cuda/runner.py)
 
 
 def _digest(data: bytes) -> str:
@@ -239,74 +269,120 @@ def _read_output(path: Path) -> bytes:
 def build_cuda(
     src: Path, *, cache_dir: Path, arch: str | None = None, timeout_s: float = 180.0, scratch: Scratch | None = None
 ) -> BuildResult:
-    """Compile `src` into `<cache_dir>/<key>.so`, or return the cached library. Never raises for bad sources.
+    """build_library under its old name and record (kept while callers move to grader/cuda/part.py's build_part)."""
+    b = build_library(
+        BuildRequest(Path(src), "", "", timeout_s=timeout_s, scratch=scratch, arch=arch, cache_dir=Path(cache_dir))
+    )
+    return BuildResult(b.ok, b.artifact, b.text, b.seconds, b.cached, b.command)
 
-    With `scratch` (a grade's, grader/identity.py), nvcc runs as the grade's untrusted identity in its build
+
+def build_library(req: BuildRequest) -> PartBuild:
+    """Compile `req.src` into `<cache_dir>/<key>.so`, or return the cached library. Never raises for bad sources.
+
+    With a scratch (a grade's, grader/identity.py), nvcc runs as the grade's untrusted identity in its build
     directory, with its environment: an `#include` of a file the grader can read but the student cannot fails.
     The library is then copied into the cache by this (trusted) process with its SHA-256 beside it, and a cached
     library whose bytes no longer match is rebuilt."""
     start = time.monotonic()
-    src = Path(src).resolve()
-    flags = nvcc_flags(arch)
+    src = req.src.resolve()
+    flags = nvcc_flags(req.arch)
 
-    def result(ok: bool, lib: Path | None, log: str, cached: bool, command: list[str]) -> BuildResult:
-        return BuildResult(ok, lib, log, time.monotonic() - start, cached, command)
+    def result(
+        state: State, lib: Path | None, log: str, cached: bool = False, shown: list[str] | None = None
+    ) -> PartBuild:
+        compiler = "" if state == State.NO_COMPILER else "nvcc"
+        seconds = time.monotonic() - start
+        return PartBuild(BuildFor.LIBRARY, state, lib, log, seconds, compiler, cached, command=shown or [])
 
     nvcc = find_nvcc()
     if nvcc is None:
-        return result(False, None, NVCC_MISSING, False, [])
-    try:
-        source, too_big = textscan.read_capped_bytes(src, MAX_SOURCE_BYTES)
-    except OSError as e:
-        return result(False, None, f"cannot read {src.name}: {e.strerror}", False, [])
-    if too_big:
-        return result(
-            False,
-            None,
-            f"{src.name} is larger than {MAX_SOURCE_BYTES >> 20} MiB: not built (make it smaller)",
-            False,
-            [],
-        )
+        return result(State.NO_COMPILER, None, NVCC_MISSING)
+    source, why = _source_or_why(src)
+    if why is not None:
+        return result(State.FAILED, None, why)
     try:
         version = nvcc_version(nvcc)
     except (OSError, subprocess.SubprocessError) as e:
-        return result(False, None, f"nvcc found but `nvcc --version` failed: {e}", False, [])
-
+        return result(State.FAILED, None, f"nvcc found but `nvcc --version` failed: {e}")
     key = cache_key(source, flags, version)
-    cache_dir = Path(cache_dir).resolve()
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    try:  # written only by the grader: no other user may plant a library under a key
-        os.chmod(cache_dir, 0o700)
-    except OSError:
-        pass
-    lib = cache_dir / f"{key}.so"
+    lib = _cache_dir(req.cache_dir) / f"{key}.so"
     shown = ["nvcc", *flags, "-o", f"<cache>/{key}.so", src.name]
     if _cached(lib):
-        return result(True, lib, f"cached: {key}.so", True, shown)
-    if scratch is not None:
-        return _build_untrusted(src, source, key, lib, flags, nvcc, scratch, timeout_s, result, shown)
+        return result(State.OK, lib, f"cached: {key}.so", True, shown)
+    job = _Job(src, source, lib, [nvcc, *flags], req.timeout_s)
+    ok, log = _compile_untrusted(job, req.scratch) if req.scratch is not None else _compile_trusted(job)
+    return result(State.OK if ok else State.FAILED, lib if ok else None, log, False, shown)
 
-    _sweep_stale_temps(cache_dir, older_than_s=2 * timeout_s + 60)
-    fd, tmp_name = tempfile.mkstemp(prefix=f"{key}.", suffix=_TMP_SUFFIX, dir=cache_dir)
+
+def _source_or_why(src: Path) -> tuple[bytes, str | None]:
+    """(the source's bytes, None), or (b"", why it is not built): unreadable, or larger than MAX_SOURCE_BYTES."""
+    try:
+        source, too_big = textscan.read_capped_bytes(src, MAX_SOURCE_BYTES)
+    except OSError as e:
+        return b"", f"cannot read {src.name}: {e.strerror}"
+    if too_big:
+        return b"", f"{src.name} is larger than {MAX_SOURCE_BYTES >> 20} MiB: not built (make it smaller)"
+    return source, None
+
+
+def _cache_dir(cache_dir: Path | None) -> Path:
+    """The cache directory, made, and written only by the grader: no other user may plant a library under a key."""
+    path = Path(cache_dir if cache_dir is not None else default_cache_dir()).resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        os.chmod(path, 0o700)
+    except OSError:
+        pass
+    return path
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One library build's fixed inputs."""
+
+    src: Path
+    source: bytes
+    lib: Path  # where it is published in the cache: <cache_dir>/<key>.so
+    nvcc: list[str]  # nvcc and its flags
+    timeout_s: float
+
+
+def _then(log: str, line: str) -> str:
+    return (log + "\n" if log else "") + line
+
+
+def _verdict(ran: runner.Ran, scrub: list[tuple[str, str]], timeout_s: float) -> tuple[str, str | None]:
+    """(nvcc's log with machine paths replaced, the line that says why it failed, or None when it exited 0)."""
+    log = _scrub(ran.output, scrub).rstrip()
+    if ran.timed_out:
+        return log, f"nvcc timed out after {timeout_s:g} s"
+    if ran.returncode != 0:
+        return log, f"nvcc failed with exit status {ran.returncode}"
+    return log, None
+
+
+def _compile_trusted(job: _Job) -> tuple[bool, str]:
+    """nvcc as this process, writing a temporary in the cache directory: (built, log)."""
+    cache_dir = job.lib.parent
+    _sweep_stale_temps(cache_dir, older_than_s=2 * job.timeout_s + 60)
+    fd, tmp_name = tempfile.mkstemp(prefix=f"{job.lib.stem}.", suffix=_TMP_SUFFIX, dir=cache_dir)
     os.close(fd)
     tmp = Path(tmp_name)
     # Run in the source's directory and name the source by its basename, so nvcc's diagnostics read
     # `glu_cuda.cu(42): error: ...`; _scrub catches any absolute path that still slips through.
-    command = [nvcc, *flags, "-o", str(tmp), src.name]
-    scrub = [(str(src.parent), ""), (str(cache_dir), "<cache>/"), (tempfile.gettempdir(), "<tmp>/")]
+    command = [*job.nvcc, "-o", str(tmp), job.src.name]
+    scrub = [(str(job.src.parent), ""), (str(cache_dir), "<cache>/"), (tempfile.gettempdir(), "<tmp>/")]
     try:
-        rc, out = run_logged(command, cwd=src.parent, timeout_s=timeout_s)
-        log = _scrub(out, scrub).rstrip()
-        if rc is None:
-            log = (log + "\n" if log else "") + f"nvcc timed out after {timeout_s:g} s"
-            return result(False, None, log, False, shown)
-        if rc != 0 or not tmp.is_file() or tmp.stat().st_size == 0:
-            log = (log + "\n" if log else "") + f"nvcc failed with exit status {rc}"
-            return result(False, None, log, False, shown)
-        _publish(lib, _read_output(tmp))
-        return result(True, lib, log, False, shown)
+        ran = runner.run(command, cwd=job.src.parent, timeout_s=job.timeout_s)
+        log, failed = _verdict(ran, scrub, job.timeout_s)
+        if failed is None and (not tmp.is_file() or tmp.stat().st_size == 0):
+            failed = f"nvcc failed with exit status {ran.returncode}"
+        if failed is not None:
+            return False, _then(log, failed)
+        _publish(job.lib, _read_output(tmp))
+        return True, log
     except OSError as e:
-        return result(False, None, f"could not run nvcc: {e.strerror or e}", False, shown)
+        return False, f"could not run nvcc: {e.strerror or e}"
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -320,45 +396,29 @@ def _publish(lib: Path, data: bytes) -> None:
     os.replace(tmp, lib)
 
 
-def _build_untrusted(
-    src: Path,
-    source: bytes,
-    key: str,
-    lib: Path,
-    flags: list[str],
-    nvcc: str,
-    scratch: Scratch,
-    timeout_s: float,
-    result: Callable[..., BuildResult],
-    shown: list[str],
-) -> BuildResult:
+def _compile_untrusted(job: _Job, scratch: Scratch) -> tuple[bool, str]:
+    """nvcc as the grade's untrusted identity in its build directory; the library read back without following links
+    and published by this process: (built, log)."""
     build_dir = scratch.home / "build"
-    staged = build_dir / src.name
-    staged.write_bytes(source)
+    staged = build_dir / job.src.name
+    staged.write_bytes(job.source)
     os.chmod(staged, 0o644)
     out = build_dir / "out.so"
-    command = [nvcc, *flags, "-o", out.name, src.name]
-    scrub = [(str(build_dir), ""), (str(scratch.root), "<scratch>/"), (str(src.parent), "")]
-    kwargs: dict[str, Any] = dict(scratch.identity.popen_kwargs())
+    command = [*job.nvcc, "-o", out.name, job.src.name]
+    scrub = [(str(build_dir), ""), (str(scratch.root), "<scratch>/"), (str(job.src.parent), "")]
     try:
-        rc, log_raw = run_logged(command, cwd=build_dir, timeout_s=timeout_s, env=scratch.env(trusted=False), **kwargs)
-        log = _scrub(log_raw, scrub).rstrip()
-        if rc is None:
-            return result(
-                False, None, (log + "\n" if log else "") + f"nvcc timed out after {timeout_s:g} s", False, shown
-            )
-        if rc != 0:
-            return result(False, None, (log + "\n" if log else "") + f"nvcc failed with exit status {rc}", False, shown)
+        ran = runner.run(command, cwd=build_dir, timeout_s=job.timeout_s, scratch=scratch)
+        log, failed = _verdict(ran, scrub, job.timeout_s)
+        if failed is not None:
+            return False, _then(log, failed)
         try:
             data = _read_output(out)
         except OSError as e:
-            return result(
-                False, None, (log + "\n" if log else "") + f"nvcc produced no usable library ({e})", False, shown
-            )
-        _publish(lib, data)
-        return result(True, lib, log, False, shown)
+            return False, _then(log, f"nvcc produced no usable library ({e})")
+        _publish(job.lib, data)
+        return True, log
     except OSError as e:
-        return result(False, None, f"could not run nvcc: {e.strerror or e}", False, shown)
+        return False, f"could not run nvcc: {e.strerror or e}"
     finally:
         for p in (staged, out):
             try:

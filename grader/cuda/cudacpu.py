@@ -29,13 +29,23 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from grader import textscan
-from grader.cuda.build import MAX_SOURCE_BYTES, _read_output, _scrub, error_lines, run_logged
+from grader.cuda import build, runner
+from grader.cuda.build import (
+    MAX_SOURCE_BYTES,
+    BuildFor,
+    BuildRequest,
+    PartBuild,
+    State,
+    _read_output,
+    _scrub,
+    error_lines,
+)
 
 if TYPE_CHECKING:
     from grader.identity import Scratch
@@ -54,15 +64,10 @@ CPU_NOTE = (
 )
 
 
-class State(StrEnum):
-    OK = "ok"
-    NO_COMPILER = "no compiler"  # no g++ / clang++ here
-    NEEDS_GPU = "needs a GPU"  # uses what the layer cannot run faithfully, or what it does not know
-    FAILED = "failed"  # does not compile as C++ (and there was no nvcc to say whether it is valid CUDA)
-
-
 @dataclass
 class CpuBuild:
+    """The old record of build_cpu (kept while callers move to PartBuild); State is grader/cuda/build.py's."""
+
     state: State
     harness: Path | None  # the built executable (in the scratch's libs/), when state is OK
     text: str  # for the student: what was built and how, or why not
@@ -390,90 +395,124 @@ def _in_condition(name: str, layer_macros: frozenset[str]) -> str | None:
     return None
 
 
-def one_program(source: str, filename: str, layer_macros: frozenset[str] = frozenset()) -> str | None:
-    """None when the source preprocesses to the same program under nvcc and under the CPU layer (by the rules
-    above); else one line for the student: where, what, and that the GPU grade will grade it."""
-    if len(source) > SOURCE_CAP:
-        return f"{filename} is larger than {SOURCE_CAP >> 20} MiB, more than the CPU layer scans; {GPU_GRADES_IT}"
-    if any(t in source for t in ("??=", "??/", "??'", "??(", "??)", "??!", "??<", "??>", "??-")):
-        return f"{filename}: a trigraph (??x): compilers disagree on them; {GPU_GRADES_IT}"
-    lines = logical_lines(source)
-    macros: dict[str, list[Macro]] = {}
-    conditions: list[tuple[int, str]] = []  # (line, name) for every name a condition reads
+class _Refused(Exception):
+    """one_program's verdict: the line, and what on it the CPU layer cannot build the way nvcc does."""
+
+    def __init__(self, line: int, what: str) -> None:
+        super().__init__(what)
+        self.line = line
+        self.what = what
+
+
+class _Directive(NamedTuple):
+    line: int  # the physical line the logical line starts on
+    name: str  # "include", "define", ...
+    text: str  # the whole logical line
+    toks: list[Token]  # the tokens after the directive's name
+    ids: list[str]  # the identifiers among them
+
+
+@dataclass
+class _Scan:
+    """What one_program's pass over the logical lines collects for the checks that need the whole file."""
+
+    layer_macros: frozenset[str]
+    macros: dict[str, list[Macro]] = field(default_factory=dict)
+    conditions: list[tuple[int, str]] = field(default_factory=list)  # (line, name) for every name a condition reads
     owned_def: tuple[int, str] | None = None  # the first #define/#undef of a name a header could define
-    code_ids: list[tuple[int, str]] = []
+    code_ids: list[tuple[int, str]] = field(default_factory=list)  # (line, name) for every identifier of the code
 
-    def refuse(line: int, what: str) -> str:
-        return f"{filename}:{line}: {what}; {GPU_GRADES_IT}"
-
-    for line, text in lines:
+    def line(self, line: int, text: str) -> None:
+        """One logical line: its identifiers when it is code; a directive checked by its handler (_CHECKS)."""
         d = _directive(text)
         if d is None:
-            for t in _tokens(text):
-                if t.kind == "id":
-                    code_ids.append((line, t.text))
-            continue
+            self.code_ids.extend((line, t.text) for t in _tokens(text) if t.kind == "id")
+            return
         name, toks = d
-        if name == "":
-            continue  # the null directive
+        if name in ("", "error", "warning"):
+            return  # the null directive; a message (compilation stops, or warns, the same in both builds)
         if name not in _DIRECTIVES:
-            return refuse(line, f"the directive #{name} is not one the CPU layer accepts")
-        if name in ("error", "warning"):
-            continue  # its text is a message: compilation stops (or warns) the same in both builds
+            raise _Refused(line, f"the directive #{name} is not one the CPU layer accepts")
         ids = [t.text for t in toks if t.kind == "id"]
         for i in ids:
-            if why := _never(i, layer_macros):
-                return refuse(line, f"#{name} ... {i}: {i} {why}")
-        if name == "include":
-            header = _header(toks, text)
-            if header is None:
-                return refuse(line, "a computed #include (its header is a macro)")
-            if header not in CUDA_HEADERS and header not in STD_HEADERS:
-                return refuse(
-                    line,
-                    f"#include of {header}: the CPU layer builds against its own copies of the CUDA headers and "
-                    f"the standard ones (allowed: {', '.join(sorted(CUDA_HEADERS | STD_HEADERS))})",
-                )
-            if owned_def is not None:
-                return refuse(
-                    line,
-                    f"#include after the #define/#undef of {owned_def[1]} on line {owned_def[0]}: a header "
-                    "included under nvcc could define that name differently; put the #includes first",
-                )
-        elif name == "pragma":
-            if not ids or ids[0] not in _PRAGMAS:
-                return refuse(line, f"#pragma {ids[0] if ids else ''}: only #pragma unroll, nounroll and once")
-        elif name in ("define", "undef"):
-            if not toks or toks[0].kind != "id":
-                return refuse(line, f"#{name} without a name")
-            target = toks[0].text
-            if _reserved(target):
-                return refuse(line, f"#{name} {target}: a reserved name (the compilers' and headers' own)")
-            if _owned(target) or target in layer_macros:
-                owned_def = owned_def or (line, target)
-            if name == "define":
-                body = toks[1:]
-                params: set[str] = set()
-                # Function-like only when '(' touches the name (`#define F (x)` is an object-like F).
-                at = text.find(target, text.find("define") + len("define"))
-                function_like = at >= 0 and text[at + len(target) : at + len(target) + 1] == "("
-                if function_like:
-                    k = 1
-                    while k < len(body) and body[k].text != ")":
-                        if body[k].kind == "id":
-                            params.add(body[k].text)
-                        k += 1
-                    body = body[k + 1 :]
-                if any(t.text == "##" for t in body):
-                    return refuse(line, f"#define {target}: the ## operator (it can paste a compiler's macro name)")
-                macros.setdefault(target, []).append(Macro(line, params, body, function_like))
-        elif name in _CONDITIONS:
-            for i in ids:
-                if i != "defined":
-                    conditions.append((line, i))
+            if why := _never(i, self.layer_macros):
+                raise _Refused(line, f"#{name} ... {i}: {i} {why}")
+        check = _CHECKS.get(name)
+        if check is not None:
+            check(self, _Directive(line, name, text, toks, ids))
 
-    # Stringification: a macro that stringifies (#param) may be used from code only; a macro body naming one, or
-    # calling one of its own parameters, could hand it an argument expanded first, whose text differs.
+
+def _check_include(scan: _Scan, d: _Directive) -> None:
+    header = _header(d.toks, d.text)
+    if header is None:
+        raise _Refused(d.line, "a computed #include (its header is a macro)")
+    if header not in CUDA_HEADERS and header not in STD_HEADERS:
+        raise _Refused(
+            d.line,
+            f"#include of {header}: the CPU layer builds against its own copies of the CUDA headers and "
+            f"the standard ones (allowed: {', '.join(sorted(CUDA_HEADERS | STD_HEADERS))})",
+        )
+    if scan.owned_def is not None:
+        raise _Refused(
+            d.line,
+            f"#include after the #define/#undef of {scan.owned_def[1]} on line {scan.owned_def[0]}: a header "
+            "included under nvcc could define that name differently; put the #includes first",
+        )
+
+
+def _check_pragma(scan: _Scan, d: _Directive) -> None:
+    if not d.ids or d.ids[0] not in _PRAGMAS:
+        raise _Refused(d.line, f"#pragma {d.ids[0] if d.ids else ''}: only #pragma unroll, nounroll and once")
+
+
+def _check_define(scan: _Scan, d: _Directive) -> None:
+    """#define and #undef: of a name the student may own; a #define's macro is kept for the whole-file checks."""
+    if not d.toks or d.toks[0].kind != "id":
+        raise _Refused(d.line, f"#{d.name} without a name")
+    target = d.toks[0].text
+    if _reserved(target):
+        raise _Refused(d.line, f"#{d.name} {target}: a reserved name (the compilers' and headers' own)")
+    if _owned(target) or target in scan.layer_macros:
+        scan.owned_def = scan.owned_def or (d.line, target)
+    if d.name == "define":
+        scan.macros.setdefault(target, []).append(_macro(d, target))
+
+
+def _macro(d: _Directive, target: str) -> Macro:
+    """The macro a #define of `target` defines: its parameters and body (refused when the body pastes with ##)."""
+    body = d.toks[1:]
+    params: set[str] = set()
+    # Function-like only when '(' touches the name (`#define F (x)` is an object-like F).
+    at = d.text.find(target, d.text.find("define") + len("define"))
+    function_like = at >= 0 and d.text[at + len(target) : at + len(target) + 1] == "("
+    if function_like:
+        k = 1
+        while k < len(body) and body[k].text != ")":
+            if body[k].kind == "id":
+                params.add(body[k].text)
+            k += 1
+        body = body[k + 1 :]
+    if any(t.text == "##" for t in body):
+        raise _Refused(d.line, f"#define {target}: the ## operator (it can paste a compiler's macro name)")
+    return Macro(d.line, params, body, function_like)
+
+
+def _check_condition(scan: _Scan, d: _Directive) -> None:
+    scan.conditions.extend((d.line, i) for i in d.ids if i != "defined")
+
+
+_CHECKS: dict[str, Callable[[_Scan, _Directive], None]] = {
+    "include": _check_include,
+    "pragma": _check_pragma,
+    "define": _check_define,
+    "undef": _check_define,
+    **dict.fromkeys(_CONDITIONS, _check_condition),
+}
+
+
+def _check_stringify(macros: dict[str, list[Macro]]) -> None:
+    """A macro that stringifies (#param) may be used from code only; a macro body naming one, or calling one of its
+    own parameters, could hand it an argument expanded first, whose text differs."""
     stringifying = {name for name, defs in macros.items() if any(t.text == "#" for m in defs for t in m.body)}
     for target, defs in macros.items():
         for m in defs:
@@ -481,30 +520,55 @@ def one_program(source: str, filename: str, layer_macros: frozenset[str] = froze
                 if t.kind != "id":
                     continue
                 if t.text in stringifying:
-                    return refuse(
+                    raise _Refused(
                         m.line,
                         f"#define {target}: its body uses {t.text}, which stringifies its argument (an argument "
                         "macro-expanded first differs between the two builds)",
                     )
                 if t.text in m.params and k + 1 < len(m.body) and m.body[k + 1].text == "(":
-                    return refuse(m.line, f"#define {target}: it calls its parameter {t.text} as a macro")
+                    raise _Refused(m.line, f"#define {target}: it calls its parameter {t.text} as a macro")
 
-    # Conditions, and every macro they reach through macro bodies (iteratively: no recursion).
+
+def _check_conditions(scan: _Scan) -> None:
+    """Every name a condition reads, and every macro it reaches through macro bodies (iteratively: no recursion)."""
     seen: set[str] = set()
-    todo = list(reversed(conditions))
+    todo = list(reversed(scan.conditions))
     while todo:
         line, ident = todo.pop()
         if ident in seen:
             continue
         seen.add(ident)
-        if why := _in_condition(ident, layer_macros):
-            return refuse(line, f"a condition reads {ident}, which {why}")
-        for m in macros.get(ident, []):
+        if why := _in_condition(ident, scan.layer_macros):
+            raise _Refused(line, f"a condition reads {ident}, which {why}")
+        for m in scan.macros.get(ident, []):
             todo.extend((line, t.text) for t in m.body if t.kind == "id" and t.text not in m.params)
 
-    for line, ident in code_ids:
-        if why := _never(ident, layer_macros):
-            return refuse(line, f"{ident} {why}")
+
+def _check_code(scan: _Scan) -> None:
+    for line, ident in scan.code_ids:
+        if why := _never(ident, scan.layer_macros):
+            raise _Refused(line, f"{ident} {why}")
+
+
+_TRIGRAPHS = ("??=", "??/", "??'", "??(", "??)", "??!", "??<", "??>", "??-")
+
+
+def one_program(source: str, filename: str, layer_macros: frozenset[str] = frozenset()) -> str | None:
+    """None when the source preprocesses to the same program under nvcc and under the CPU layer (by the rules
+    above); else one line for the student: where, what, and that the GPU grade will grade it."""
+    if len(source) > SOURCE_CAP:
+        return f"{filename} is larger than {SOURCE_CAP >> 20} MiB, more than the CPU layer scans; {GPU_GRADES_IT}"
+    if any(t in source for t in _TRIGRAPHS):
+        return f"{filename}: a trigraph (??x): compilers disagree on them; {GPU_GRADES_IT}"
+    scan = _Scan(layer_macros)
+    try:
+        for line, text in logical_lines(source):
+            scan.line(line, text)
+        _check_stringify(scan.macros)
+        _check_conditions(scan)
+        _check_code(scan)
+    except _Refused as r:
+        return f"{filename}:{r.line}: {r.what}; {GPU_GRADES_IT}"
     return None
 
 
@@ -529,7 +593,7 @@ def layer_macros(cxx: str) -> frozenset[str] | None:
         # g++) builds without them, and is asked without them.
         for sanitize in (SANITIZE, ()):
             try:
-                done = textscan.capped_run([cxx, *sanitize, *flags], limit=8 << 20, timeout_s=120.0, cwd=tmp)
+                done = runner.run([cxx, *sanitize, *flags], cwd=tmp, timeout_s=120.0, limit=8 << 20)
             except OSError:
                 return None
             if done.returncode == 0 and not done.truncated:
@@ -757,16 +821,15 @@ def give_to_untrusted(bdir: Path, scratch: Scratch | None) -> None:
             os.chown(p, scratch.identity.uid, scratch.identity.gid)
 
 
-def run_untrusted(cmd: list[str], cwd: Path, scratch: Scratch | None, timeout_s: float) -> tuple[int, str]:
-    """Run a compiler as the grade's untrusted identity (with its environment) in `cwd`: (exit status, output with
-    the machine's directories replaced; -1 on a timeout, its whole process group killed)."""
-    env = scratch.env(trusted=False) if scratch is not None else dict(os.environ)
-    who: dict[str, Any] = dict(scratch.identity.popen_kwargs()) if scratch is not None else {}
+def _run_step(cmd: list[str], cwd: Path, scratch: Scratch | None, timeout_s: float) -> tuple[int, str]:
+    """One compiler step of a harness build, through the one runner (grader/cuda/runner.py) as the grade's untrusted
+    identity in `cwd`: (exit status, -1 on a timeout, its whole process group killed; output with the machine's
+    directories replaced, and a line on a timeout)."""
+    ran = runner.run(cmd, cwd=cwd, timeout_s=timeout_s, scratch=scratch)
     scrub = [(str(cwd), "")] + ([(str(scratch.root), "<scratch>/")] if scratch is not None else [])
-    rc, out = run_logged(cmd, cwd=cwd, timeout_s=timeout_s, env=env, **who)
-    if rc is None:
-        return -1, _scrub(out, scrub) + f"\n{Path(cmd[0]).name} timed out after {timeout_s:g} s"
-    return rc, _scrub(out, scrub)
+    if ran.returncode is None:
+        return -1, _scrub(ran.output, scrub) + f"\n{Path(cmd[0]).name} timed out after {timeout_s:g} s"
+    return ran.returncode, _scrub(ran.output, scrub)
 
 
 def _stage(build_dir: Path, src_name: str, source: str) -> Path:
@@ -805,91 +868,142 @@ def build_cpu(
     nvcc_ok: bool = True,
     inputs: int = 1,
 ) -> CpuBuild:
-    """Build `src` into the CPU harness. Never raises for a bad source. With `scratch`, the compiler runs as the
-    grade's untrusted identity in its home (build/cpu) and the harness is copied into its libs/; without one (tests)
-    it runs as this process in `build_dir`. nvcc_ok: nvcc compiled this source, so a failure to compile it here is
-    the layer's limit, not the student's error. inputs: how many the spec's entry takes (its signature's shape)."""
+    """build_cpu_layer under its old name and record (kept while callers move to grader/cuda/part.py's build_part)."""
+    req = BuildRequest(
+        src, "", entry, inputs, timeout_s, scratch, nvcc_ok=nvcc_ok, build_dir=build_dir, out_name=out_name
+    )
+    b = build_cpu_layer(req)
+    return CpuBuild(b.state, b.artifact, b.text, b.compiler, b.sanitized, b.constructs, b.seconds)
+
+
+def build_cpu_layer(req: BuildRequest) -> PartBuild:
+    """Build `req.src` into the CPU harness (req.harness_name(), +EXE). Never raises for a bad source. With a
+    scratch, the compiler runs as the grade's untrusted identity in a fresh directory of its root and the harness is
+    copied into its libs/; without one (tests) it runs as this process in `req.build_dir`. req.nvcc_ok: nvcc compiled
+    this source, so a failure to compile it here is the layer's limit, not the student's error."""
     t0 = time.monotonic()
+    src = req.src
+
+    def done(state: State, text: str, compiler: str = "", constructs: list[str] | None = None) -> PartBuild:
+        return PartBuild(
+            BuildFor.CPU_LAYER, state, None, text, time.monotonic() - t0, compiler, constructs=constructs or []
+        )
+
     cxx = find_compiler()
     if cxx is None:
-        return CpuBuild(State.NO_COMPILER, None, how_to_get_a_compiler())
+        return done(State.NO_COMPILER, how_to_get_a_compiler())
     source, too_big = textscan.read_capped(src, MAX_SOURCE_BYTES)
     if too_big:
-        return CpuBuild(State.FAILED, None, f"{src.name} is larger than {MAX_SOURCE_BYTES >> 20} MiB: not built")
-    # One program (section 0): a file that could tell this build from nvcc's earns nothing here.
-    macros = layer_macros(cxx)
-    refused = (
-        one_program(source, src.name, macros)
-        if macros is not None
-        else f"{src.name}: {Path(cxx).name} could not list its predefined macros, so the CPU layer cannot check that "
-        f"it builds what nvcc builds; {GPU_GRADES_IT}"
-    )
-    if refused is not None:
-        return CpuBuild(
-            State.NEEDS_GPU,
-            None,
-            "needs a GPU: " + refused,
-            Path(cxx).name,
-            constructs=[refused],
-            seconds=time.monotonic() - t0,
-        )
-    bdir = fresh_dir(scratch, build_dir)
-    unit = _stage(bdir, src.name, source)
-    give_to_untrusted(bdir, scratch)
+        return done(State.FAILED, f"{src.name} is larger than {MAX_SOURCE_BYTES >> 20} MiB: not built")
     name = Path(cxx).name
+    # One program (section 0): a file that could tell this build from nvcc's earns nothing here.
+    refused = _refusal(source, src.name, cxx)
+    if refused is not None:
+        return done(State.NEEDS_GPU, "needs a GPU: " + refused, name, [refused])
+    bdir = fresh_dir(req.scratch, req.build_dir)
+    unit = _stage(bdir, src.name, source)
+    give_to_untrusted(bdir, req.scratch)
 
     def run(args: list[str]) -> tuple[int, str]:
-        return run_untrusted([cxx, *args], bdir, scratch, max(1.0, timeout_s - (time.monotonic() - t0)))
+        return _run_step([cxx, *args], bdir, req.scratch, max(1.0, req.timeout_s - (time.monotonic() - t0)))
 
-    common = [*BASE, "-Iinclude", "-I.", "-include", "cuda_cpu.h", f"-DCUDACPU_ENTRY={entry}", *signature_flags(inputs)]
+    common = [*BASE, "-Iinclude", "-I.", "-include", "cuda_cpu.h", f"-DCUDACPU_ENTRY={req.entry}"]
+    common += signature_flags(req.inputs)
     try:
-        rc, log = run([*common, "-DCUDACPU_SCAN", "-E", "-o", "unit.i", unit.name])
-        if rc == 0:
-            unit_text, cut = textscan.read_capped(bdir / "unit.i", MAX_UNIT_BYTES)  # capped before it is read
-            uses = unsupported(unit_text, src.name) + (
-                [f"a preprocessed unit of more than {MAX_UNIT_BYTES} bytes (not scanned past that)"] if cut else []
+        uses = _scan_unit(run, common, unit, src.name)
+        if uses:
+            return done(
+                State.NEEDS_GPU, f"needs a GPU: the CPU layer cannot run {'; '.join(uses)} faithfully", name, uses
             )
-            if uses:
-                return CpuBuild(
-                    State.NEEDS_GPU,
-                    None,
-                    "needs a GPU: the CPU layer cannot run " + "; ".join(uses) + " faithfully",
-                    name,
-                    constructs=uses,
-                    seconds=time.monotonic() - t0,
-                )
-        link = [unit.name, "harness.cpp", "-o", "harness" + EXE]
-        rc, log = run([*common, *SANITIZE, *link])
-        sanitized = rc == 0
-        if rc != 0:
-            rc_plain, _ = run([*common, *link])  # the sanitizers' runtimes may be what is missing
-            if rc_plain != 0:
-                errs = error_lines(log) or log.strip().splitlines()[-20:]
-                if nvcc_ok:
-                    return CpuBuild(
-                        State.NEEDS_GPU,
-                        None,
-                        "needs a GPU: nvcc compiles it, but the CPU layer cannot (it uses CUDA the layer does not "
-                        f"provide); {name} says:\n" + "\n".join(errs),
-                        name,
-                        seconds=time.monotonic() - t0,
-                    )
-                return CpuBuild(
-                    State.FAILED, None, f"does not compile for the CPU; {name} says:\n" + "\n".join(errs), name
-                )
+        sanitized, errs = _link(run, common, unit)
+        if errs is not None and req.nvcc_ok:
+            return done(
+                State.NEEDS_GPU,
+                "needs a GPU: nvcc compiles it, but the CPU layer cannot (it uses CUDA the layer does not "
+                f"provide); {name} says:\n" + "\n".join(errs),
+                name,
+            )
+        if errs is not None:
+            return done(State.FAILED, f"does not compile for the CPU; {name} says:\n" + "\n".join(errs), name)
         data = _read_output(bdir / ("harness" + EXE))
     except OSError as e:
-        return CpuBuild(State.NEEDS_GPU, None, f"needs a GPU: could not run {name}: {e.strerror or e}", name)
-    dst = (scratch.libs if scratch is not None else bdir) / (out_name + EXE)
+        return done(State.NEEDS_GPU, f"needs a GPU: could not run {name}: {e.strerror or e}", name)
+    dst = (req.scratch.libs if req.scratch is not None else bdir) / (req.harness_name(BuildFor.CPU_LAYER) + EXE)
     dst.write_bytes(data)
     os.chmod(dst, 0o755)
     runtimes = "compiler-rt (Debian/Ubuntu: libclang-rt-NN-dev)" if "clang" in name else "libasan and libubsan"
     how = "with AddressSanitizer and UBSan" if sanitized else f"WITHOUT sanitizers (install {runtimes} for them)"
-    return CpuBuild(
-        State.OK,
-        dst,
-        f"built for the CPU with {name} {how}",
-        name,
-        sanitized=sanitized,
-        seconds=time.monotonic() - t0,
-    )
+    text = f"built for the CPU with {name} {how}"
+    return PartBuild(BuildFor.CPU_LAYER, State.OK, dst, text, time.monotonic() - t0, name, sanitized=sanitized)
+
+
+def _refusal(source: str, filename: str, cxx: str) -> str | None:
+    """one_program's verdict against the layer's own macros; a refusal when the compiler cannot list them."""
+    macros = layer_macros(cxx)
+    if macros is None:
+        return (
+            f"{filename}: {Path(cxx).name} could not list its predefined macros, so the CPU layer cannot check that "
+            f"it builds what nvcc builds; {GPU_GRADES_IT}"
+        )
+    return one_program(source, filename, macros)
+
+
+def _scan_unit(run: Callable[[list[str]], tuple[int, str]], common: list[str], unit: Path, filename: str) -> list[str]:
+    """Preprocess the unit (in the build directory) and list what of the student's lines the layer cannot run."""
+    rc, _ = run([*common, "-DCUDACPU_SCAN", "-E", "-o", "unit.i", unit.name])
+    if rc != 0:
+        return []  # the compile below says why
+    unit_text, cut = textscan.read_capped(unit.parent / "unit.i", MAX_UNIT_BYTES)  # capped before it is read
+    too_big = [f"a preprocessed unit of more than {MAX_UNIT_BYTES} bytes (not scanned past that)"] if cut else []
+    return unsupported(unit_text, filename) + too_big
+
+
+def _link(run: Callable[[list[str]], tuple[int, str]], common: list[str], unit: Path) -> tuple[bool, list[str] | None]:
+    """Compile and link the unit into the harness, with the sanitizers, else without (their runtimes may be what is
+    missing): (sanitized, None), or (False, the first attempt's error lines) when neither built."""
+    link = [unit.name, "harness.cpp", "-o", "harness" + EXE]
+    rc, log = run([*common, *SANITIZE, *link])
+    if rc == 0:
+        return True, None
+    rc_plain, _ = run([*common, *link])
+    if rc_plain == 0:
+        return False, None
+    return False, error_lines(log) or log.strip().splitlines()[-20:]
+
+
+# -- 4. the compute-sanitizer harness (grader/cuda/sanitizer.py runs it) -------------------------------------------
+
+
+def build_sanitizer_harness(req: BuildRequest) -> PartBuild:
+    """The GPU harness (grader/child/cudacpu/gpu_harness.cu linked with the student's file by nvcc) in the scratch's
+    libs/ as req.harness_name() (+EXE); without a scratch (tests) built in `req.build_dir` as this process. On a
+    failure its text is the failing step's log (PartBuild.errors() is what to show)."""
+    t0 = time.monotonic()
+    nvcc = build.find_nvcc()
+    if nvcc is None:
+        return PartBuild(BuildFor.SANITIZER, State.NO_COMPILER, None, build.NVCC_MISSING, time.monotonic() - t0)
+    src, scratch = req.src, req.scratch
+    bdir = fresh_dir(scratch, req.build_dir)
+    shutil.copyfile(src, bdir / src.name)
+    shutil.copyfile(LAYER / "gpu_harness.cu", bdir / "gpu_harness.cu")
+    shutil.copyfile(LAYER / "protocol.h", bdir / "protocol.h")
+    give_to_untrusted(bdir, scratch)
+    flags = ["-O3", "-std=c++17", "-lineinfo", f"-arch={req.arch or build.DEFAULT_ARCH}"]
+    # Three steps, so that the entry point's name reaches the harness's translation unit only: compiled together
+    # with -D, the student's file could test CUDACPU_ENTRY and be another program under the sanitizer than in the
+    # graded build (issue 28, "one program").
+    steps = [
+        [nvcc, *flags, "-c", src.name, "-o", "student.o"],
+        [nvcc, *flags, f"-DCUDACPU_ENTRY={req.entry}", *signature_flags(req.inputs), "-c", "gpu_harness.cu"]
+        + ["-o", "gpu_harness.o"],
+        [nvcc, *flags, "student.o", "gpu_harness.o", "-o", "harness" + EXE],
+    ]
+    for cmd in steps:
+        rc, log = _run_step(cmd, bdir, scratch, req.timeout_s)
+        if rc != 0:
+            return PartBuild(BuildFor.SANITIZER, State.FAILED, None, log, time.monotonic() - t0, "nvcc")
+    dst = (scratch.libs if scratch is not None else bdir) / (req.harness_name(BuildFor.SANITIZER) + EXE)
+    dst.write_bytes(_read_output(bdir / ("harness" + EXE)))
+    dst.chmod(0o755)
+    text = "built with nvcc for compute-sanitizer"
+    return PartBuild(BuildFor.SANITIZER, State.OK, dst, text, time.monotonic() - t0, "nvcc")

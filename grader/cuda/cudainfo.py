@@ -20,10 +20,14 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader import textscan
-from grader.cuda.build import BASE_FLAGS, DEFAULT_ARCH, find_nvcc, run_logged
+from grader.cuda import runner
+from grader.cuda.build import BASE_FLAGS, DEFAULT_ARCH, find_nvcc
+
+if TYPE_CHECKING:
+    from grader.identity import Scratch
 
 # The PTX and ptxas's log are the student's (kernel names, inline asm text): each pattern is matched on one line,
 # with .match from the line's first non-blank character or searched from a fixed word, and none can backtrack
@@ -45,13 +49,13 @@ MAX_DEMANGLED_BYTES = 1024 * 1024  # c++filt's output for the kernel names (a de
 @dataclass
 class KernelInfo:
     name: str
-    loads: Counter = field(default_factory=Counter)  # bytes per access -> count of instructions
-    stores: Counter = field(default_factory=Counter)
+    loads: Counter[int] = field(default_factory=Counter)  # bytes per access -> count of instructions
+    stores: Counter[int] = field(default_factory=Counter)
     registers: int | None = None
     spill_bytes: int = 0
 
     def line(self) -> str:
-        def widths(c: Counter) -> str:
+        def widths(c: Counter[int]) -> str:
             return ", ".join(f"{b} B x{n}" for b, n in sorted(c.items(), reverse=True)) or "none"
 
         regs = f"{self.registers} registers" if self.registers is not None else "registers ?"
@@ -79,7 +83,7 @@ def _demangle(names: list[str]) -> dict[str, str]:
     if not tool or not names:
         return {n: n for n in names}
     try:
-        r = textscan.capped_run([tool], limit=MAX_DEMANGLED_BYTES, timeout_s=10, input="\n".join(names).encode())
+        r = runner.run([tool], cwd=None, timeout_s=10, limit=MAX_DEMANGLED_BYTES, input="\n".join(names).encode())
     except (OSError, subprocess.SubprocessError):
         return {n: n for n in names}
     if r.returncode != 0 or r.truncated:
@@ -130,76 +134,86 @@ def parse_ptxas(log: str, kernels: dict[str, KernelInfo]) -> None:
             current.spill_bytes = max(current.spill_bytes, int(s.group(1)) + int(s.group(2)))
 
 
-def report(src: Path, arch: str | None = None, timeout_s: float = 120.0, scratch: Any = None) -> tuple[str, dict]:
+def report(
+    src: Path, arch: str | None = None, timeout_s: float = 120.0, scratch: Scratch | None = None
+) -> tuple[str, dict[str, Any]]:
     """(text, extra) of the compiler report for `src`; text starts with 'could not' when there is none.
     With a grade's `scratch` (grader/identity.py), nvcc and ptxas run as its untrusted identity, in its home."""
     nvcc = find_nvcc()
     if nvcc is None:
         return "could not produce a compiler report: nvcc not found", {}
     arch = arch or DEFAULT_ARCH
-    flags = [f for f in BASE_FLAGS if f not in ("-shared", "-Xcompiler", "-fPIC")]
-    run_as: dict[str, Any] = {}
-    cwd = None
-    if scratch is not None:
-        run_as = {"env": scratch.env(trusted=False), **scratch.identity.popen_kwargs()}
-        cwd = scratch.home
-    with tempfile.TemporaryDirectory(prefix="grader-ptx-", dir=scratch.home / "build" if scratch else None) as tmp:
-        if scratch is not None and scratch.identity.separated:
-            os.chown(tmp, scratch.identity.uid, scratch.identity.gid)
-        ptx_path = Path(tmp) / "k.ptx"
-        # Both tools' output through build.run_logged's capped pipe; the PTX read with a cap before it is read.
-        try:
-            rc, _ = run_logged(
-                [nvcc, *flags, f"-arch={arch}", "-ptx", "-o", str(ptx_path), str(src)],
-                cwd=cwd,
-                timeout_s=timeout_s,
-                **run_as,
-            )
-            if rc is None:
-                return f"could not produce a compiler report: nvcc -ptx timed out after {timeout_s:g} s", {}
-            if rc != 0 or not ptx_path.is_file():
-                return "could not produce a compiler report: nvcc -ptx failed", {}
-            ptx, cut = textscan.read_capped(ptx_path, MAX_PTX_BYTES)
-            if cut:
-                return f"could not produce a compiler report: the PTX is larger than {MAX_PTX_BYTES >> 20} MiB", {}
-            kernels = parse_ptx(ptx)
-            ptxas = Path(nvcc).with_name("ptxas")
-            if ptxas.is_file():
-                rc, log = run_logged(
-                    [str(ptxas), "-v", f"-arch={arch}", "-O3", "-o", str(Path(tmp) / "k.cubin"), str(ptx_path)],
-                    cwd=cwd,
-                    timeout_s=timeout_s,
-                    **run_as,
-                )
-                parse_ptxas(log, kernels)
-        except (OSError, subprocess.SubprocessError) as e:
-            return f"could not produce a compiler report: {type(e).__name__}", {}
+    kernels = _compile(nvcc, src, arch, timeout_s, scratch)
+    if isinstance(kernels, str):
+        return f"could not produce a compiler report: {kernels}", {}
     if not kernels:
         return "could not produce a compiler report: no __global__ kernel in the PTX", {}
     names = _demangle(list(kernels))
     for k in kernels.values():
         k.name = names.get(k.name, k.name)
-    wide = any(16 in k.loads for k in kernels.values())
-    n_wide = sum(16 in k.loads for k in kernels.values())
-    regs = [k.registers for k in kernels.values() if k.registers is not None]
-    spills = sum(k.spill_bytes > 0 for k in kernels.values())
+    return _summary(list(kernels.values()), arch), _extra(list(kernels.values()))
+
+
+def _compile(nvcc: str, src: Path, arch: str, timeout_s: float, scratch: Scratch | None) -> dict[str, KernelInfo] | str:
+    """The kernels of `nvcc -ptx`, with ptxas -v's registers and spills where ptxas is beside nvcc; or why not. Both
+    tools run through the one runner (grader/cuda/runner.py: capped output, the grade's uid); the PTX is read with
+    a cap before it is read."""
+    flags = [f for f in BASE_FLAGS if f not in ("-shared", "-Xcompiler", "-fPIC")]
+    cwd = scratch.home if scratch is not None else None
+    with tempfile.TemporaryDirectory(prefix="grader-ptx-", dir=scratch.home / "build" if scratch else None) as tmp:
+        if scratch is not None and scratch.identity.separated:
+            os.chown(tmp, scratch.identity.uid, scratch.identity.gid)
+        ptx_path = Path(tmp) / "k.ptx"
+        try:
+            ran = runner.run(
+                [nvcc, *flags, f"-arch={arch}", "-ptx", "-o", str(ptx_path), str(src)],
+                cwd=cwd,
+                timeout_s=timeout_s,
+                scratch=scratch,
+            )
+            if ran.timed_out:
+                return f"nvcc -ptx timed out after {timeout_s:g} s"
+            if ran.returncode != 0 or not ptx_path.is_file():
+                return "nvcc -ptx failed"
+            ptx, cut = textscan.read_capped(ptx_path, MAX_PTX_BYTES)
+            if cut:
+                return f"the PTX is larger than {MAX_PTX_BYTES >> 20} MiB"
+            kernels = parse_ptx(ptx)
+            ptxas = Path(nvcc).with_name("ptxas")
+            if ptxas.is_file():
+                cmd = [str(ptxas), "-v", f"-arch={arch}", "-O3", "-o", str(Path(tmp) / "k.cubin"), str(ptx_path)]
+                parse_ptxas(runner.run(cmd, cwd=cwd, timeout_s=timeout_s, scratch=scratch).output, kernels)
+        except (OSError, subprocess.SubprocessError) as e:
+            return type(e).__name__
+    return kernels
+
+
+def _summary(kernels: list[KernelInfo], arch: str) -> str:
+    wide = any(16 in k.loads for k in kernels)
+    n_wide = sum(16 in k.loads for k in kernels)
+    regs = [k.registers for k in kernels if k.registers is not None]
+    spills = sum(k.spill_bytes > 0 for k in kernels)
     summary = (
         f"{len(kernels)} kernel(s); 16-byte global loads in {n_wide}; "
         f"{f'up to {max(regs)} registers' if regs else 'registers unknown'}; "
         f"{f'{spills} spill to local memory' if spills else 'no spills'}"
     )
-    lines = [summary, f"nvcc -ptx and ptxas -v for {arch}, per kernel:"] + [f"  {k.line()}" for k in kernels.values()]
+    lines = [summary, f"nvcc -ptx and ptxas -v for {arch}, per kernel:"] + [f"  {k.line()}" for k in kernels]
     if not wide:
         lines.append(
             "hint: no 16-byte (v4) global loads. A memory-bound kernel near the copy roofline moves 16 bytes per "
             "access where h and the row stride allow it: see the handout's 'Hints for speed'."
         )
-    if any(k.spill_bytes for k in kernels.values()):
+    if any(k.spill_bytes for k in kernels):
         lines.append(
             "hint: registers spill to local memory (slow): simplify the kernel or drop __launch_bounds__ limits."
         )
-    extra = {
-        "wide_loads": wide,
+    return "\n".join(lines)
+
+
+def _extra(kernels: list[KernelInfo]) -> dict[str, Any]:
+    return {
+        "wide_loads": any(16 in k.loads for k in kernels),
         "kernels": [
             {
                 "name": k.name,
@@ -208,7 +222,6 @@ def report(src: Path, arch: str | None = None, timeout_s: float = 120.0, scratch
                 "loads": dict(k.loads),
                 "stores": dict(k.stores),
             }
-            for k in kernels.values()
+            for k in kernels
         ],
     }
-    return "\n".join(lines), extra

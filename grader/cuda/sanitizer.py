@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 
 from grader import textscan
 from grader.correctness.stage import Target, run_correctness
-from grader.cuda import build, cudacpu
+from grader.cuda import build, part
+from grader.cuda.build import BuildFor, BuildRequest
 from grader.problem.reference import Reference
 from grader.problem.spec import Implementation, Problem
 from grader.results import FAILED, PASSED, SKIPPED, Kind, Reason, TestResult
@@ -105,35 +106,12 @@ def build_harness(
     build_dir: Path | None = None,
     inputs: int = 1,
 ) -> tuple[Path | None, str]:
-    """(the GPU harness in the scratch's libs/, '') or (None, nvcc's error lines). Without a scratch (tests) it is
-    built in `build_dir` as this process. inputs: how many the spec's entry takes (grader/child/cudacpu/protocol.h)."""
-    nvcc = build.find_nvcc()
-    if nvcc is None:
-        return None, build.NVCC_MISSING
-    bdir = cudacpu.fresh_dir(scratch, build_dir)
-    shutil.copyfile(src, bdir / src.name)
-    shutil.copyfile(cudacpu.LAYER / "gpu_harness.cu", bdir / "gpu_harness.cu")
-    shutil.copyfile(cudacpu.LAYER / "protocol.h", bdir / "protocol.h")
-    cudacpu.give_to_untrusted(bdir, scratch)
-    flags = ["-O3", "-std=c++17", "-lineinfo", f"-arch={arch or build.DEFAULT_ARCH}"]
-    # Three steps, so that the entry point's name reaches the harness's translation unit only: compiled together
-    # with -D, the student's file could test CUDACPU_ENTRY and be another program under the sanitizer than in the
-    # graded build (issue 28, "one program").
-    steps = [
-        [nvcc, *flags, "-c", src.name, "-o", "student.o"],
-        [nvcc, *flags, f"-DCUDACPU_ENTRY={entry}", *cudacpu.signature_flags(inputs), "-c", "gpu_harness.cu"]
-        + ["-o", "gpu_harness.o"],
-        [nvcc, *flags, "student.o", "gpu_harness.o", "-o", "harness" + cudacpu.EXE],
-    ]
-    for cmd in steps:
-        rc, log = cudacpu.run_untrusted(cmd, bdir, scratch, timeout_s)
-        if rc != 0:
-            return None, "\n".join(build.error_lines(log) or log.strip().splitlines()[-20:])
-    dst = (scratch.libs if scratch is not None else bdir) / out_name
-    dst = dst.with_name(dst.name + cudacpu.EXE)
-    dst.write_bytes(build._read_output(bdir / ("harness" + cudacpu.EXE)))
-    dst.chmod(0o755)
-    return dst, ""
+    """(the GPU harness in the scratch's libs/, '') or (None, nvcc's error lines), for run_pass: the build step's
+    SANITIZER build (grader/cuda/part.py). Without a scratch (tests) it is built in `build_dir` as this
+    process. inputs: how many the spec's entry takes (grader/child/cudacpu/protocol.h)."""
+    req = BuildRequest(src, "", entry, inputs, timeout_s, scratch, arch=arch, build_dir=build_dir, out_name=out_name)
+    b = part.build_part(req, BuildFor.SANITIZER)
+    return (b.artifact, "") if b.ok else (None, b.errors())
 
 
 def row(impl: Implementation, state: str, text: str, reason: Reason = Reason.OK, **extra: object) -> TestResult:
