@@ -33,7 +33,7 @@ T = ROOT / "tests"
 CREDIT_NOISE = 0.05  # of a performance row's points: two grades' timing noise (see the docstring)
 CLASS = {  # id -> files (target name -> source)
     "staff": {"glu_triton.py": ROOT / "reference/glu/solution_triton.py", "glu_cuda.cu": ROOT / "reference/glu/solution_cuda.cu"},
-    "stubs": {"glu_triton.py": ROOT / "assignment/glu_triton.py", "glu_cuda.cu": ROOT / "assignment/glu_cuda.cu"},
+    "stubs": {"glu_triton.py": ROOT / "assignment/glu/glu_triton.py", "glu_cuda.cu": ROOT / "assignment/glu/glu_cuda.cu"},
     "correct_rows_2d_grid": {"glu_triton.py": T / "correct/rows_2d_grid/glu_triton.py"},
     "correct_persistent_row_loop": {"glu_triton.py": T / "correct/persistent_row_loop/glu_triton.py"},
     "correct_cuda_pairs": {"glu_cuda.cu": T / "correct/cuda_pairs/glu_cuda.cu"},

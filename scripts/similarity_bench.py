@@ -221,7 +221,7 @@ TRITON_CHOICES = {
 
 # -- CUDA -----------------------------------------------------------------------------------------------------------
 
-_STUB = (ROOT / "assignment" / "glu_cuda.cu").read_text(encoding="utf-8")
+_STUB = (ROOT / "assignment" / "glu" / "glu_cuda.cu").read_text(encoding="utf-8")
 
 
 def _cuda_sig(kind: int, b: str) -> str:
