@@ -149,3 +149,29 @@ def test_a_grade_pointed_at_a_folder_laid_out_like_assignment_finds_the_problems
     assert resolve(sub, glu) == Located(sub)  # files at the top: that folder (a plain upload, or the old layout)
     assert resolve(tmp_path / "none", glu) == Located(tmp_path / "none")
     assert resolve(ROOT / "assignment", glu) == Located(ROOT / "assignment" / "glu")
+
+
+@pytest.mark.slow  # a CLI course grade of two problems, one case each, on the CPU: ~15 s
+def test_the_cli_grades_an_old_layout_course_submission_as_glu_with_a_note(tmp_path):
+    """End to end: a submission of the old layout (GLU's kernel at the top, gelu/ beside it) graded by `grade
+    --course`: GLU's kernel earns its case (graded from the top), gelu's from gelu/, the note is in the course's
+    report, and gelu/ is not reported as a skipped folder of GLU's grade."""
+    import shutil
+
+    course = _course(tmp_path, "name: T\nproblems:\n  - {problem: glu, points: 60}\n  - {problem: gelu, points: 40}\n")
+    sub = tmp_path / "sub"
+    (sub / "gelu").mkdir(parents=True)
+    shutil.copy(ROOT / "reference" / "glu" / "solution_triton.py", sub / "glu_triton.py")
+    shutil.copy(ROOT / "reference" / "gelu" / "solution_triton.py", sub / "gelu" / "gelu_triton.py")
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "grader", "grade", "--course", str(course), "--submission", str(sub),
+                        "--device", "cpu", "--only", "triton", "--no-perf", "--case", "tiny_1x*/float32",
+                        "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "glu: glu's files were found at the top of the submission" in r.stdout
+    glu = json.loads((out / "glu" / "partial" / "results.json").read_text())  # --case: a partial grade's folder
+    gelu = json.loads((out / "gelu" / "partial" / "results.json").read_text())
+    assert Path(glu["extra_data"]["submission"]) == sub and Path(gelu["extra_data"]["submission"]) == sub / "gelu"
+    assert glu["score"] == 1 and gelu["score"] == 1, (glu["score"], gelu["score"])
+    assert "partial grade" in glu["output"] and "not graded" not in glu["output"], glu["output"]  # gelu/: no mistake
+    assert "> glu: glu's files were found at the top" in (out / "report.md").read_text()
