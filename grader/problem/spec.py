@@ -1,7 +1,10 @@
 """Stage 1: load a problem spec (YAML) and validate it into plain, typed dataclasses.
 
-Every error is a single `SpecError` line that names the file, the key path and what was expected, so a TA who
-mistypes `dtpyes:` learns exactly that, not a KeyError 40 frames deep.
+A problem is a folder reference/<name>/ (spec.yaml, reference.py, hints.yaml, the staff solutions) and its stubs'
+folder assignment/<name>/ (spec `stubs:`); nothing in the grader names a problem. The problem's words (hints.yaml)
+are validated here too, against this spec (`_hints`). Every error is a single `SpecError` line that names the file,
+the key path and what was expected, so a TA who mistypes `dtpyes:` learns exactly that, not a KeyError 40 frames
+deep.
 """
 
 from __future__ import annotations
