@@ -2,15 +2,50 @@
 
 A test result says what it is (`Kind`), why it lost points (`Reason`) and what it found (`Finding`s with a
 `Code`): ordering, advice, forfeits, flags and the reports read these fields, never a test's name or output text,
-which are for people. results.json carries them in each test's extra_data ("kind", "reason", "findings")."""
+which are for people. results.json carries them in each test's extra_data ("kind", "reason", "findings").
+
+The same model is what every report reads: `Grade.from_json` reads a results.json (the file's dict) back into a
+Grade once, tolerant of files written by earlier versions (missing fields defaulted, unknown values read as UNKNOWN
+or dropped, unknown keys ignored), and the reports (grader/report/) render from that Grade. `Grade.to_json` writes
+exactly the results.json the grader always wrote; a grade read back writes the same again."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
-PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
+
+class State(StrEnum):
+    """A result's state (extra_data.state). Gradescope's status is passed or failed only (TestResult.gradescope)."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"  # could not be earned on this machine (a GPU-only test on a CPU), or not run
+
+
+class Stage(StrEnum):
+    """Which stage a result belongs to (its second tag). Points are carried by CORRECTNESS and PERFORMANCE."""
+
+    BUILD = "build"
+    CORRECTNESS = "correctness"
+    PERFORMANCE = "performance"
+    CHECKS = "checks"  # static warnings, compiler report, CPU build, kernel check, GPU compile check, sanitizer
+
+
+class Severity(StrEnum):
+    """What a finding costs."""
+
+    VIOLATION = "violation"  # forfeits the part (the kernel check)
+    FLAG = "flag"  # a performance finding: lowers or voids the speed credit
+    WARNING = "warning"  # costs nothing
+    HINT = "hint"  # explains a lost point (a failure pattern); costs nothing of its own
+
+
+# The names the other stages use: the enum members themselves (a StrEnum member is equal to its string).
+PASSED, FAILED, SKIPPED = State.PASSED, State.FAILED, State.SKIPPED
 
 
 class Kind(StrEnum):
@@ -25,6 +60,7 @@ class Kind(StrEnum):
     KERNEL_CHECK = "kernel check"
     COMPILE_CHECK = "GPU compile check"
     PERFORMANCE = "performance"
+    UNKNOWN = "unknown"  # read from a results.json that did not say (written before results were typed)
 
 
 class Reason(StrEnum):
@@ -60,6 +96,7 @@ class Reason(StrEnum):
     NOT_TIMED = "not timed"
     SLOW = "slower than full credit"  # partial or no speed credit, with nothing flagged
     FLAGGED = "flagged"  # a performance finding lowered or voided the credit
+    UNKNOWN = "unknown"  # read from a results.json that did not say (written before results were typed)
 
 
 class Code(StrEnum):
@@ -93,38 +130,149 @@ class Code(StrEnum):
     HINT_FORMULA = "hint-formula"  # the values equal an input operand or a known wrong formula (reference.mistakes)
 
 
-VIOLATION, FLAG, WARNING = "violation", "flag", "warning"
-HINT = "hint"  # explains a lost point (a failure pattern); costs nothing of its own
+VIOLATION, FLAG, WARNING, HINT = Severity.VIOLATION, Severity.FLAG, Severity.WARNING, Severity.HINT
+
+FINDING_TEXT_MAX = 2000  # characters of a finding's text read back from a file
+
+
+_E = TypeVar("_E", bound=StrEnum)
+
+
+def member(cls: type[_E], v: Any) -> _E | None:
+    """v as a member of cls, or None (an unknown or malformed value read from a file)."""
+    try:
+        return cls(v)
+    except (ValueError, TypeError):
+        return None
+
+
+def number(v: Any, default: float = 0.0) -> float:
+    """v as a finite float, else default (results.json numbers may be null, strings or absent)."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError, OverflowError):
+        return default
+    return f if math.isfinite(f) else default
+
+
+def _obj(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
 
 
 @dataclass(frozen=True)
 class Finding:
     code: Code
     text: str
-    severity: str = WARNING  # VIOLATION (forfeits the part) | FLAG (a performance finding) | WARNING | HINT
+    severity: Severity = Severity.WARNING
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "severity", Severity(self.severity))
 
     def to_json(self) -> dict[str, str]:
-        return {"code": str(self.code), "severity": self.severity, "text": self.text}
+        return {"code": str(self.code), "severity": str(self.severity), "text": self.text}
+
+    @classmethod
+    def list_from_json(cls, raw: Any) -> list[Finding]:
+        """A test's extra_data.findings; one with an unknown code or severity is dropped (a newer or edited file)."""
+        out = []
+        for d in raw if isinstance(raw, list) else []:
+            if not isinstance(d, dict):
+                continue
+            code, sev = member(Code, d.get("code")), member(Severity, d.get("severity"))
+            if code is not None and sev is not None:
+                out.append(cls(code, str(d.get("text", ""))[:FINDING_TEXT_MAX], sev))
+        return out
 
 
-@dataclass
+# extra_data keys TestResult.gradescope writes from its own fields (everything else in extra_data is `extra`)
+_TEST_OWN_KEYS = frozenset({"state", "pending_max_score", "kind", "reason", "findings"})
+
+
+@dataclass(init=False)
 class TestResult:
     name: str  # "triton / correctness / odd_h_1001/float16"
     part: str  # implementation name: "triton" | "cuda"
-    stage: str  # "build" | "correctness" | "performance" | "checks"
+    stage: Stage
     score: float
     max_score: float
-    state: str  # PASSED | FAILED | SKIPPED (skipped = could not be earned on this machine)
+    state: State  # skipped = could not be earned on this machine
     output: str
-    extra: dict[str, Any] = field(default_factory=dict)
-    kind: Kind = Kind.CORRECTNESS
-    reason: Reason = Reason.OK
-    findings: list[Finding] = field(default_factory=list)
+    extra: dict[str, Any]
+    kind: Kind
+    reason: Reason
+    findings: list[Finding]
+
+    def __init__(
+        self,
+        name: str,
+        part: str,
+        stage: Stage | str,
+        score: float,
+        max_score: float,
+        state: State | str,
+        output: str,
+        extra: dict[str, Any] | None = None,
+        kind: Kind = Kind.CORRECTNESS,
+        reason: Reason = Reason.OK,
+        findings: list[Finding] | None = None,
+    ) -> None:
+        """A stage or state may be given as its string ("checks", "passed"): the member it names is stored."""
+        self.name, self.part, self.stage = name, part, Stage(stage)
+        self.score, self.max_score, self.state, self.output = score, max_score, State(state), output
+        self.extra = {} if extra is None else extra
+        self.kind, self.reason, self.findings = kind, reason, [] if findings is None else findings
 
     @property
     def pending(self) -> bool:
         """Skipped with points at stake: not earnable on this machine (a GPU-only test on a CPU), so not lost."""
         return self.state == SKIPPED and self.max_score > 0
+
+    @property
+    def case(self) -> str:
+        """The case a result is about (extra_data.case), else the last part of its name."""
+        c = self.extra.get("case")
+        return str(c) if c else self.name.split(" / ")[-1]
+
+    @property
+    def lost(self) -> float:
+        return max(0.0, self.max_score - self.score)
+
+    def pending_line(self) -> str:
+        """The line a pending result's output starts with in results.json (what Gradescope shows)."""
+        later = "graded on a GPU later" if self.reason == Reason.NEEDS_GPU else "not gradable on this machine"
+        if self.reason == Reason.NOT_RUN:  # grade --watch stopped at the first failing case (correctness/stage.py)
+            later = "not run this time: --watch stopped at the first failing case"
+        pts = f"{self.max_score:g} point{'' if self.max_score == 1 else 's'}"
+        return f"pending: {pts}, {later} (not counted here)"
+
+    @classmethod
+    def from_json(cls, t: Mapping[str, Any]) -> TestResult:
+        """One test of a results.json (as gradescope() writes it, or as an older grader did): part and stage from
+        the tags (else the name), state from extra_data (else the tags and status), a pending test's points from
+        pending_max_score. The output is kept as written, a pending test's "pending:" line included (gradescope()
+        does not add it twice). Unknown kinds and reasons read as UNKNOWN, unknown states as failed, unknown stages
+        as checks; unknown findings are dropped."""
+        name = str(t.get("name", "?"))
+        bits = [b.strip() for b in name.split(" / ")]
+        tags = [str(x) for x in t.get("tags") or []] if isinstance(t.get("tags"), list) else []
+        ex = _obj(t.get("extra_data"))
+        stage = tags[1] if len(tags) > 1 else (bits[1] if len(bits) > 1 else "")
+        state = ex.get("state") or (SKIPPED if SKIPPED in tags else t.get("status", FAILED))
+        return cls(
+            name,
+            tags[0] if tags else bits[0],
+            member(Stage, stage) or Stage.CHECKS,
+            number(t.get("score")),
+            # a pending test (skipped here, e.g. GPU-only on a CPU) is max_score 0 for Gradescope; its points are in
+            # extra_data
+            number(ex.get("pending_max_score"), number(t.get("max_score"))),
+            member(State, state) or State.FAILED,
+            str(t.get("output") or ""),
+            {k: v for k, v in ex.items() if k not in _TEST_OWN_KEYS},
+            member(Kind, ex.get("kind")) or Kind.UNKNOWN,
+            member(Reason, ex.get("reason")) or Reason.UNKNOWN,
+            Finding.list_from_json(ex.get("findings")),
+        )
 
     def gradescope(self) -> dict[str, Any]:
         """This result as one of Gradescope's tests. Gradescope knows only the statuses passed and failed and adds
@@ -132,30 +280,24 @@ class TestResult:
         test graded on a CPU) is written as passed with score and max_score 0 and an output that starts with
         "pending:" (nothing red, and the total shown is what this machine could grade); its points, state and
         reason stay in extra_data (pending_max_score, state "skipped", reason) for the staff's reports
-        (grader/report/records.py reads pending_max_score back as the test's max)."""
+        (TestResult.from_json reads pending_max_score back as the test's max)."""
         pending = self.pending
-        if pending:
-            later = "graded on a GPU later" if self.reason == Reason.NEEDS_GPU else "not gradable on this machine"
-            if (
-                self.reason == Reason.NOT_RUN
-            ):  # grade --watch stopped at the first failing case (grader/correctness/stage.py)
-                later = "not run this time: --watch stopped at the first failing case"
-            pts = f"{self.max_score:g} point{'' if self.max_score == 1 else 's'}"
-            output = f"pending: {pts}, {later} (not counted here)\n{self.output}".rstrip("\n")
-        else:
-            output = self.output
+        output = self.output
+        line = self.pending_line() if pending else ""
+        if pending and output != line and not output.startswith(line + "\n"):  # a result read back has it already
+            output = f"{line}\n{self.output}".rstrip("\n")
         return {
             "name": self.name,
             "score": 0.0 if pending else round(self.score, 4),
             "max_score": 0.0 if pending else self.max_score,
             # Gradescope knows only passed/failed: a skipped test did not fail (its state and reason are in
             # extra_data and tags).
-            "status": FAILED if self.state == FAILED else PASSED,
+            "status": str(FAILED if self.state == FAILED else PASSED),
             "output": output,
-            "tags": [self.part, self.stage] + ([SKIPPED] if self.state == SKIPPED else []),
+            "tags": [self.part, str(self.stage)] + ([str(SKIPPED)] if self.state == SKIPPED else []),
             "visibility": "visible",
             "extra_data": {
-                "state": self.state,
+                "state": str(self.state),
                 **self.extra,
                 **({"pending_max_score": self.max_score} if pending else {}),
                 "kind": str(self.kind),
@@ -163,6 +305,216 @@ class TestResult:
                 "findings": [f.to_json() for f in self.findings],
             },
         }
+
+
+def _float_or_none(v: Any) -> float | None:
+    """A number as a float (NaN and inf kept: a grade's own data before results.json is written), else None."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One implementation's or baseline's time on a perf case (performance.cases.<case>.impls/baselines.<name>)."""
+
+    effective_ms: float | None = None
+    gbps: float | None = None
+    pct_roofline: float | None = None
+    speedup_vs_eager: float | None = None
+    credit: float | None = None  # impls only: the speed credit, 0..1
+    compile_s: float | None = None  # the first call (JIT, torch.compile), never inside a timed number
+    iqr_ms: float | None = None  # of the CUDA-event times
+    n: int | None = None  # CUDA-event samples
+    flags: tuple[str, ...] = ()
+
+    @classmethod
+    def from_json(cls, d: Any) -> Timing:
+        d = _obj(d)
+        ev = _obj(d.get("event"))
+        n = ev.get("n")
+        return cls(
+            _float_or_none(d.get("effective_ms")),
+            _float_or_none(d.get("gbps")),
+            _float_or_none(d.get("pct_roofline")),
+            _float_or_none(d.get("speedup_vs_eager")),
+            None if d.get("credit") is None else number(d.get("credit")),
+            _float_or_none(d.get("compile_s")),
+            _float_or_none(ev.get("iqr")),
+            n if isinstance(n, int) and not isinstance(n, bool) else None,
+            tuple(str(f) for f in d.get("flags") or [] if isinstance(f, str))
+            if isinstance(d.get("flags"), list)
+            else (),
+        )
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """A perf case's credit thresholds (ms): full credit at or below full_ms, partial_credit at partial_ms, none at
+    or above zero_ms; margin is the slack given in the student's favour."""
+
+    full_ms: float = 0.0
+    partial_ms: float = 0.0
+    zero_ms: float = 0.0
+    partial_credit: float = 0.5
+    margin: float = 0.0
+
+    @classmethod
+    def from_json(cls, d: Any) -> Thresholds | None:
+        d = _obj(d)
+        if not d:
+            return None
+        return cls(
+            number(d.get("full_ms")),
+            number(d.get("partial_ms")),
+            number(d.get("zero_ms")),
+            number(d.get("partial_credit"), 0.5),
+            number(d.get("margin")),
+        )
+
+
+@dataclass(frozen=True)
+class PerfCase:
+    """One perf case's timings (performance.cases.<case>)."""
+
+    shape: tuple[int, ...] = ()
+    dtype: str = ""
+    bytes: float = 0.0  # moved per call (read + write)
+    floor_ms: float = 0.0  # the physical floor: bytes over the measured copy bandwidth
+    stop: str = ""  # why the timing rounds stopped
+    thresholds: Thresholds | None = None
+    baselines: dict[str, Timing] = field(default_factory=dict)
+    impls: dict[str, Timing] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, d: Any) -> PerfCase:
+        d = _obj(d)
+        shape = d.get("shape") if isinstance(d.get("shape"), list) else []
+        return cls(
+            tuple(x for x in shape if isinstance(x, int) and not isinstance(x, bool)),
+            str(d.get("dtype", "")),
+            number(d.get("bytes")),
+            number(d.get("floor_ms")),
+            str(d.get("stop", "")),
+            Thresholds.from_json(d.get("thresholds")),
+            {str(k): Timing.from_json(v) for k, v in _obj(d.get("baselines")).items()},
+            {str(k): Timing.from_json(v) for k, v in _obj(d.get("impls")).items()},
+        )
+
+    def timing(self, name: str) -> Timing | None:
+        """An implementation's timing, else a baseline's."""
+        return self.impls.get(name) or self.baselines.get(name)
+
+
+@dataclass(frozen=True)
+class PerfSummary:
+    """What the performance stage measured (Grade.perf, results.json extra_data.performance), typed: the device,
+    the measured copy bandwidth, the first calls' cost and each perf case's timings. `raw` is the JSON form itself,
+    kept whole (to_json returns it), so that results.json keeps every field and its order.
+
+    The producers' constructor is from_json(the stage's dict); with_first_calls() adds what the first calls cost."""
+
+    cases: dict[str, PerfCase] = field(default_factory=dict)
+    device_name: str | None = None
+    torch: str | None = None
+    copy_bytes_per_s: float = 0.0
+    first_call_s: float | None = None
+    first_call_overlapped_s: float | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Any) -> PerfSummary:
+        d = _obj(d)
+        dev = _obj(d.get("device"))
+        name, torch = dev.get("name"), dev.get("torch")
+        return cls(
+            {str(k): PerfCase.from_json(v) for k, v in _obj(d.get("cases")).items() if isinstance(v, dict)},
+            None if name is None else str(name),
+            None if torch is None else str(torch),
+            number(d.get("copy_bytes_per_s")),
+            _float_or_none(d.get("first_call_s")),
+            _float_or_none(d.get("first_call_overlapped_s")),
+            d,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.raw)
+
+    def with_first_calls(self, early: Mapping[str, Mapping[str, float]]) -> PerfSummary:
+        """The summary with what the first calls (Triton JIT, torch.compile) cost: first_call_s inside the timing
+        phase, first_call_overlapped_s for the baselines' made while correctness ran (early: case -> baseline ->
+        seconds; those cases' baselines are not counted again)."""
+        first = sum(
+            t.compile_s or 0.0
+            for name, c in self.cases.items()
+            for t in (*([] if name in early else c.baselines.values()), *c.impls.values())
+        )
+        overlapped = sum(float(v) for c in early.values() for v in c.values())
+        return PerfSummary.from_json({**self.raw, "first_call_s": first, "first_call_overlapped_s": overlapped})
+
+
+@dataclass(frozen=True)
+class Forfeit:
+    """A part that earns nothing, however right or fast: its kernel check found the work done outside the part's
+    own kernel (or could not profile a call it had answered right: it fails closed). The one record of a forfeit:
+    Grade.forfeits derives it from the kernel check's row (reason VIOLATION, whose extra_data "forfeit" says the
+    same for older readers); charge() is what it costs the part's other rows, and note is the grade's note."""
+
+    part: str
+    check: str  # the kernel check's row: "cuda / kernel check"
+    violations: tuple[Finding, ...] = ()
+
+    @property
+    def note(self) -> str:
+        return f"{self.part}: all points forfeit, see '{self.check}'"
+
+    def charge(self, tests: Iterable[TestResult]) -> None:
+        """Every row of the part that earned points earns none: failed, Reason.FORFEIT, its output says why."""
+        for t in tests:
+            if t.part == self.part and t.score:
+                t.score = 0.0
+                t.state = FAILED
+                t.reason = Reason.FORFEIT
+                t.output = f"forfeit: the '{self.check}' found the work done outside your own kernel\n" + t.output
+
+
+def _forfeits_by(t: TestResult) -> bool:
+    """Whether a row is a kernel check that forfeits its part (a file from before results were typed says it only in
+    extra_data.forfeit)."""
+    return (t.kind == Kind.KERNEL_CHECK and t.reason == Reason.VIOLATION) or t.extra.get("forfeit") is True
+
+
+@dataclass(frozen=True)
+class Stated:
+    """What a results.json says of itself where the file, not its tests, is the word: its top-level score and
+    max_score (the grader writes the tests' sums; an edited file may not), and whether it says official or advisory
+    at all (a file from before grades did, does not). Set by Grade.from_json; None for a grade the pipeline made."""
+
+    score: float | None = None
+    max_score: float | None = None
+    says_official: bool = True
+    unearnable: float | None = None  # extra_data.points_not_earnable_here
+
+
+# extra_data keys Grade.to_json writes from its own fields (anything else read from a file is Grade.extra)
+_GRADE_OWN_KEYS = frozenset(
+    {
+        "problem",
+        "submission",
+        "device",
+        "points_not_earnable_here",
+        "phases_s",
+        "performance",
+        "official",
+        "not_official_because",
+        "partial_cases",
+        "identity",
+    }
+)
+
+
+def _strings(v: Any) -> list[str]:
+    return [str(x) for x in v] if isinstance(v, list) else []
 
 
 @dataclass
@@ -183,6 +535,10 @@ class Grade:
     # Whose grade this is (grader/signing.py new_identity: student id, graded files' hash, problem, spec, grader
     # version, time, nonce), written into extra_data.identity and so signed with the rest. None: not recorded.
     identity: dict[str, Any] | None = None
+    # Read back from a file only (Grade.from_json): the extra_data keys no field holds (graded_on, signature, an old
+    # file's student_id), and what the file says of itself.
+    extra: dict[str, Any] = field(default_factory=dict)
+    stated: Stated | None = None
 
     @property
     def score(self) -> float:
@@ -195,6 +551,56 @@ class Grade:
     @property
     def unearnable(self) -> float:
         return sum(t.max_score for t in self.tests if t.state == SKIPPED)
+
+    @property
+    def performance(self) -> PerfSummary:
+        """Grade.perf, typed."""
+        return PerfSummary.from_json(self.perf)
+
+    @property
+    def forfeits(self) -> dict[str, Forfeit]:
+        """part -> its forfeit, for each part whose kernel check found a violation, in the grade's order."""
+        out: dict[str, Forfeit] = {}
+        for t in self.tests:
+            if t.part not in out and _forfeits_by(t):
+                out[t.part] = Forfeit(t.part, t.name, tuple(f for f in t.findings if f.severity == VIOLATION))
+        return out
+
+    @property
+    def parts(self) -> list[str]:
+        """The implementations' names in the order the grade first mentions them."""
+        return list(dict.fromkeys(t.part for t in self.tests))
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Grade:
+        """A Grade from a results.json's dict (Grade.to_json's, a signed one, or an older grader's): missing fields
+        get their defaults, unknown extra_data keys are kept in `extra`, top-level keys other than the grade's
+        (leaderboard, Gradescope's formats) are not read. Never raises for a dict; the TA report validates a file
+        against grader/results.schema.json first, the student report reads the grader's own."""
+        ex = _obj(d.get("extra_data"))
+        ident = ex.get("identity")
+        output = d.get("output")
+        official = ex.get("official")
+        return cls(
+            problem=str(ex.get("problem") or ""),
+            submission=str(ex.get("submission", "?")),
+            device=str(ex.get("device", "")),
+            tests=[TestResult.from_json(t) for t in d.get("tests") or [] if isinstance(t, dict)],
+            notes=str(output).splitlines() if isinstance(output, str) else [],
+            phases={str(k): number(v) for k, v in _obj(ex.get("phases_s")).items()},
+            perf=_obj(ex.get("performance")),
+            official=official is True,
+            official_why=_strings(ex.get("not_official_because")),
+            partial=_strings(ex.get("partial_cases")),
+            identity=ident if isinstance(ident, dict) else None,
+            extra={k: v for k, v in ex.items() if k not in _GRADE_OWN_KEYS},
+            stated=Stated(
+                _float_or_none(d.get("score")),
+                _float_or_none(d.get("max_score")),
+                isinstance(official, bool),
+                _float_or_none(ex.get("points_not_earnable_here")),
+            ),
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -215,5 +621,6 @@ class Grade:
                 "not_official_because": [] if self.official else list(self.official_why),
                 "partial_cases": list(self.partial),
                 **({"identity": dict(self.identity)} if self.identity is not None else {}),
+                **self.extra,
             },
         }

@@ -162,7 +162,7 @@ def test_a_gpu_only_test_is_pending_not_failed(monkeypatch):
     # the staff's side: the pending test still counts its 4 points in the part's maximum, and is skipped
     back = {t.name: t for t in read_tests(res)}
     assert back["triton / performance / big"].max_score == 4.0 and back["triton / performance / big"].state == SKIPPED
-    assert part_scores(res)["triton"]["performance"] == (0.0, 4.0)
+    assert part_scores(Grade.from_json(res))["triton"]["performance"] == (0.0, 4.0)
 
 
 def test_run_autograder_grades_the_problem_it_is_built_for(tmp_path):

@@ -243,7 +243,7 @@ def test_student_report_from_the_h200_fixture(tmp_path):
     md, page = md_path.read_text(), html_path.read_text()
     cases = raw["extra_data"]["performance"]["cases"]
     for name, c in cases.items():
-        title = perf.case_title(name, c)
+        title = perf.case_title(name, results.PerfCase.from_json(c))
         for impl in IMPLS:
             assert _perf_row(md, title, impl), f"no {impl} row for {name} in report.md"
         html_section = page.split(f"<h3>{title}</h3>", 1)[1].split("<h3>", 1)[0]

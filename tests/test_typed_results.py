@@ -68,8 +68,8 @@ def test_the_problem_s_words_come_from_its_hints_file():
     assert "row stride" in hints.text(h, "later_rows") and hints.text(h, "dist", "saturating")
     assert hints.load("no_such_problem") == {} and hints.load("../glu") == {}
     # Without the problem's words, advice is still given, in the grader's generic terms.
-    t = records.Test("triton / correctness / x", "triton", "correctness", "failed", 0.0, 1.0, "", {},
-                           Kind.CORRECTNESS, Reason.WRONG_VALUES)
+    t = records.Test("triton / correctness / x", "triton", "correctness", 0.0, 1.0, "failed", "", {},
+                     Kind.CORRECTNESS, Reason.WRONG_VALUES)
     assert advice.advice(t, hints={}) == [advice.GENERIC[Reason.WRONG_VALUES]]
 
 
@@ -80,7 +80,7 @@ def test_results_json_carries_the_typed_fields_and_old_files_still_read(grade_di
     old = {"tests": [{"name": "triton / correctness / a", "tags": ["triton", "correctness"], "score": 0, "max_score": 1,
                       "output": "wrong values", "extra_data": {"state": "failed", "reason": "bogus", "findings": [1, {}]}}]}
     (t,) = records.tests_of(old)
-    assert t.kind is None and t.reason is None and t.findings == []
+    assert t.kind == Kind.UNKNOWN and t.reason == Reason.UNKNOWN and t.findings == []
     assert advice.advice(t)  # generic words, no crash
 
 

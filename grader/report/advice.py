@@ -7,14 +7,26 @@ when the problem has them, and the report shows the finding's own text in any ca
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from grader.problem import hints as problem_hints
-from grader.report.records import Test, num
-from grader.results import HINT, SKIPPED, VIOLATION, Code, Finding, Kind, Reason
+from grader.results import (
+    HINT,
+    SKIPPED,
+    VIOLATION,
+    Code,
+    Finding,
+    Kind,
+    PerfCase,
+    PerfSummary,
+    Reason,
+    TestResult,
+    number,
+)
 
 # Problem-independent advice, by reason (grader/results.py). A problem's own words come from its hints.yaml.
-GENERIC = {
+GENERIC: dict[Reason, str] = {
     Reason.MISSING: "The file is missing: submit it under exactly the name the handout gives.",
     Reason.NOT_IMPLEMENTED: "This part is still the stub: implement it (see the handout section named above).",
     Reason.BUILD_FAILED: "The CUDA file did not compile: read the first nvcc error in the build test's output, fix it, "
@@ -73,9 +85,9 @@ VALUE_REASONS = (Reason.WRONG_VALUES, Reason.UNWRITTEN, Reason.NAN_COMPUTED, Rea
 
 
 def advice(
-    t: Test,
-    perf: dict[str, Any] | None = None,
-    part_findings: list[Finding] | None = None,
+    t: TestResult,
+    perf: PerfSummary | None = None,
+    part_findings: Sequence[Finding] | None = None,
     hints: dict[str, Any] | None = None,
 ) -> list[str]:
     """What to try next for one lost point. part_findings: the kernel check's findings for the test's part (they
@@ -90,7 +102,7 @@ def advice(
         tips += worded or [GENERIC[Reason.FORFEIT]]
     elif t.reason == Reason.WRONG_VALUES:
         tips.append(_wrong_values(t, h))
-    elif t.reason is not None and t.reason in GENERIC:
+    elif t.reason in GENERIC:
         tips.append(problem_hints.text(h, "reason", str(t.reason)) or GENERIC[t.reason])
     # The test's own findings, worded by the problem where it has words: a failure pattern's hint
     # (grader/correctness/patterns.py)
@@ -103,11 +115,11 @@ def advice(
         if w
     ]
     if t.kind == Kind.PERFORMANCE and t.reason != Reason.FORFEIT:  # speed tips for a forfeit part are noise
-        tips += _perf_advice(t, perf or {}, h)
+        tips += _perf_advice(t, perf or PerfSummary(), h)
     return list(dict.fromkeys(w for w in tips if w)) or [FALLBACK]
 
 
-def case_advice(t: Test, hints: dict[str, Any] | None = None) -> str | None:
+def case_advice(t: TestResult, hints: dict[str, Any] | None = None) -> str | None:
     """The advice a case's own input adds to its failure's (failures.py gathers it per case, so that one failure
     over several inputs says each input's words once, with its cases): NaN computed on a special-values or
     saturating case gets that distribution's words (hints.yaml `dist`)."""
@@ -116,7 +128,7 @@ def case_advice(t: Test, hints: dict[str, Any] | None = None) -> str | None:
     return None
 
 
-def _wrong_values(t: Test, h: dict[str, Any]) -> str:
+def _wrong_values(t: TestResult, h: dict[str, Any]) -> str:
     if t.extra.get("padded") and t.extra.get("later_rows_only"):
         return problem_hints.text(h, "later_rows") or GENERIC[Reason.WRONG_VALUES]
     special = problem_hints.text(h, "dist", str(t.extra.get("dist", ""))) or problem_hints.text(
@@ -125,21 +137,19 @@ def _wrong_values(t: Test, h: dict[str, Any]) -> str:
     return special or problem_hints.text(h, "reason", str(Reason.WRONG_VALUES)) or GENERIC[Reason.WRONG_VALUES]
 
 
-def pct_at(c: dict[str, Any], ms: float, copy_bps: float) -> float:
+def pct_at(c: PerfCase, ms: float, copy_bps: float) -> float:
     """The share of the measured copy roofline (%) that a time of ms on perf case c stands for."""
-    return 100.0 * c["bytes"] / (ms * 1e-3) / copy_bps if ms > 0 and copy_bps > 0 and c.get("bytes") else float("nan")
+    return 100.0 * c.bytes / (ms * 1e-3) / copy_bps if ms > 0 and copy_bps > 0 and c.bytes else float("nan")
 
 
-def _perf_advice(t: Test, perf: dict[str, Any], h: dict[str, Any]) -> list[str]:
+def _perf_advice(t: TestResult, perf: PerfSummary, h: dict[str, Any]) -> list[str]:
     tips = [problem_hints.text(h, "perf", str(f.code)) or FLAG_TIPS[f.code] for f in t.findings if f.code in FLAG_TIPS]
     credit = t.extra.get("credit")
-    c = (perf.get("cases") or {}).get(t.case) or {}
-    d = (c.get("impls") or {}).get(t.part) or {}
-    if isinstance(credit, (int, float)) and credit < 1.0 and d:
-        th = c.get("thresholds") or {}
-        copy_bps = num(perf.get("copy_bytes_per_s"))
-        full_ms = num(th.get("full_ms"))
-        pct, target = num(d.get("pct_roofline"), float("nan")), pct_at(c, full_ms, copy_bps)
+    c = perf.cases.get(t.case)
+    d = c.impls.get(t.part) if c is not None else None
+    if isinstance(credit, (int, float)) and credit < 1.0 and c is not None and d is not None:
+        full_ms = c.thresholds.full_ms if c.thresholds is not None else 0.0
+        pct, target = number(d.pct_roofline, float("nan")), pct_at(c, full_ms, perf.copy_bytes_per_s)
         tips.append(
             f"You reach {pct:.0f}% of the copy roofline here; full credit needs <= {full_ms:.4g} ms "
             f"(about {target:.0f}% of the roofline). " + (problem_hints.text(h, "perf", "roofline") or "")

@@ -22,9 +22,10 @@ from grader import signing
 from grader.report.assignment import UNKNOWN, Assignment, from_names
 from grader.report.cells import csv_text, safe_cell
 from grader.report.gsexport import gradescope_layout
-from grader.report.output import advisory_line
-from grader.report.records import STAGES, flags_of, num, tests_of
+from grader.report.output import advisory_of
+from grader.report.records import STAGES, flags_of
 from grader.report.validate import MAX_FILE_BYTES, BadResults, Unreadable, parse_results, rel
+from grader.results import Grade, number
 
 __all__ = ["Submission", "collect", "columns", "read_class", "render_csv", "safe_cell", "who"]
 
@@ -35,7 +36,8 @@ SCORE_TOLERANCE = 0.01  # top-level score vs the sum of the tests' scores (each 
 class Submission:
     student: str
     path: str  # relative to DIR
-    data: dict[str, Any]
+    data: dict[str, Any]  # the file as validated: what its signature is checked over
+    grade: Grade  # the file read once (Grade.from_json): what every report of the class reads
     points: dict[str, tuple[float, float]] = field(default_factory=dict)  # "part_stage" -> (score, max)
     total: float = 0.0
     max: float = 0.0
@@ -58,34 +60,26 @@ class Submission:
         return self.signature in (signing.VALID, signing.NOT_CHECKED) and not self.misfit
 
     @property
-    def device(self) -> str:
-        ex = self.data.get("extra_data") or {}
-        dev = ((ex.get("performance") or {}).get("device") or {}).get("name")
-        return str(dev or ex.get("device") or "")
-
-    @property
     def device_label(self) -> str:
         """The GPU model the grade was made on; "CPU" for a grade without a GPU; "GPU (model not recorded)" for a
         GPU grade without timing (--no-perf); "unknown" for a file that does not say."""
-        ex = self.data.get("extra_data") or {}
-        dev = ((ex.get("performance") or {}).get("device") or {}).get("name")
-        if isinstance(dev, str) and dev.strip():
+        dev = self.grade.performance.device_name
+        if dev is not None and dev.strip():
             return dev.strip()
-        return {"cpu": "CPU", "cuda": "GPU (model not recorded)"}.get(str(ex.get("device")), "unknown")
+        return {"cpu": "CPU", "cuda": "GPU (model not recorded)"}.get(self.grade.device, "unknown")
 
     @property
     def without_gpu(self) -> bool:
         """Graded without a GPU: GPU-only cases and performance points could not be earned (grader/pipeline.py)."""
-        return (self.data.get("extra_data") or {}).get("device") == "cpu"
+        return self.grade.device == "cpu"
 
 
-def _student_id(data: dict[str, Any], path: Path, root: Path) -> str:
+def _student_id(data: dict[str, Any], g: Grade, path: Path, root: Path) -> str:
     """The row's id: the folder. Only a file without an identity block (from before identities were signed) may
     name its row in extra_data.student_id; one with an identity block is its folder's, whatever it says (a copy of a
     classmate's file must stay in the copier's row, where it is reported as replayed, not move to the classmate's)."""
-    extra = data.get("extra_data") or {}
-    sid = extra.get("student_id")
-    if signing.IDENTITY not in extra and isinstance(sid, (str, int)) and str(sid).strip():
+    sid = g.extra.get("student_id")
+    if signing.IDENTITY not in (data.get("extra_data") or {}) and isinstance(sid, (str, int)) and str(sid).strip():
         return str(sid).strip()
     d = path.parent
     if d.name == "results" and d != root:
@@ -105,36 +99,41 @@ def _load_one(path: Path, root: Path, key: bytes | None = None) -> Submission | 
         data = parse_results(raw, size)
     except BadResults as e:
         return Unreadable(where, str(e))
-    sub = Submission(_student_id(data, path, root), where, data, identity=signing.identity_of(data))
-    tests = tests_of(data)
-    for t in tests:
+    g = Grade.from_json(data)
+    sub = Submission(_student_id(data, g, path, root), where, data, g, identity=signing.identity_of(data))
+    for t in g.tests:
         if t.max_score <= 0 and t.stage not in STAGES:
             continue
         col = f"{t.part}_{t.stage}"
         s, m = sub.points.get(col, (0.0, 0.0))
         sub.points[col] = (s + t.score, m + t.max_score)
-    tsum = sum(t.score for t in tests)
-    sub.total = num(data.get("score"), tsum) if isinstance(data.get("score"), (int, float)) else tsum
-    sub.max = num(data.get("max_score"), 0.0) or sum(t.max_score for t in tests)
-    sub.flags = flags_of(data)
+    tsum = g.score
+    stated = g.stated
+    assert stated is not None  # read from a file
+    sub.total = tsum if stated.score is None else number(stated.score, tsum)
+    sub.max = number(stated.max_score) or g.max_score
+    sub.flags = flags_of(g)
     if abs(sub.total - tsum) > SCORE_TOLERANCE:
         sub.flags.append(f"top-level score {sub.total:g} differs from the sum of the tests' scores {tsum:.4g}")
-    extra = data.get("extra_data") or {}
-    adv = advisory_line(extra.get("official"), extra.get("not_official_because"))
+    adv = advisory_of(g)
     if adv:
         sub.flags.insert(0, adv)
     if key is not None:
-        sub.signature = signing.verify(data, key)
-        if sub.signature != signing.VALID:
-            why = (
-                "has no signature"
-                if sub.signature == signing.UNSIGNED
-                else "has a signature that does not match its content"
-            )
-            sub.flags.insert(
-                0, f"NOT WRITTEN BY THE GRADER: this results.json {why} (grader/signing.py); regrade this submission"
-            )
+        _check_signature(sub, key)
     return sub
+
+
+def _check_signature(sub: Submission, key: bytes) -> None:
+    sub.signature = signing.verify(sub.data, key)
+    if sub.signature != signing.VALID:
+        why = (
+            "has no signature"
+            if sub.signature == signing.UNSIGNED
+            else "has a signature that does not match its content"
+        )
+        sub.flags.insert(
+            0, f"NOT WRITTEN BY THE GRADER: this results.json {why} (grader/signing.py); regrade this submission"
+        )
 
 
 @dataclass
@@ -160,7 +159,7 @@ def read_class(
     subs, bad = collect(root, progress, exclude, key)
     if assignment is None:
         what = "valid" if key is not None else "unchecked"
-        assignment = from_names([(s.data.get("extra_data") or {}).get("problem") for s in subs if s.counted], what)
+        assignment = from_names([s.grade.problem for s in subs if s.counted], what)
     fit(subs, assignment)
     return ClassData(subs, bad, assignment)
 
@@ -169,7 +168,7 @@ def fit(subs: list[Submission], a: Assignment) -> None:
     """Flag (and stop counting) a file that does not fit the assignment: another problem's grade, or more points
     than the problem has. Its row stays, with its own numbers; nothing class-wide is taken from it."""
     for s in subs:
-        prob = (s.data.get("extra_data") or {}).get("problem")
+        prob = s.grade.problem
         if a.problem and prob != a.problem:
             s.misfit = f"graded for problem {str(prob)[:60]!r}, not this class's {a.problem!r}"
         elif a.points is not None and max(s.total, s.max) > a.points + SCORE_TOLERANCE:
@@ -194,26 +193,36 @@ def check_identities(subs: list[Submission]) -> None:
       stay valid, and both get a `same files` flag for a person: identical submissions (copied code, or both
       unchanged stubs). Withholding them would zero honest students who happen to submit identical files."""
     for s in subs:
-        if s.signature != signing.VALID:
-            continue
-        ident = s.identity
-        if ident is None or not ident.keys():
-            s.signature = signing.NO_IDENTITY
-            s.flags.insert(
-                0,
-                "IDENTITY NOT SIGNED: this results.json does not say whose grade it is (made before identities were "
-                "signed, or without --student-id); regrade it with the student's id to import it",
-            )
-        elif not ident.keys() & s.row_keys:
-            s.signature = signing.REPLAYED
-            s.flags.insert(
-                0,
-                f"REPLAYED: signed for {ident.who} (graded {ident.graded_at or 'at an unknown time'}), not for "
-                f"{s.key}: another student's grade copied here; not imported",
-            )
+        if s.signature == signing.VALID:
+            _check_identity(s)
+    _replayed_signatures(subs)
+    _same_files(subs)
+
+
+def _check_identity(s: Submission) -> None:
+    """A verified file whose identity is missing (`identity not signed`) or is not its row's (`replayed`)."""
+    ident = s.identity
+    if ident is None or not ident.keys():
+        s.signature = signing.NO_IDENTITY
+        s.flags.insert(
+            0,
+            "IDENTITY NOT SIGNED: this results.json does not say whose grade it is (made before identities were "
+            "signed, or without --student-id); regrade it with the student's id to import it",
+        )
+    elif not ident.keys() & s.row_keys:
+        s.signature = signing.REPLAYED
+        s.flags.insert(
+            0,
+            f"REPLAYED: signed for {ident.who} (graded {ident.graded_at or 'at an unknown time'}), not for "
+            f"{s.key}: another student's grade copied here; not imported",
+        )
+
+
+def _replayed_signatures(subs: list[Submission]) -> None:
+    """One signature in several rows: only the one row whose identity it is keeps it."""
     by_sig: dict[str, list[Submission]] = {}
     for s in subs:
-        sig = (s.data.get("extra_data") or {}).get("signature")
+        sig = s.grade.extra.get("signature")
         if s.signature in (signing.VALID, signing.REPLAYED, signing.NO_IDENTITY) and isinstance(sig, str):
             by_sig.setdefault(sig, []).append(s)
     for group in by_sig.values():
@@ -229,6 +238,10 @@ def check_identities(subs: list[Submission]) -> None:
                 s.flags.insert(0, f"REPLAYED: the same signed grade is in {len(group)} rows ({rows}); keep one by hand")
             else:
                 s.flags.append(f"the same signed grade is in {len(group)} rows: {rows}")
+
+
+def _same_files(subs: list[Submission]) -> None:
+    """The same graded files signed for different students: both stay valid, both flagged for a person."""
     by_files: dict[str, list[Submission]] = {}
     for s in subs:
         if s.signature == signing.VALID and s.identity is not None and s.identity.files_sha256:

@@ -7,19 +7,17 @@ import math
 
 from grader.report.charts import matplotlib, png
 from grader.report.classdata import Submission
-from grader.report.records import num, parts_of, tests_of
-from grader.results import PASSED, SKIPPED
+from grader.results import PASSED, SKIPPED, Stage
 
 
 def speedups(subs: list[Submission]) -> dict[str, dict[str, list[float]]]:
     """perf case -> implementation -> speedups over eager, one per submission that was timed."""
     out: dict[str, dict[str, list[float]]] = {}
     for s in subs:
-        cases = ((s.data.get("extra_data") or {}).get("performance") or {}).get("cases") or {}
-        for case, c in cases.items():
-            for impl, d in (c.get("impls") or {}).items():
-                v = num((d or {}).get("speedup_vs_eager"), float("nan"))
-                if v == v and v > 0:
+        for case, c in s.grade.performance.cases.items():
+            for impl, d in c.impls.items():
+                v = d.speedup_vs_eager
+                if v is not None and math.isfinite(v) and v > 0:
                     out.setdefault(case, {}).setdefault(impl, []).append(v)
     return out
 
@@ -30,9 +28,9 @@ def pass_rates(subs: list[Submission]) -> tuple[list[str], list[str], dict[tuple
     parts: list[str] = []
     cells: dict[tuple[str, str], tuple[int, int, int]] = {}
     for s in subs:
-        parts += [p for p in parts_of(s.data) if p not in parts]
-        for t in tests_of(s.data):
-            if t.stage != "correctness":
+        parts += [p for p in s.grade.parts if p not in parts]
+        for t in s.grade.tests:
+            if t.stage != Stage.CORRECTNESS:
                 continue
             if t.case not in cases:
                 cases.append(t.case)

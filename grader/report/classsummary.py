@@ -141,12 +141,12 @@ def _standing(subs: list[Submission]) -> Section:
     misfit = [s for s in subs if s.misfit]
     same = [s for s in subs if any(f.startswith("same files:") for f in s.flags)]
 
-    def rows(group: list[Submission], why) -> Table | Text:
+    def rows(group: list[Submission], why: Callable[[Submission], str]) -> Table | Text:
         return _none_or(
             Table(["student", "file", "why"], [Row([_student(s), Cell(s.path), Cell(why(s))]) for s in group])
         )
 
-    def first(prefix: str):
+    def first(prefix: str) -> Callable[[Submission], str]:
         return lambda s: next((f for f in s.flags if f.startswith(prefix)), "")
 
     return Section(
@@ -201,7 +201,7 @@ def build(
         )
     # Speed points are judged against baselines of the same run, so they hold on any GPU, but a leaderboard, or a
     # grade made on a hot or throttled GPU, needs to know: grouped by GPU model, with the batch's warnings.
-    models, device_warnings = gpu_summary((s.student, s.data) for s in counted)
+    models, device_warnings = gpu_summary((s.student, s.grade) for s in counted)
     for w in device_warnings:
         page.head.append(Text(w, "note", "Devices:"))
     if imgs is None:

@@ -5,8 +5,10 @@ GPU was hot or slowing its clocks. batch_summary (grader/batch/collect.py) and c
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
+
+from grader.results import Grade
 
 HOT_C = 85  # at or above this the H100/H200 class starts to slow its clocks
 
@@ -22,23 +24,24 @@ def suspect(gpu: dict[str, Any] | None) -> list[str]:
     return why
 
 
-def gpu_summary(docs: Iterable[tuple[str, dict[str, Any]]]) -> tuple[dict[str, int], list[str]]:
-    """(student, results.json data) pairs -> GPU model -> how many grades were made on it ("CPU" without a GPU),
-    and the warnings: several models in one class (times, so speed points, are not comparable across models), a
+def gpu_summary(docs: Iterable[tuple[str, Grade | Mapping[str, Any]]]) -> tuple[dict[str, int], list[str]]:
+    """(student, Grade or results.json data) pairs -> GPU model -> how many grades were made on it ("CPU" without a
+    GPU), and the warnings: several models in one class (times, so speed points, are not comparable across models), a
     hot or slowed GPU during a grade. Reads extra_data.graded_on (grader/batch/where.py), else the grade's own
     device fields. The batch's summary and the TA report's class_summary.html both call it."""
     models: Counter[str] = Counter()
     hot: list[str] = []
-    for student, data in docs:
-        extra: dict[str, Any] = data["extra_data"] if isinstance(data.get("extra_data"), dict) else {}
-        g: dict[str, Any] = extra["graded_on"] if isinstance(extra.get("graded_on"), dict) else {}
+    for student, doc in docs:
+        grade = doc if isinstance(doc, Grade) else Grade.from_json(doc)
+        on = grade.extra.get("graded_on")
+        g: dict[str, Any] = on if isinstance(on, dict) else {}
         gpu = g.get("gpu") if isinstance(g.get("gpu"), dict) else None
         snap = (gpu or {}).get("start") or (gpu or {}).get("end") or {}
-        perf_dev = ((extra.get("performance") or {}).get("device") or {}).get("name")
+        perf_dev = grade.performance.device_name
         if snap.get("name") or perf_dev:
             model = str(snap.get("name") or perf_dev)
         else:
-            model = "CPU" if extra.get("device") == "cpu" else "GPU (model not recorded)"
+            model = "CPU" if grade.device == "cpu" else "GPU (model not recorded)"
         models[model] += 1
         why = sorted({w for s in ("start", "end") for w in suspect((gpu or {}).get(s))})
         if why:

@@ -6,13 +6,14 @@ their counts and indices) are kept, each whole, for the reader."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from grader.problem import hints as problem_hints
 from grader.report.advice import advice, case_advice
-from grader.report.records import Test, extra_of, perf_of, tests_of
-from grader.results import FLAG, HINT, SKIPPED, VIOLATION, WARNING, Finding, Kind, Reason
+from grader.report.records import grade_of
+from grader.results import FLAG, HINT, SKIPPED, VIOLATION, WARNING, Finding, Grade, Kind, Reason, State, TestResult
 
 REASON_LINES = 6  # lines of a test's output quoted as the reason for lost points (the preview)
 FULL_OUTPUT_MAX = 20000  # characters of one test's output a report keeps (each case's, and the whole of the first)
@@ -22,11 +23,11 @@ TERMINAL_LINES = 12  # lines of an error's output the terminal shows
 @dataclass
 class Failure:
     title: str
-    tests: list[Test]
+    tests: list[TestResult]
     tips: list[str]
 
     @property
-    def first(self) -> Test:
+    def first(self) -> TestResult:
         return self.tests[0]
 
     @property
@@ -34,7 +35,7 @@ class Failure:
         return sum(t.lost for t in self.tests)
 
     @property
-    def state(self) -> str:
+    def state(self) -> State:
         return self.first.state
 
     @property
@@ -114,7 +115,7 @@ def first_lines(text: str, n: int = REASON_LINES) -> list[str]:
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line \d+')
 
 
-def short_output(test: Test, lines: int = TERMINAL_LINES) -> list[str]:
+def short_output(test: TestResult, lines: int = TERMINAL_LINES) -> list[str]:
     """What the terminal shows of a failure's output: for an error (raised, failed to load), its line and only the
     frames of the submission's own files (a bare file name), then the exception line; else the first lines. The
     whole output is in report.md. Display only: which tests are errors is decided by their reason."""
@@ -137,7 +138,7 @@ def short_output(test: Test, lines: int = TERMINAL_LINES) -> list[str]:
     return keep[:lines] + [f"... ({dropped} lines of grader and library frames: the full traceback is in report.md)"]
 
 
-def _grouping(t: Test, tips: list[str]) -> tuple[Any, ...]:
+def _grouping(t: TestResult, tips: list[str]) -> tuple[Any, ...]:
     """Which tests are one failure: correctness cases, skips and the rows a stopped part leaves (forfeit, not run,
     not timed) by their typed pattern and advice; anything else (a build, a perf case, a kernel check) alone."""
     grouped = (
@@ -151,14 +152,14 @@ def _grouping(t: Test, tips: list[str]) -> tuple[Any, ...]:
     return (t.part, t.kind, t.stage, t.state, t.reason, codes, tuple(tips))
 
 
-def failures(data: dict[str, Any]) -> list[Failure]:
+def failures(source: Grade | Mapping[str, Any]) -> list[Failure]:
     """Every test that lost points, one Failure per distinct failure: the largest first, skips last."""
-    perf = perf_of(data)
-    h = problem_hints.load(str(extra_of(data).get("problem") or ""))
-    tests = tests_of(data)
-    part_findings = {t.part: t.findings for t in tests if t.kind == Kind.KERNEL_CHECK}
-    groups: dict[tuple[Any, ...], tuple[list[Test], list[str]]] = {}
-    for t in tests:
+    g = grade_of(source)
+    perf = g.performance
+    h = problem_hints.load(g.problem)
+    part_findings: dict[str, Sequence[Finding]] = {t.part: t.findings for t in g.tests if t.kind == Kind.KERNEL_CHECK}
+    groups: dict[tuple[Any, ...], tuple[list[TestResult], list[str]]] = {}
+    for t in g.tests:
         if t.lost <= 1e-9:
             continue
         tips = advice(t, perf, part_findings.get(t.part), h)
@@ -166,7 +167,7 @@ def failures(data: dict[str, Any]) -> list[Failure]:
     out = []
     for ts, tips in groups.values():
         t = ts[0]
-        why = f", {t.reason}" if t.reason is not None and t.reason != Reason.OK else ""
+        why = f", {t.reason}" if t.reason not in (Reason.OK, Reason.UNKNOWN) else ""
         title = t.name if len(ts) == 1 else f"{t.part} / {t.stage}: {len(ts)} cases{why}"
         # Each case input's own words once, with the cases they are for (all of them: no list).
         by_words: dict[str, list[str]] = {}

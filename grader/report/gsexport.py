@@ -17,8 +17,7 @@ def _yaml_loader() -> Any:
     exporter may write) as plain data instead of refusing the whole file. Builds no Python object from a tag."""
     import yaml
 
-    class Loader(yaml.SafeLoader):
-        pass
+    Loader: Any = type("Loader", (yaml.SafeLoader,), {})  # its own class: the constructor added below stays here
 
     def plain(loader: Any, suffix: str, node: Any) -> Any:
         if isinstance(node, yaml.MappingNode):

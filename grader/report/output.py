@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from grader import signing
-from grader.results import Code, Grade, Kind
+from grader.results import Code, Grade, Kind, Timing
 
 
-def write_json_atomic(path: Path, data: dict) -> None:
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     """Write to a temp file in the same directory, fsync, then rename: readers never see half a file."""
     write_text_atomic(path, json.dumps(data, indent=2, default=str))
 
@@ -72,17 +72,17 @@ def finite(obj: Any) -> Any:
     return obj
 
 
-def _untrusted_time(g: Grade, part: str, case: str, d: dict, floor_ms: float) -> bool:
+def _untrusted_time(g: Grade, part: str, case: str, floor_ms: float, t: Timing) -> bool:
     """Times that must not rank: outputs that failed verification, times under the physical floor, forfeit parts."""
     unreal = (Code.TIMED_WRONG, Code.BELOW_FLOOR)
-    for t in g.tests:
-        if t.kind == Kind.PERFORMANCE and t.part == part and t.extra.get("case") == case:
-            if any(f.code in unreal for f in t.findings):
+    for r in g.tests:
+        if r.kind == Kind.PERFORMANCE and r.part == part and r.extra.get("case") == case:
+            if any(f.code in unreal for f in r.findings):
                 return True
-    eff = d.get("effective_ms")
-    if not isinstance(eff, (int, float)) or not math.isfinite(eff) or eff <= 0 or (floor_ms and eff < floor_ms):
+    eff = t.effective_ms
+    if eff is None or not math.isfinite(eff) or eff <= 0 or (floor_ms and eff < floor_ms):
         return True
-    return any(t.part == part and t.extra.get("forfeit") for t in g.tests)
+    return part in g.forfeits
 
 
 def leaderboard(g: Grade) -> list[dict[str, Any]]:
@@ -90,16 +90,14 @@ def leaderboard(g: Grade) -> list[dict[str, Any]]:
     (ms, lower is better) and the share of the measured copy roofline (%, higher is better). Times that were
     not real work (failed verification, under the physical floor, forfeit part) are left off."""
     board: list[dict[str, Any]] = []
-    for case, c in (g.perf.get("cases") or {}).items():
-        for impl, d in (c.get("impls") or {}).items():
-            if _untrusted_time(g, impl, case, d, float(c.get("floor_ms") or 0.0)):
+    for case, c in g.performance.cases.items():
+        for impl, t in c.impls.items():
+            if _untrusted_time(g, impl, case, c.floor_ms, t) or t.effective_ms is None:
                 continue
-            board.append({"name": f"{impl} {case} (ms)", "value": round(float(d["effective_ms"]), 5), "order": "asc"})
-            pct = d.get("pct_roofline")
-            if isinstance(pct, (int, float)) and math.isfinite(pct):
-                board.append(
-                    {"name": f"{impl} {case} (% of copy roofline)", "value": round(float(pct), 2), "order": "desc"}
-                )
+            board.append({"name": f"{impl} {case} (ms)", "value": round(t.effective_ms, 5), "order": "asc"})
+            pct = t.pct_roofline
+            if pct is not None and math.isfinite(pct):
+                board.append({"name": f"{impl} {case} (% of copy roofline)", "value": round(pct, 2), "order": "desc"})
     return board
 
 
@@ -115,7 +113,8 @@ def results_json(g: Grade) -> dict[str, Any]:
     board = leaderboard(g)
     if board:
         data["leaderboard"] = board
-    return finite(data)
+    out: dict[str, Any] = finite(data)
+    return out
 
 
 def write_results(g: Grade, out_dir: Path, key: bytes | None = None) -> Path:
@@ -137,3 +136,9 @@ def advisory_line(official: Any, why: Any) -> str | None:
         return None
     reasons = [str(w) for w in why] if isinstance(why, list) else []
     return ADVISORY + (": " + "; ".join(reasons) if reasons else "")
+
+
+def advisory_of(g: Grade) -> str | None:
+    """advisory_line for a grade read from a file: None when the file does not say official or advisory."""
+    said = g.stated is None or g.stated.says_official
+    return advisory_line(bool(g.official) if said else None, g.official_why)

@@ -10,6 +10,7 @@ note saying so."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,24 +18,27 @@ from grader.report import charts as charts_module
 from grader.report import html, markdown
 from grader.report.blocks import Bullets, CaseOutput, Cases, Cell, Chart, Output, Page, Pre, Row, Section, Table, Text
 from grader.report.failures import Failure, failures, first_lines
-from grader.report.output import advisory_line, write_text_atomic
+from grader.report.output import advisory_of, write_text_atomic
 from grader.report.perf import case_title, perf_table, thresholds_line
-from grader.report.records import (
-    STAGES,
-    Test,
-    as_results,
-    extra_of,
-    forfeit_parts,
-    num,
-    part_scores,
-    parts_of,
-    perf_of,
-    tests_of,
+from grader.report.records import STAGES, grade_of, part_scores
+from grader.results import (
+    FAILED,
+    FLAG,
+    PASSED,
+    SKIPPED,
+    VIOLATION,
+    Code,
+    Grade,
+    Kind,
+    PerfSummary,
+    Stage,
+    State,
+    TestResult,
+    number,
 )
-from grader.results import FAILED, FLAG, PASSED, SKIPPED, VIOLATION, Code, Grade, Kind
 
 NO_PLOTS = "plots need matplotlib (pip install matplotlib); this report has tables only"
-CELL = {PASSED: "pass", FAILED: "FAIL", SKIPPED: "skip"}
+CELL: dict[State, str] = {PASSED: "pass", FAILED: "FAIL", SKIPPED: "skip"}
 COMPILER_TITLE = "What the compiler says (no GPU here)"
 GPU_COMPILE_TITLE = "Will not compile on a GPU"
 GPU_COMPILE_INTRO = (
@@ -47,32 +51,34 @@ def points(x: float) -> str:
     return f"{x:.4g} point" + ("" if abs(x - 1) < 1e-9 else "s")
 
 
-def headline(data: dict[str, Any]) -> str:
+def headline(source: Grade | Mapping[str, Any]) -> str:
     """'76 / 76 points'; on a machine that cannot earn every point (no GPU), what it can:
-    '24/24 points earnable on this machine (76 in all)'."""
-    score = num(data.get("score"))
-    top = num(data.get("max_score"), sum(t.max_score for t in tests_of(data)))
-    unearnable = num(extra_of(data).get("points_not_earnable_here"))
+    '24/24 points earnable on this machine (76 in all)'. The score and maximum the file states."""
+    g = grade_of(source)
+    stated = g.stated
+    assert stated is not None  # read from a file
+    score = number(stated.score)
+    top = number(stated.max_score, g.max_score)
+    unearnable = number(stated.unearnable)
     if unearnable > 0:
         return f"{score:.4g}/{max(0.0, top - unearnable):g} points earnable on this machine ({top:g} in all)"
     return f"{score:.4g} / {top:g} points"
 
 
-def _facts(data: dict[str, Any]) -> str:
-    ex, perf = extra_of(data), perf_of(data)
-    dev = perf.get("device") or {}
-    facts = [f"submission: {ex.get('submission', '?')}", f"device: {dev.get('name') or ex.get('device', '?')}"]
-    if dev.get("torch"):
-        facts.append(f"torch {dev['torch']}")
-    if perf.get("copy_bytes_per_s"):
-        facts.append(f"measured copy bandwidth {num(perf['copy_bytes_per_s']) / 1e12:.2f} TB/s (read + write)")
-    if ex.get("points_not_earnable_here"):
-        facts.append(f"{num(ex['points_not_earnable_here']):g} points cannot be earned on this machine")
+def _facts(g: Grade, perf: PerfSummary) -> str:
+    facts = [f"submission: {g.submission}", f"device: {perf.device_name or g.device}"]
+    if perf.torch:
+        facts.append(f"torch {perf.torch}")
+    if perf.copy_bytes_per_s:
+        facts.append(f"measured copy bandwidth {perf.copy_bytes_per_s / 1e12:.2f} TB/s (read + write)")
+    unearnable = number(g.stated.unearnable) if g.stated is not None else g.unearnable
+    if unearnable:
+        facts.append(f"{unearnable:g} points cannot be earned on this machine")
     return "; ".join(facts)
 
 
-def _score(data: dict[str, Any]) -> Section:
-    ps = part_scores(data)
+def _score(g: Grade) -> Section:
+    ps = part_scores(g)
     stages = [s for s in STAGES if any(s in v for v in ps.values())]
     rows = []
     for part, st in ps.items():
@@ -82,14 +88,13 @@ def _score(data: dict[str, Any]) -> Section:
     return Section("Score", [Table(["part", *stages, "total"], rows)])
 
 
-def _performance(data: dict[str, Any], imgs: dict[str, bytes] | None) -> Section:
-    perf = perf_of(data)
-    copy_bps = num(perf.get("copy_bytes_per_s"))
+def _performance(g: Grade, perf: PerfSummary, imgs: dict[str, bytes] | None) -> Section:
+    copy_bps = perf.copy_bytes_per_s
     s = Section("Performance")
-    if not perf.get("cases"):
+    if not perf.cases:
         s.blocks.append(Text("No performance data: speed is timed only on a CUDA GPU."))
-    for name, c in (perf.get("cases") or {}).items():
-        sub = Section(case_title(name, c), [perf_table(c, forfeit_parts(data))])
+    for name, c in perf.cases.items():
+        sub = Section(case_title(name, c), [perf_table(c, g.forfeits.keys())])
         if thresholds_line(c, copy_bps):
             sub.blocks.append(Text(thresholds_line(c, copy_bps)))
         if imgs and f"time_{name}" in imgs:
@@ -103,19 +108,19 @@ def _performance(data: dict[str, Any], imgs: dict[str, bytes] | None) -> Section
     return s
 
 
-def correctness_matrix(data: dict[str, Any]) -> tuple[list[str], list[str], dict[tuple[str, str], Test]]:
+def correctness_matrix(g: Grade) -> tuple[list[str], list[str], dict[tuple[str, str], TestResult]]:
     """(cases in order, parts in order, (case, part) -> test)."""
-    cells: dict[tuple[str, str], Test] = {}
-    for t in tests_of(data):
-        if t.stage == "correctness":
+    cells: dict[tuple[str, str], TestResult] = {}
+    for t in g.tests:
+        if t.stage == Stage.CORRECTNESS:
             cells[(t.case, t.part)] = t
     cases = list(dict.fromkeys(c for c, _ in cells))
-    parts = [p for p in parts_of(data) if any(k[1] == p for k in cells)]
+    parts = [p for p in g.parts if any(k[1] == p for k in cells)]
     return cases, parts, cells
 
 
-def _correctness(data: dict[str, Any]) -> Section:
-    cases, parts, cells = correctness_matrix(data)
+def _correctness(g: Grade) -> Section:
+    cases, parts, cells = correctness_matrix(g)
     if not cases:
         return Section("Correctness", [Text("No correctness tests in this run.")])
     rows = []
@@ -150,7 +155,7 @@ def _lost(lost: list[Failure]) -> Section:
     return s
 
 
-def _warnings(tests: list[Test], shown: set[str]) -> Section | None:
+def _warnings(tests: list[TestResult], shown: set[str]) -> Section | None:
     """Findings that cost nothing (yet) or belong to no lost point: static warnings, kernel-check warnings and
     violations, performance flags. Those of a lost point are in its own entry (shown: those tests' names)."""
     keys, items = [], []
@@ -166,18 +171,19 @@ def _warnings(tests: list[Test], shown: set[str]) -> Section | None:
     return Section("Warnings and flags", [Bullets(items, keys=keys)]) if items else None
 
 
-def build(data: dict[str, Any], imgs: dict[str, bytes] | None, note: str | None = None) -> Page:
+def build(source: Grade | Mapping[str, Any], imgs: dict[str, bytes] | None, note: str | None = None) -> Page:
     """The student report's model: everything both report.md and report.html show."""
-    ex = extra_of(data)
-    page = Page(f"{ex.get('problem', 'grade')} report: {headline(data)}", [Text(_facts(data), "facts")])
-    adv = advisory_line(ex.get("official"), ex.get("not_official_because"))
+    g = grade_of(source)
+    perf = g.performance
+    page = Page(f"{g.problem or 'grade'} report: {headline(g)}", [Text(_facts(g, perf), "facts")])
+    adv = advisory_of(g)
     if adv:
         page.head.append(Text("", "note", lead=adv))
     if imgs is None:
         page.head.append(Text(f"Note: {note or NO_PLOTS}.", "note"))
-    tests = tests_of(data)
-    lost = failures(data)
-    page.sections = [_score(data), _performance(data, imgs), _correctness(data)]
+    tests = g.tests
+    lost = failures(g)
+    page.sections = [_score(g), _performance(g, perf, imgs), _correctness(g)]
     broken = [t for t in tests if t.kind == Kind.COMPILE_CHECK and t.state == FAILED]
     if broken:
         intro = Section(GPU_COMPILE_TITLE, [Text(GPU_COMPILE_INTRO)])
@@ -190,20 +196,20 @@ def build(data: dict[str, Any], imgs: dict[str, bytes] | None, note: str | None 
     warns = _warnings(tests, {t.name for f in lost for t in f.tests})
     if warns:
         page.sections.append(warns)
-    notes = [n for n in str(data.get("output") or "").splitlines() if n.strip()]
+    notes = [n for n in g.notes if n.strip()]
     if notes:
         page.sections.append(Section("Notes", [Bullets(notes)]))
     return page.fix_levels()
 
 
-def charts(data: dict[str, Any]) -> dict[str, bytes] | None:
-    return charts_module.charts(data)
+def charts(source: Grade | Mapping[str, Any]) -> dict[str, bytes] | None:
+    return charts_module.charts(grade_of(source))
 
 
-def write_student_report(source: Grade | dict | str | Path, out_dir: str | Path) -> tuple[Path, Path]:
+def write_student_report(source: Grade | Mapping[str, Any] | str | Path, out_dir: str | Path) -> tuple[Path, Path]:
     """Write report.md and report.html into out_dir (beside results.json). Returns their paths."""
     out_dir = Path(out_dir)
-    data = as_results(source)
+    data = grade_of(source)
     note = None
     try:
         imgs = charts(data)

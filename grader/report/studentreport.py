@@ -4,18 +4,20 @@ html.py render it)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from grader.report import html, markdown
-from grader.report.records import as_results
+from grader.report.records import as_results, grade_of
 from grader.report.student import build, write_student_report
+from grader.results import Grade
 
-__all__ = ["as_results", "build", "render_html", "render_md", "write_student_report"]
+__all__ = ["as_results", "build", "grade_of", "render_html", "render_md", "write_student_report"]
 
 
-def render_md(data: dict[str, Any], imgs: dict[str, bytes] | None, note: str | None = None) -> str:
+def render_md(data: Grade | Mapping[str, Any], imgs: dict[str, bytes] | None, note: str | None = None) -> str:
     return markdown.render(build(data, imgs, note))
 
 
-def render_html(data: dict[str, Any], imgs: dict[str, bytes] | None, note: str | None = None) -> str:
+def render_html(data: Grade | Mapping[str, Any], imgs: dict[str, bytes] | None, note: str | None = None) -> str:
     return html.render(build(data, imgs, note))

@@ -17,12 +17,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from grader.report.failures import Failure, failures, short_output
-from grader.report.output import advisory_line, results_json
-from grader.report.records import Test, tests_of
+from grader.report.output import advisory_line
+from grader.report.records import grade_of
 from grader.report.student import headline
-from grader.results import FAILED, PASSED, SKIPPED, Grade, Reason
+from grader.results import FAILED, PASSED, SKIPPED, Grade, PerfCase, Reason, Stage, TestResult, Timing
 
-STYLE = {PASSED: "green", FAILED: "red", SKIPPED: "yellow"}
+STYLE: dict[str, str] = {PASSED: "green", FAILED: "red", SKIPPED: "yellow"}
 ANSI_CSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 
 
@@ -82,13 +82,13 @@ def make_console() -> Console:
     return Console() if sys.stdout.isatty() else Console(width=160)
 
 
-def overview(tests: list[Test], lost: list[Failure]) -> list[tuple[str, str, str, str]]:
+def overview(tests: list[TestResult], lost: list[Failure]) -> list[tuple[str, str, str, str]]:
     """(test, state, points, detail) rows: a part's passed correctness cases are one row, and so is each failure
     of several cases (naming them); anything else is its own row. In the order the grade ran them."""
     group_of = {t.name: i for i, f in enumerate(lost) if len(f.tests) > 1 for t in f.tests}  # names are unique
-    rows: dict[Any, list[Test]] = {}
+    rows: dict[Any, list[TestResult]] = {}
     for t in tests:
-        if t.state == PASSED and t.stage == "correctness":
+        if t.state == PASSED and t.stage == Stage.CORRECTNESS:
             key: Any = ("passed", t.part, t.stage)
         elif t.name in group_of:
             key = ("failure", group_of[t.name])
@@ -108,7 +108,7 @@ def overview(tests: list[Test], lost: list[Failure]) -> list[tuple[str, str, str
             else:  # say which cases: a grouped failure must be findable
                 cases = [x.case for x in ts]
                 first += f" (cases: {', '.join(cases[:6])}{f', +{len(cases) - 6} more' if len(cases) > 6 else ''})"
-        out.append((name, t.state, pts, first))
+        out.append((name, str(t.state), pts, first))
     return out
 
 
@@ -116,8 +116,8 @@ def print_summary(g: Grade, console: Console | None = None, verbose_failures: in
     """The grade's table, then the first failures' details (an error's own frames only: the full traceback is in
     report.md), the notes, the wall time and the score."""
     console = console or make_console()
-    data = results_json(g)
-    tests, lost = tests_of(data), failures(data)
+    read = grade_of(g)  # what results.json says: the reports' words for it
+    tests, lost = read.tests, failures(read)
     table = Table(title=f"{g.problem}: {g.submission} on {g.device}")
     for col, kw in (
         ("test", {"no_wrap": True}),
@@ -142,13 +142,14 @@ def print_summary(g: Grade, console: Console | None = None, verbose_failures: in
     for n in g.notes:
         console.print(f"[yellow]note:[/] {escape(n)}", highlight=False)
     if g.phases:
-        first_s = g.perf.get("first_call_s")
+        perf = g.performance
+        first_s = perf.first_call_s
         extra = f" (of which {first_s:.1f} s first calls: JIT / torch.compile)" if first_s else ""
-        overlapped = g.perf.get("first_call_overlapped_s")
+        overlapped = perf.first_call_overlapped_s
         if overlapped:
             extra += f"; the baselines' first calls ({overlapped:.1f} s, torch.compile) ran during correctness"
         console.print("wall time: " + ", ".join(f"{k} {v:.1f} s" for k, v in g.phases.items()) + extra, highlight=False)
-    console.print(f"score: {headline(data)}", style="bold", markup=False, highlight=False)
+    console.print(f"score: {headline(read)}", style="bold", markup=False, highlight=False)
     adv = advisory_line(bool(g.official), _terminal_reasons(g.official_why))
     if adv:
         console.print(adv, style="yellow", markup=False, highlight=False)  # reasons may hold [brackets]
@@ -171,44 +172,45 @@ def _terminal_reasons(why: list[str]) -> list[str]:
 def print_bench(g: Grade, console: Console | None = None) -> None:
     """Lecture-style table per perf case: ms, GB/s, % of the measured copy roofline, speedup over eager."""
     console = console or make_console()
-    perf = g.perf
-    if not perf.get("cases"):
+    perf = g.performance
+    if not perf.cases:
         console.print("no performance data (performance is timed only on a CUDA GPU)")
         return
-    dev = perf.get("device", {})
-    bw = perf.get("copy_bytes_per_s", 0.0)
+    bw = perf.copy_bytes_per_s
     console.print(
-        f"{dev.get('name', '?')}: measured copy bandwidth {bw / 1e12:.2f} TB/s (read + write), torch "
-        f"{dev.get('torch')}",
+        f"{perf.device_name or '?'}: measured copy bandwidth {bw / 1e12:.2f} TB/s (read + write), torch {perf.torch}",
         highlight=False,
     )
-    for name, c in perf["cases"].items():
-        t = Table(
-            title=(
-                f"{name}: {tuple(c['shape'])} {c['dtype']}, {c['bytes'] / 1e9:.2f} GB moved, floor "
-                f"{c['floor_ms']:.4g} ms"
+    for name, c in perf.cases.items():
+        console.print(_bench_table(name, c))
+        th = c.thresholds
+        if th is not None:
+            console.print(
+                f"  thresholds: zero at {th.zero_ms:.4g} ms, {th.partial_credit:g} at "
+                f"{th.partial_ms:.4g} ms, full at {th.full_ms:.4g} ms; stop: {c.stop}",
+                highlight=False,
             )
+
+
+def _ms(v: float | None, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def _bench_table(name: str, c: PerfCase) -> Table:
+    t = Table(title=f"{name}: {c.shape} {c.dtype}, {c.bytes / 1e9:.2f} GB moved, floor {c.floor_ms:.4g} ms")
+    for col in ("implementation", "ms (median)", "IQR", "n", "GB/s", "% roofline", "x eager", "credit"):
+        t.add_column(col, justify="left" if col == "implementation" else "right")
+    rows: list[tuple[str, Timing, float | None]] = [(k, v, None) for k, v in c.baselines.items()]
+    rows += [(k, v, v.credit) for k, v in c.impls.items()]
+    for k, v, cr in rows:
+        t.add_row(
+            k,
+            _ms(v.effective_ms, ".4f"),
+            _ms(v.iqr_ms, ".4f"),
+            str(v.n),
+            _ms(v.gbps, ".0f"),
+            _ms(v.pct_roofline, ".1f") + "%",
+            _ms(v.speedup_vs_eager, ".2f"),
+            "-" if cr is None else f"{100 * cr:.0f}%",
         )
-        for col in ("implementation", "ms (median)", "IQR", "n", "GB/s", "% roofline", "x eager", "credit"):
-            t.add_column(col, justify="left" if col == "implementation" else "right")
-        rows = [(k, v, None) for k, v in c["baselines"].items()] + [
-            (k, v, v.get("credit")) for k, v in c["impls"].items()
-        ]
-        for k, v, cr in rows:
-            t.add_row(
-                k,
-                f"{v['effective_ms']:.4f}",
-                f"{v['event']['iqr']:.4f}",
-                str(v["event"]["n"]),
-                f"{v['gbps']:.0f}",
-                f"{v['pct_roofline']:.1f}%",
-                f"{v['speedup_vs_eager']:.2f}",
-                "-" if cr is None else f"{100 * cr:.0f}%",
-            )
-        console.print(t)
-        th = c["thresholds"]
-        console.print(
-            f"  thresholds: zero at {th['zero_ms']:.4g} ms, {th['partial_credit']:g} at "
-            f"{th['partial_ms']:.4g} ms, full at {th['full_ms']:.4g} ms; stop: {c['stop']}",
-            highlight=False,
-        )
+    return t
