@@ -59,7 +59,8 @@ def test_a_bad_course_file_is_one_clear_error(tmp_path, text, says):
 
 
 def test_each_problem_is_read_from_its_own_folder_of_the_submission(tmp_path):
-    c = load_course(_course(tmp_path, "problems:\n  - {problem: glu, points: 1}\n  - {problem: gelu, points: 1}\n"), ROOT)
+    text = "problems:\n  - {problem: glu, points: 1}\n  - {problem: gelu, points: 1}\n"
+    c = load_course(_course(tmp_path, text), ROOT)
     glu, gelu = c.problems
     assert (glu.folder, gelu.folder) == ("glu", "gelu") and glu.files == ("glu_triton.py", "glu_cuda.cu")
     sub = tmp_path / "sub"
