@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from grader import identity, wire
+from grader.child.wire import MalformedMessage
 
 _SIGNAL_HELP = {
     signal.SIGSEGV: "segmentation fault: an invalid memory access on the host side",
@@ -43,7 +44,7 @@ def _start_child(fd: int, device: str, flags: list[str], trusted: bool) -> subpr
     env = scratch.env(trusted=trusted)
     who = {} if trusted else scratch.identity.popen_kwargs()
     cwd = scratch.trusted_cache if trusted else scratch.home
-    return subprocess.Popen(
+    popen: subprocess.Popen[bytes] = subprocess.Popen(
         cmd,
         pass_fds=(fd,),
         env=env,
@@ -52,6 +53,7 @@ def _start_child(fd: int, device: str, flags: list[str], trusted: bool) -> subpr
         stdin=subprocess.DEVNULL,
         **who,
     )
+    return popen
 
 
 class _Proc:
@@ -241,7 +243,7 @@ class Sandbox:
             raise WorkerFailure(
                 f"{what} timed out after {timeout_s:.0f} s (killed)", fatal=True, reason="timeout"
             ) from None
-        except wire.MalformedMessage as e:
+        except MalformedMessage as e:
             # Not a reply the worker wrote: something in the child forged bytes on the pipe (the parent decodes
             # data only, within bounds, so nothing in them ran here). The child can no longer be trusted to stay
             # in step.
@@ -278,9 +280,9 @@ class Sandbox:
         if pid is None:
             return
         # A group with id == pid exists only if the child made it (setsid), so this never hits our own group.
-        for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+        for kill in (os.killpg, os.kill):
             try:
-                kill()
+                kill(pid, signal.SIGKILL)
             except OSError:
                 pass
         self.proc.join(timeout=5)
@@ -290,7 +292,7 @@ class Sandbox:
             try:
                 self._wire.send(self.conn, ("exit", None), deadline=time.monotonic() + 2)
                 self.proc.join(timeout=2)
-            except (OSError, wire.MalformedMessage):
+            except (OSError, MalformedMessage):
                 pass
         self.kill()
         try:
@@ -307,7 +309,7 @@ def make_undumpable() -> bool:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(4, 0, 0, 0, 0) == 0  # PR_SET_DUMPABLE
+        return bool(libc.prctl(4, 0, 0, 0, 0) == 0)  # PR_SET_DUMPABLE
     except (OSError, AttributeError, TypeError):  # TypeError: Windows' CDLL(None); AttributeError: no prctl (macOS)
         return False
 
@@ -319,7 +321,7 @@ def become_subreaper() -> bool:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+        return bool(libc.prctl(36, 1, 0, 0, 0) == 0)  # PR_SET_CHILD_SUBREAPER
     except (OSError, AttributeError, TypeError):  # TypeError: Windows' CDLL(None)
         return False
 

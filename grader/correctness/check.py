@@ -13,6 +13,7 @@ is finite the output must be finite. That is "the same NaN/inf pattern as the re
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -193,7 +194,7 @@ def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
 
 
-def check_meta(meta: dict, *, shape: tuple[int, ...], dtype: str, device_type: str) -> Verdict:
+def check_meta(meta: dict[str, Any], *, shape: tuple[int, ...], dtype: str, device_type: str) -> Verdict:
     """Shape, dtype, device and contiguity as reported for the returned tensor."""
     problems = []
     if tuple(meta["shape"]) != tuple(shape):

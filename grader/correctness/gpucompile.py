@@ -22,9 +22,12 @@ FAILED: only Triton's CompilationError is blamed on the submission.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader.child.launches import ARCH, MAX_LAUNCHES  # noqa: F401  (MAX_LAUNCHES: re-exported for the tests)
+
+if TYPE_CHECKING:
+    from grader.results import TestResult
 
 # ------------------------------------------------------------------------------------------------------------
 # parent side: one row per Triton part on a CPU grade
@@ -66,7 +69,7 @@ def row_from_reply(part: str, display: str, reply: Any) -> tuple[str, str, dict[
     return PASSED, "\n".join(lines), extra
 
 
-def check_part(load_payload: dict[str, Any], part: str, display: str, launches: Any, timeout_s: float) -> Any:
+def check_part(load_payload: dict[str, Any], part: str, display: str, launches: Any, timeout_s: float) -> TestResult:
     """Run the compile worker on the recorded launches; return the '<part> / GPU compile check' TestResult."""
     from grader.results import FAILED, SKIPPED, Kind, Reason, TestResult
     from grader.sandbox import Sandbox, WorkerFailure

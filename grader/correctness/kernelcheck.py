@@ -96,9 +96,17 @@ def classify(
     runtime: CUDA runtime/driver calls seen on the host. device_profiled: the call ran on a GPU under the device
     profiler, so an empty kernel list means no kernel ran (on a CPU it means nothing)."""
     transfers = sorted({k for k in kernels if COPY_ACTIVITY.match(k) and HOST_TRANSFER.search(k)})
-    host_api = sorted({r for r in runtime or [] if HOST_MEMORY_API.match(r)})
     kernels = [k for k in kernels if not COPY_ACTIVITY.match(k)]
     rep = KernelReport(kernels=[short(k) for k in kernels], triton_launches=triton_launches)
+    _host_side(rep, transfers, sorted({r for r in runtime or [] if HOST_MEMORY_API.match(r)}))
+    _host_ops(rep, kind, ops, kernels)
+    _device_kernels(rep, kind, kernels, jit_names)
+    _own_kernel(rep, kind, kernels, jit_names, triton_launches, device_profiled)
+    return rep
+
+
+def _host_side(rep: KernelReport, transfers: list[str], host_api: list[str]) -> None:
+    """Work moved to the host: copies between host and device memory, or host memory given to a kernel."""
     if transfers:
         rep.violation(
             Code.HOST_TRANSFER,
@@ -113,6 +121,10 @@ def classify(
             + ", ".join(host_api[:4])
             + "): the work must be done on the GPU by your kernel, in device memory",
         )
+
+
+def _host_ops(rep: KernelReport, kind: str, ops: list[str], kernels: list[str]) -> None:
+    """The host's ATen ops: a compute op is a violation, a copy a warning."""
     compute_ops = sorted({o for o in ops if o not in MEMORY_OPS})
     if compute_ops:
         rep.violation(
@@ -131,6 +143,11 @@ def classify(
             + ", aten::".join(copies)
             + "): a strided x must be read in place, not copied",
         )
+
+
+def _device_kernels(rep: KernelReport, kind: str, kernels: list[str], jit_names: list[str]) -> None:
+    """Every distinct device kernel: PyTorch's compute kernels are violations, its memory kernels a warning, and in
+    a Triton part a kernel that is not one of the file's @triton.jit functions is a violation."""
     jit = set(jit_names)
     foreign = aten = 0  # every distinct name is checked; the first MAX_LISTED of each finding are listed
     for k in dict.fromkeys(kernels):  # each distinct name once: the findings do not depend on how often it ran
@@ -159,6 +176,18 @@ def classify(
         rep.violation(Code.TORCH_COMPUTE, f"and {aten - MAX_LISTED} more PyTorch compute kernels")
     if foreign > MAX_LISTED:
         rep.violation(Code.FOREIGN_KERNEL, f"and {foreign - MAX_LISTED} more kernels that are not this file's")
+
+
+def _own_kernel(
+    rep: KernelReport,
+    kind: str,
+    kernels: list[str],
+    jit_names: list[str],
+    triton_launches: int | None,
+    device_profiled: bool,
+) -> None:
+    """Did the part's own kernel run: a Triton file's @triton.jit kernel, a CUDA library's __global__ kernel?"""
+    jit = set(jit_names)
     if kind == "triton" and not jit_names:
         rep.violation(
             Code.NO_JIT_KERNEL, "this file defines no @triton.jit kernel: the Triton part must compute with Triton"
@@ -176,4 +205,3 @@ def classify(
             "no kernel from your library ran on the GPU during the call (an empty or copy-only "
             "kernel list): the CUDA part must compute with its own __global__ kernel",
         )
-    return rep

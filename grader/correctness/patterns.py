@@ -54,7 +54,16 @@ def _words(words: Mapping[str, object], code: Code) -> str:
     return problem_hints.text(dict(words), "pattern", str(code)) or GENERIC[code]
 
 
-def _finding(code: Code, case: str, what: str, at: tuple[int, ...], truth, got, words, extra: str = "") -> Finding:
+def _finding(
+    code: Code,
+    case: str,
+    what: str,
+    at: tuple[int, ...],
+    truth: torch.Tensor,
+    got: torch.Tensor,
+    words: Mapping[str, object],
+    extra: str = "",
+) -> Finding:
     text = (
         f"{case}: {what}; at index {at}: expected {_fmt(float(truth[at]))}, got {_fmt(float(got[at]))}{extra}. "
         f"{_words(words, code)}"
@@ -181,7 +190,9 @@ def detect(
     return out
 
 
-def low_precision(case: str, where: tuple[int, ...], expected: float, got: float, fp32_case: str, words) -> Finding:
+def low_precision(
+    case: str, where: tuple[int, ...], expected: float, got: float, fp32_case: str, words: Mapping[str, object]
+) -> Finding:
     """The cross-case pattern: this 16-bit case is wrong (values) while `fp32_case`, the same input in float32,
     passed."""
     text = (

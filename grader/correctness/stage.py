@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -51,7 +51,7 @@ class Target:
         str, ...
     ] = ()  # the compute-sanitizer pass (grader/cuda/sanitizer.py): its command; `path`: the harness
 
-    def payload(self, problem: Problem) -> dict:
+    def payload(self, problem: Problem) -> dict[str, Any]:
         return {
             "impl": self.impl.name,
             "kind": self.impl.kind,
@@ -115,7 +115,7 @@ def failure_reason(e: WorkerFailure) -> Reason:
 def check_case(
     problem: Problem,
     case: Case,
-    reply: dict,
+    reply: dict[str, Any],
     base: torch.Tensor,
     ref: Reference,
     device: str,
@@ -202,183 +202,23 @@ def run_correctness(
 ) -> list[TestResult]:
     """stop_at_failure (`grade --watch` without --all): after the part's first failing case the rest are not run
     (skipped, Reason.NOT_RUN, extra "stopped"): the student sees the first failure in seconds, not after every case."""
-    impl = target.impl
     cases = list(problem.cases)
-    results: list[TestResult] = []
-    runnable = [c for c in cases if device != "cpu" or not c.gpu_only]
-    for c in cases:
-        if c not in runnable:
-            results.append(
-                _test(
-                    impl,
-                    c,
-                    0.0,
-                    SKIPPED,
-                    "skipped: this case runs only on a GPU (too slow for "
-                    + ("the CPU layer's sanitized run)" if target.cpu_layer else "the Triton interpreter)"),
-                    Reason.NEEDS_GPU,
-                )
-            )
-    deadline = time.monotonic() + problem.limits.correctness_s
-    restarts = hangs = faults = 0
-    case_seconds: list[float] = []  # how long the passed cases took: a later case's time limit scales with them
-    case_violations: list[Finding] = []  # from the profile of every correctness call
-    box: Sandbox | None = None
-    load_error: tuple[str, Reason] | None = None  # why the rest of the part cannot run
-
-    def start() -> Sandbox:
-        b = Sandbox(device, max_reply=reply_limit(runnable))
-        try:
-            b.request(
-                "load",
-                target.payload(problem),
-                timeout_s=max(1.0, deadline - time.monotonic()),
-                what="loading the submission",
-            )
-        except WorkerFailure:
-            b.close()  # a worker that could not load is ours to end, not a stray of the submission's
-            raise
-        return b
-
+    part = _PartRun(problem, target, ref, device, secret, progress, stop_at_failure)
+    part.runnable = [c for c in cases if device != "cpu" or not c.gpu_only]
+    part.skip_gpu_only([c for c in cases if c not in part.runnable])
+    part.deadline = time.monotonic() + problem.limits.correctness_s
     try:
-        for case in runnable:
-            if stop_at_failure and any(r.state == FAILED for r in results):
-                results.append(_test(impl, case, 0.0, SKIPPED, STOPPED, Reason.NOT_RUN, stopped=True))
-                continue
-            progress(f"{impl.name}: {case.name}")
-            if load_error is not None:
-                results.append(_test(impl, case, 0.0, FAILED, *load_error))
-                continue
-            if time.monotonic() > deadline:
-                results.append(
-                    _test(
-                        impl,
-                        case,
-                        0.0,
-                        FAILED,
-                        f"not run: the correctness stage ran past its {problem.limits.correctness_s:.0f} s limit",
-                        Reason.NOT_RUN,
-                    )
-                )
-                continue
-            try:
-                if box is None or not box.alive:
-                    box = start()
-            except WorkerFailure as e:
-                load_error = (f"not run: {e.line}" + (f"\n{e.detail}" if e.detail else ""), failure_reason(e))
-                results.append(_test(impl, case, 0.0, FAILED, *load_error, **_own(e.line, e.own)))
-                continue
-            base = inputs.make_input(case, "cpu", secret)
-            extra = operands.extra_inputs(problem, case, "cpu", secret)
-            if case.pad:
-                base = base._base if base._base is not None else base  # send the padded buffer, not a copy
-            base = base.contiguous()
-            # Send a copy (grader/wire.py sends tensors by value today; this keeps the parent's copy, used for the
-            # truth and the input check, safe from a kernel that writes into x whatever the transport).
-            payload: dict[str, Any] = {
-                "base": base.clone(),
-                "cols": case.shape[-1],
-                "out_numel": _numel(problem.out_shape(case.shape)),
-                **operands.extra_payload(extra),
-            }
-            t0 = time.monotonic()
-            try:
-                budget = min(_case_limit(problem.limits.case_s, case_seconds), deadline - time.monotonic())
-                reply = box.request("run", payload, timeout_s=max(1.0, budget), what=f"case {case.name}")
-            except WorkerFailure as e:
-                msg = e.line + (f"\n{e.detail}" if e.detail else "")
-                results.append(_test(impl, case, 0.0, FAILED, msg, failure_reason(e), **_own(e.line, e.own)))
-                fault = not e.fatal and e.category == "cuda-fault"
-                if fault:
-                    # A kernel fault poisons the CUDA context for good: later cases in this process would all
-                    # fail with the same error. Start a fresh worker for them instead.
-                    box.close()
-                    e.fatal = True
-                if e.fatal:
-                    # A hang or crash costs this case: a fresh worker takes the rest. Only a worker that keeps
-                    # dying, or one that hangs again, stops the part (the stage's own limit bounds the total).
-                    box = None
-                    faults += fault
-                    restarts += not fault
-                    hung = e.reason == "timeout"
-                    hangs += hung
-                    if restarts > MAX_RESTARTS or hangs > MAX_HANGS or faults > MAX_FAULT_RESTARTS:
-                        load_error = (
-                            f"not run: earlier cases {'hung' if hung else 'crashed the process'} repeatedly "
-                            f"(last: {case.name})",
-                            Reason.NOT_RUN,
-                        )
-                continue
-            if isinstance(reply, dict) and "raised" in reply and not _malformed_raised(reply):
-                # The call raised: the case fails, and the ATen ops it ran before raising still count.
-                line, detail = reply["raised"][:2]
-                category = reply["raised"][2] if len(reply["raised"]) > 2 else "call"
-                own = reply["raised"][3] if len(reply["raised"]) > 3 else ""
-                why = failure_reason(WorkerFailure(line, detail, category=category))
-                results.append(
-                    _test(impl, case, 0.0, FAILED, line + (f"\n{detail}" if detail else ""), why, **_own(line, own))
-                )
-                case_violations += _call_violations(impl.kind, case, reply, False, payload["out_numel"])
-                continue
-            bad = _malformed_run_reply(reply)
-            if bad:
-                # Valid data, but not what a worker answers to `run`: forged on the pipe by code in the child.
-                results.append(
-                    _test(
-                        impl,
-                        case,
-                        0.0,
-                        FAILED,
-                        f"case {case.name}: the worker sent a malformed reply ({bad}); "
-                        "was the result pipe tampered with?",
-                        Reason.PROTOCOL,
-                    )
-                )
-                box.close()
-                box, restarts = None, restarts + 1
-                if restarts > MAX_RESTARTS:
-                    load_error = (
-                        f"not run: an earlier case sent malformed replies repeatedly ({case.name})",
-                        Reason.NOT_RUN,
-                    )
-                continue
-            verdict = check_case(problem, case, reply, base, ref, device, extra)
-            case_violations += _call_violations(impl.kind, case, reply, verdict.ok, payload["out_numel"])
-            state = PASSED if verdict.ok else FAILED
-            if verdict.ok:
-                case_seconds.append(time.monotonic() - t0)
-            results.append(
-                _test(
-                    impl,
-                    case,
-                    case.points if verdict.ok else 0.0,
-                    state,
-                    verdict.text(),
-                    verdict.reason,
-                    findings=verdict.findings,
-                    max_abs_err=verdict.max_abs_err,
-                    max_rel_err=verdict.max_rel_err,
-                    seconds=round(time.monotonic() - t0, 3),
-                    later_rows_only=verdict.later_rows_only,
-                    **_first_wrong(verdict),
-                )
-            )
-        if load_error is None:
-            passed = {r.extra.get("case") for r in results if r.state == PASSED}
-            restart_error = ""
-            if box is None or not box.alive:  # the last case took its worker down: profile in a fresh one
-                try:
-                    box = start()
-                except WorkerFailure as e:
-                    box, restart_error = None, e.line
-            results.append(
-                _kernel_check(problem, target, box, runnable, secret, deadline, passed, case_violations, restart_error)
-            )
-            if device == "cpu" and impl.kind == "triton":
-                results.append(_gpu_compile_check(problem, target, box, deadline))
+        for case in part.runnable:
+            part.case(case)
+        if part.load_error is None:
+            part.checks()
     finally:
-        if box is not None:
-            box.close()
+        part.close()
+    return _finished(problem, target, cases, part.results)
+
+
+def _finished(problem: Problem, target: Target, cases: list[Case], results: list[TestResult]) -> list[TestResult]:
+    """The part's results in spec order, with the CPU layer's note and the cross-case hints."""
     if target.cpu_layer:
         from grader.cuda.cudacpu import CPU_NOTE
 
@@ -390,6 +230,228 @@ def run_correctness(
     results.sort(key=lambda r: order.get(r.extra.get("case", ""), len(order)))
     _low_precision_hints(problem, cases, results)
     return results
+
+
+@dataclass
+class _PartRun:
+    """One part's correctness cases in progress: what each case's step reads and adds to."""
+
+    problem: Problem
+    target: Target
+    ref: Reference
+    device: str
+    secret: int
+    progress: Callable[[str], None]
+    stop_at_failure: bool
+    runnable: list[Case] = field(default_factory=list)
+    deadline: float = 0.0
+    results: list[TestResult] = field(default_factory=list)
+    restarts: int = 0
+    hangs: int = 0
+    faults: int = 0
+    case_seconds: list[float] = field(default_factory=list)  # the passed cases' times: a later case's limit scales
+    case_violations: list[Finding] = field(default_factory=list)  # from the profile of every correctness call
+    box: Sandbox | None = None
+    load_error: tuple[str, Reason] | None = None  # why the rest of the part cannot run
+
+    def add(self, case: Case, state: str, output: str, reason: Reason = Reason.OK, **extra: Any) -> None:
+        """A result of 0 points for the case (a passed case goes through `checked`)."""
+        self.results.append(_test(self.target.impl, case, 0.0, state, output, reason, **extra))
+
+    def skip_gpu_only(self, cases: list[Case]) -> None:
+        where = "the CPU layer's sanitized run)" if self.target.cpu_layer else "the Triton interpreter)"
+        for c in cases:
+            self.add(c, SKIPPED, "skipped: this case runs only on a GPU (too slow for " + where, Reason.NEEDS_GPU)
+
+    def start(self) -> Sandbox:
+        b = Sandbox(self.device, max_reply=reply_limit(self.runnable))
+        try:
+            b.request(
+                "load",
+                self.target.payload(self.problem),
+                timeout_s=max(1.0, self.deadline - time.monotonic()),
+                what="loading the submission",
+            )
+        except WorkerFailure:
+            b.close()  # a worker that could not load is ours to end, not a stray of the submission's
+            raise
+        return b
+
+    def close(self) -> None:
+        if self.box is not None:
+            self.box.close()
+
+    def not_run(self, case: Case) -> bool:
+        """Record the case as not run when it cannot be (stopped, the part's load failed, past the stage's limit)."""
+        if self.stop_at_failure and any(r.state == FAILED for r in self.results):
+            self.add(case, SKIPPED, STOPPED, Reason.NOT_RUN, stopped=True)
+            return True
+        self.progress(f"{self.target.impl.name}: {case.name}")
+        if self.load_error is not None:
+            self.add(case, FAILED, *self.load_error)
+            return True
+        if time.monotonic() > self.deadline:
+            limit = self.problem.limits.correctness_s
+            self.add(case, FAILED, f"not run: the correctness stage ran past its {limit:.0f} s limit", Reason.NOT_RUN)
+            return True
+        return False
+
+    def worker(self, case: Case) -> Sandbox | None:
+        """The live worker for the case (a fresh one if the last is gone); None when none could load the part."""
+        try:
+            if self.box is None or not self.box.alive:
+                self.box = self.start()
+        except WorkerFailure as e:
+            self.load_error = (f"not run: {e.line}" + (f"\n{e.detail}" if e.detail else ""), failure_reason(e))
+            self.add(case, FAILED, *self.load_error, **_own(e.line, e.own))
+            return None
+        return self.box
+
+    def case(self, case: Case) -> None:
+        """Run one case in the worker and check its reply."""
+        if self.not_run(case):
+            return
+        box = self.worker(case)
+        if box is None:
+            return
+        base, extra, payload = _case_payload(self.problem, case, self.secret)
+        t0 = time.monotonic()
+        try:
+            budget = min(_case_limit(self.problem.limits.case_s, self.case_seconds), self.deadline - time.monotonic())
+            reply = box.request("run", payload, timeout_s=max(1.0, budget), what=f"case {case.name}")
+        except WorkerFailure as e:
+            self.worker_failed(case, box, e)
+            return
+        if isinstance(reply, dict) and "raised" in reply and not _malformed_raised(reply):
+            self.raised(case, reply, payload["out_numel"])
+            return
+        bad = _malformed_run_reply(reply)
+        if bad:
+            self.malformed(case, box, bad)
+            return
+        self.checked(case, reply, base, extra, t0, payload["out_numel"])
+
+    def worker_failed(self, case: Case, box: Sandbox, e: WorkerFailure) -> None:
+        msg = e.line + (f"\n{e.detail}" if e.detail else "")
+        self.add(case, FAILED, msg, failure_reason(e), **_own(e.line, e.own))
+        fault = not e.fatal and e.category == "cuda-fault"
+        if fault:
+            # A kernel fault poisons the CUDA context for good: later cases in this process would all
+            # fail with the same error. Start a fresh worker for them instead.
+            box.close()
+            e.fatal = True
+        if not e.fatal:
+            return
+        # A hang or crash costs this case: a fresh worker takes the rest. Only a worker that keeps
+        # dying, or one that hangs again, stops the part (the stage's own limit bounds the total).
+        self.box = None
+        self.faults += fault
+        self.restarts += not fault
+        hung = e.reason == "timeout"
+        self.hangs += hung
+        if self.restarts > MAX_RESTARTS or self.hangs > MAX_HANGS or self.faults > MAX_FAULT_RESTARTS:
+            self.load_error = (
+                f"not run: earlier cases {'hung' if hung else 'crashed the process'} repeatedly (last: {case.name})",
+                Reason.NOT_RUN,
+            )
+
+    def raised(self, case: Case, reply: dict[str, Any], out_numel: int) -> None:
+        """The call raised: the case fails, and the ATen ops it ran before raising still count."""
+        line, detail = reply["raised"][:2]
+        category = reply["raised"][2] if len(reply["raised"]) > 2 else "call"
+        own = reply["raised"][3] if len(reply["raised"]) > 3 else ""
+        why = failure_reason(WorkerFailure(line, detail, category=category))
+        self.add(case, FAILED, line + (f"\n{detail}" if detail else ""), why, **_own(line, own))
+        self.case_violations += _call_violations(self.target.impl.kind, case, reply, False, out_numel)
+
+    def malformed(self, case: Case, box: Sandbox, bad: str) -> None:
+        """Valid data, but not what a worker answers to `run`: forged on the pipe by code in the child."""
+        self.add(
+            case,
+            FAILED,
+            f"case {case.name}: the worker sent a malformed reply ({bad}); was the result pipe tampered with?",
+            Reason.PROTOCOL,
+        )
+        box.close()
+        self.box, self.restarts = None, self.restarts + 1
+        if self.restarts > MAX_RESTARTS:
+            self.load_error = (
+                f"not run: an earlier case sent malformed replies repeatedly ({case.name})",
+                Reason.NOT_RUN,
+            )
+
+    def checked(
+        self,
+        case: Case,
+        reply: dict[str, Any],
+        base: torch.Tensor,
+        extra: list[torch.Tensor],
+        t0: float,
+        out_numel: int,
+    ) -> None:
+        verdict = check_case(self.problem, case, reply, base, self.ref, self.device, extra)
+        self.case_violations += _call_violations(self.target.impl.kind, case, reply, verdict.ok, out_numel)
+        if verdict.ok:
+            self.case_seconds.append(time.monotonic() - t0)
+        self.results.append(
+            _test(
+                self.target.impl,
+                case,
+                case.points if verdict.ok else 0.0,
+                PASSED if verdict.ok else FAILED,
+                verdict.text(),
+                verdict.reason,
+                findings=verdict.findings,
+                max_abs_err=verdict.max_abs_err,
+                max_rel_err=verdict.max_rel_err,
+                seconds=round(time.monotonic() - t0, 3),
+                later_rows_only=verdict.later_rows_only,
+                **_first_wrong(verdict),
+            )
+        )
+
+    def checks(self) -> None:
+        """The part's checks after its cases: the kernel check, and on a CPU the Triton part's GPU compile check."""
+        passed: set[str] = {r.extra["case"] for r in self.results if r.state == PASSED}
+        restart_error = ""
+        if self.box is None or not self.box.alive:  # the last case took its worker down: profile in a fresh one
+            try:
+                self.box = self.start()
+            except WorkerFailure as e:
+                self.box, restart_error = None, e.line
+        self.results.append(
+            _kernel_check(
+                self.problem,
+                self.target,
+                self.box,
+                self.runnable,
+                self.secret,
+                self.deadline,
+                passed,
+                self.case_violations,
+                restart_error,
+            )
+        )
+        if self.device == "cpu" and self.target.impl.kind == "triton":
+            self.results.append(_gpu_compile_check(self.problem, self.target, self.box, self.deadline))
+
+
+def _case_payload(problem: Problem, case: Case, secret: int) -> tuple[torch.Tensor, list[torch.Tensor], dict[str, Any]]:
+    """(the input as the parent keeps it, the other inputs, the `run` request's payload) for one case."""
+    base = inputs.make_input(case, "cpu", secret)
+    extra = operands.extra_inputs(problem, case, "cpu", secret)
+    if case.pad:
+        base = base._base if base._base is not None else base  # send the padded buffer, not a copy
+    base = base.contiguous()
+    # Send a copy (grader/wire.py sends tensors by value today; this keeps the parent's copy, used for the
+    # truth and the input check, safe from a kernel that writes into x whatever the transport).
+    payload: dict[str, Any] = {
+        "base": base.clone(),
+        "cols": case.shape[-1],
+        "out_numel": _numel(problem.out_shape(case.shape)),
+        **operands.extra_payload(extra),
+    }
+    return base, extra, payload
 
 
 def _own(line: str, own: str) -> dict[str, Any]:
@@ -423,7 +485,7 @@ def _low_precision_hints(problem: Problem, cases: Sequence[Case], results: list[
         r.output += "\n  hint: " + f.text
 
 
-def _malformed_raised(r: dict) -> str:
+def _malformed_raised(r: dict[str, Any]) -> str:
     """'' when r is a well-formed "the call raised" reply (see Worker.run)."""
     raised = r.get("raised")
     if not (
@@ -454,7 +516,7 @@ def _malformed_run_reply(r: object) -> str:
     return _malformed_profile(r)
 
 
-def _malformed_profile(r: dict) -> str:
+def _malformed_profile(r: dict[str, Any]) -> str:
     """'' when the per-call device profile of a `run` reply (absent on a CPU) has its shape."""
     calls = r.get("call_kernels")
     if not (
@@ -471,7 +533,7 @@ def _malformed_profile(r: dict) -> str:
     return ""
 
 
-def _call_violations(kind: str, case: Case, reply: dict, correct: bool, out_numel: int) -> list[Finding]:
+def _call_violations(kind: str, case: Case, reply: dict[str, Any], correct: bool, out_numel: int) -> list[Finding]:
     """What the profile of one case's calls says: PyTorch math, work moved to the host, or (for a right answer) no
     kernel of the submission's own. On a GPU every call's device activity is checked on its own ("call_kernels"), so
     that doing the work differently in calls the kernel check does not profile gains nothing."""
@@ -512,7 +574,7 @@ def _kernel_check(
     runnable: list[Case],
     secret: int,
     deadline: float,
-    passed: set,
+    passed: set[str],
     case_violations: Sequence[Finding] = (),
     restart_error: str = "",
 ) -> TestResult:

@@ -164,43 +164,50 @@ def scan_python(src: str) -> list[Warning_]:
     out: list[Warning_] = []
     inner: set[int] = set()  # the inner nodes of attribute chains: read as part of their outermost node
     for node in ast.walk(tree):
-        line = getattr(node, "lineno", 0)
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            for m in mods:
-                key = _PY_MODULES.get(m.split(".")[0])
-                if key:
-                    out.append(Warning_(line, f"imports {m}", WHY[key]))
-        elif isinstance(node, (ast.Attribute, ast.Name)):
-            if isinstance(node, ast.Attribute):
-                inner.add(id(node.value))
-            if id(node) not in inner:
-                for used in _uses(_chain(node)):
-                    out.append(Warning_(line, f"uses {used}", WHY[_PY_CALLS.get(used, "torch math")]))
-        elif isinstance(node, ast.Call):
-            func = _dotted(node.func)
-            if func == "open":
-                mode = (
-                    node.args[1]
-                    if len(node.args) > 1
-                    else next((k.value for k in node.keywords if k.arg == "mode"), None)
-                )
-                if isinstance(mode, ast.Constant) and isinstance(mode.value, str) and set(mode.value) & set("wax+"):
-                    out.append(Warning_(line, "opens a file for writing", WHY["file write"]))
-            elif func == "setattr" and node.args and _patch_target(_dotted(node.args[0])):
-                out.append(Warning_(line, f"setattr on {_dotted(node.args[0])}", WHY["monkeypatch"]))
-            if func in ("getattr", "setattr", "delattr", "hasattr") and len(node.args) > 1:
-                if not (isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
-                    out.append(Warning_(line, f"{func} with a computed name", WHY["computed name"]))
-        elif isinstance(node, (ast.Assign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for t in targets:
-                if isinstance(t, ast.Attribute) and _patch_target(_dotted(t)):
-                    out.append(Warning_(line, f"assigns to {_dotted(t)}", WHY["monkeypatch"]))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _grader_name(node.value):
-            out.append(Warning_(line, f"names {node.value!r}", WHY["grader internals"]))
+        out += _node_warnings(node, getattr(node, "lineno", 0), inner)
     uniq = {(w.line, w.what): w for w in out}
     return sorted(uniq.values(), key=lambda w: (w.line, w.what))
+
+
+def _node_warnings(node: ast.AST, line: int, inner: set[int]) -> list[Warning_]:
+    """The warnings one node of the tree gives (an attribute chain only from its outermost node)."""
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+        return [Warning_(line, f"imports {m}", WHY[key]) for m in mods if (key := _PY_MODULES.get(m.split(".")[0]))]
+    if isinstance(node, (ast.Attribute, ast.Name)):
+        if isinstance(node, ast.Attribute):
+            inner.add(id(node.value))
+        if id(node) in inner:
+            return []
+        return [Warning_(line, f"uses {u}", WHY[_PY_CALLS.get(u, "torch math")]) for u in _uses(_chain(node))]
+    if isinstance(node, ast.Call):
+        return _call_warnings(node, line)
+    if isinstance(node, (ast.Assign, ast.AugAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return [
+            Warning_(line, f"assigns to {_dotted(t)}", WHY["monkeypatch"])
+            for t in targets
+            if isinstance(t, ast.Attribute) and _patch_target(_dotted(t))
+        ]
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and _grader_name(node.value):
+        return [Warning_(line, f"names {node.value!r}", WHY["grader internals"])]
+    return []
+
+
+def _call_warnings(node: ast.Call, line: int) -> list[Warning_]:
+    """A call that writes a file, patches an object or reaches an attribute by a computed name."""
+    out: list[Warning_] = []
+    func = _dotted(node.func)
+    if func == "open":
+        mode = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "mode"), None)
+        if isinstance(mode, ast.Constant) and isinstance(mode.value, str) and set(mode.value) & set("wax+"):
+            out.append(Warning_(line, "opens a file for writing", WHY["file write"]))
+    elif func == "setattr" and node.args and _patch_target(_dotted(node.args[0])):
+        out.append(Warning_(line, f"setattr on {_dotted(node.args[0])}", WHY["monkeypatch"]))
+    if func in ("getattr", "setattr", "delattr", "hasattr") and len(node.args) > 1:
+        if not (isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
+            out.append(Warning_(line, f"{func} with a computed name", WHY["computed name"]))
+    return out
 
 
 def scan_cuda(src: str) -> list[Warning_]:
