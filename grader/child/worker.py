@@ -371,7 +371,7 @@ class Worker:
         are not the submission's, and are left out; any compute op is counted wherever it ran. On a GPU, also the
         device activity (kernels, copies) and CUDA runtime/driver calls that began before the snapshot: the
         submission's own, not the copy's."""
-        from torch.profiler import ProfilerActivity, profile, record_function
+        from torch.profiler import record_function
 
         from .kernelnames import MEMORY_OPS
 
@@ -386,8 +386,7 @@ class Worker:
                 marks.append(True)
                 return _clone_to_cpu(out)
 
-        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.type == "cuda" else [])
-        with _stderr_muted(), profile(activities=acts) as prof:
+        with _stderr_muted(), self._profiler() as prof:
             yield seen, snapshot, device
         events = sorted(prof.events(), key=lambda e: e.time_range.start)
         start = min((e.time_range.start for e in events if e.name == _SNAPSHOT_MARK), default=None)
@@ -405,14 +404,24 @@ class Worker:
             elif str(getattr(e, "device_type", "")).rsplit(".", 1)[-1] == "CUDA":
                 device["kernels"].append(e.name)
 
+    def _profiler(self) -> Any:
+        """The profiler of one correctness call: host ops, and device activity on a GPU (`.events()`).
+
+        On a CPU, the autograd profiler that torch.profiler.profile wraps, with the same settings (Kineto, host
+        activity only): the same events, without torch.profiler's first-use import of torch._inductor (0.8-1.1 s
+        in every worker, before its first case's answer)."""
+        from torch.profiler import ProfilerActivity, profile
+
+        if self.device.type == "cuda":
+            return profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+        return _HostProfile()
+
     def kernels(self, p: dict[str, Any]) -> dict[str, Any]:
         """Profile one call: host ATen ops, device kernels (names, launch order), CUDA runtime/driver calls.
 
         The warm-up call (JIT and autotuning happen there, outside the device profile) is watched by the host
         profiler too. An error in either call is reported with the ops seen until then ("raised"), and the parent
         fails the check closed."""
-        from torch.profiler import ProfilerActivity, profile
-
         self._poison(False)  # profile the submission's launches, not the grader's NaN fill
         base = p["base"].to(self.device)
         x = base[..., : p["cols"]] if p["cols"] != base.shape[-1] else base
@@ -442,10 +451,9 @@ class Worker:
                 "triton_launches": None,
                 "raised": raised,
             }
-        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.type == "cuda" else [])
         before = self.launches.count if self.launches else 0
         raised = None
-        with _stderr_muted(), profile(activities=acts) as prof:
+        with _stderr_muted(), self._profiler() as prof:
             try:
                 self._call(*args)
                 self._sync()
@@ -515,8 +523,12 @@ class Worker:
         return out
 
     def launch_records(self, p: Any) -> list[dict[str, Any]]:
-        """How this process launched the submission's @triton.jit kernels so far (interpreter only)."""
-        return list(self.launches.records.values()) if self.launches else []
+        """How this process launched the submission's @triton.jit kernels so far (interpreter only). p == "take":
+        those since the last "take", and start again (the parent merges each case's records itself)."""
+        out = list(self.launches.records.values()) if self.launches else []
+        if p == "take" and self.launches:
+            self.launches.records = {}
+        return out
 
     def gpu_compile(self, p: dict[str, Any]) -> dict[str, Any]:
         """Import the submission without the interpreter and compile each launch in p["launches"] for a GPU."""
@@ -596,6 +608,26 @@ class Worker:
             "contiguous": bool(out.is_contiguous()),
             "stride": list(out.stride()),
         }
+
+
+class _HostProfile:
+    """torch.profiler.profile(activities=[CPU]) as the correctness calls use it (a `with` block, then `.events()`),
+    made directly from torch.autograd.profiler.profile with the arguments torch.profiler passes it."""
+
+    def __init__(self) -> None:
+        from torch.autograd import profiler as autograd_profiler
+
+        self._prof = autograd_profiler.profile(use_cpu=True, use_device=None, use_kineto=True)
+
+    def __enter__(self) -> _HostProfile:
+        self._prof.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._prof.__exit__(*exc)
+
+    def events(self) -> Any:
+        return self._prof.function_events
 
 
 @contextlib.contextmanager

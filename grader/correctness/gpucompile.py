@@ -28,6 +28,7 @@ from grader.child.launches import ARCH, MAX_LAUNCHES  # noqa: F401  (MAX_LAUNCHE
 
 if TYPE_CHECKING:
     from grader.results import TestResult
+    from grader.sandbox import Sandbox
 
 # ------------------------------------------------------------------------------------------------------------
 # parent side: one row per Triton part on a CPU grade
@@ -69,26 +70,44 @@ def row_from_reply(part: str, display: str, reply: Any) -> tuple[str, str, dict[
     return PASSED, "\n".join(lines), extra
 
 
-def check_part(load_payload: dict[str, Any], part: str, display: str, launches: Any, timeout_s: float) -> TestResult:
-    """Run the compile worker on the recorded launches; return the '<part> / GPU compile check' TestResult."""
-    from grader.results import FAILED, SKIPPED, Kind, Reason, TestResult
+def check_part(
+    load_payload: dict[str, Any],
+    part: str,
+    display: str,
+    launches: Any,
+    timeout_s: float,
+    box: Sandbox | None = None,
+) -> TestResult:
+    """Run the compile worker on the recorded launches; return the '<part> / GPU compile check' TestResult.
+    box: a compile-only worker started earlier (`Sandbox("cpu", compile_only=True, wait=False)`, so that its imports
+    overlapped the cases); this closes it. None: one is started here."""
+    try:
+        state, output, extra = _checked(load_payload, part, display, launches, timeout_s, box)
+    finally:
+        if box is not None:
+            box.close(grace_s=0)
+    from grader.results import FAILED, Kind, Reason, TestResult
+
+    return TestResult(
+        f"{part} / GPU compile check",
+        part,
+        "checks",
+        0.0,
+        0.0,
+        state,
+        output,
+        extra,
+        kind=Kind.COMPILE_CHECK,
+        reason=Reason.COMPILE_FAILED if state == FAILED else Reason.OK,
+    )
+
+
+def _checked(
+    load_payload: dict[str, Any], part: str, display: str, launches: Any, timeout_s: float, box: Sandbox | None
+) -> tuple[str, str, dict[str, Any]]:
+    """(state, output, extra) of the row."""
+    from grader.results import SKIPPED
     from grader.sandbox import Sandbox, WorkerFailure
-
-    name = f"{part} / GPU compile check"
-
-    def row(state: str, output: str, extra: dict[str, Any] | None = None) -> TestResult:
-        return TestResult(
-            name,
-            part,
-            "checks",
-            0.0,
-            0.0,
-            state,
-            output,
-            extra or {},
-            kind=Kind.COMPILE_CHECK,
-            reason=Reason.COMPILE_FAILED if state == FAILED else Reason.OK,
-        )
 
     if not (
         isinstance(launches, list)
@@ -97,15 +116,20 @@ def check_part(load_payload: dict[str, Any], part: str, display: str, launches: 
             for x in launches
         )
     ):
-        return row(SKIPPED, "could not check: the worker sent malformed launch records")
+        return SKIPPED, "could not check: the worker sent malformed launch records", {}
     if not launches:
-        return row(SKIPPED, "could not check: no launch of this file's @triton.jit kernels was recorded")
+        return SKIPPED, "could not check: no launch of this file's @triton.jit kernels was recorded", {}
+    own = box is None
     try:
-        with Sandbox("cpu", start_timeout_s=timeout_s, compile_only=True) as box:
-            reply = box.request(
-                "gpu_compile", {**load_payload, "launches": launches}, timeout_s=timeout_s, what="the GPU compile check"
-            )
+        if box is None:
+            box = Sandbox("cpu", start_timeout_s=timeout_s, compile_only=True)
+        box.wait_ready(timeout_s)  # (a no-op for the one just started)
+        reply = box.request(
+            "gpu_compile", {**load_payload, "launches": launches}, timeout_s=timeout_s, what="the GPU compile check"
+        )
     except WorkerFailure as e:
-        return row(SKIPPED, f"could not check: {e.line}" + (f"\n{e.detail}" if e.detail else ""))
-    state, output, extra = row_from_reply(part, display, reply)
-    return row(state, output, extra)
+        return SKIPPED, f"could not check: {e.line}" + (f"\n{e.detail}" if e.detail else ""), {}
+    finally:
+        if own and box is not None:
+            box.close(grace_s=0)
+    return row_from_reply(part, display, reply)

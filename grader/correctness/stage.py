@@ -7,6 +7,8 @@ A crash or hang in one case costs that case; the worker is restarted for the res
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -14,6 +16,7 @@ from typing import Any
 
 import torch
 
+from grader.child.launches import MAX_LAUNCHES
 from grader.correctness import check, gpucompile, kernelcheck, patterns
 from grader.problem import hints, inputs, operands
 from grader.problem.reference import Reference
@@ -188,6 +191,13 @@ def check_case(
 
 
 STOPPED = "not run: --watch stops at the first failing case (grade --watch --all runs every case)"
+COMPILE_STOPPED = "not run: --watch stopped at the first failing case (a grade that runs every case checks this)"
+# Correctness cases in two worker processes (CPU grades of a Triton part): "1" or "2" forces the number (tests,
+# measurements); unset, a second worker starts only when the cases left would take longer than LANE_AFTER_S and the
+# machine has a core to spare (docs/performance.md, "The student's loop on a 2-core CPU").
+WORKERS_ENV = "GRADER_CORRECTNESS_WORKERS"
+RESTARTED = ("crash", "hang", "fault", "malformed")  # a case's outcomes that end its worker (_PartRun.outcome)
+LANE_AFTER_S = 2.0
 
 
 def run_correctness(
@@ -199,22 +209,41 @@ def run_correctness(
     secret: int,
     progress: Callable[[str], None] = lambda s: None,
     stop_at_failure: bool = False,
+    workers: int | None = None,
 ) -> list[TestResult]:
     """stop_at_failure (`grade --watch` without --all): after the part's first failing case the rest are not run
-    (skipped, Reason.NOT_RUN, extra "stopped"): the student sees the first failure in seconds, not after every case."""
+    (skipped, Reason.NOT_RUN, extra "stopped"): the student sees the first failure in seconds, not after every case.
+    workers: 1 keeps every case in one worker process; None lets `_workers` decide.
+
+    On a CPU a Triton part's cases may run in two workers at once (`_workers`): each takes the next case in order
+    from one queue, so each worker's cases are in spec order, and every result, the kernel check's profile of all
+    calls and the GPU compile check's launch records are merged in spec order, and the restart limits are counted
+    again in spec order: the same results as one worker for a submission whose answers do not depend on what its
+    process ran before (one that crashes on its process's third call, say, crashes on other cases)."""
     cases = list(problem.cases)
     part = _PartRun(problem, target, ref, device, secret, progress, stop_at_failure)
     part.runnable = [c for c in cases if device != "cpu" or not c.gpu_only]
     part.skip_gpu_only([c for c in cases if c not in part.runnable])
     part.deadline = time.monotonic() + problem.limits.correctness_s
+    part.workers = workers if workers is not None else _workers(device, target, stop_at_failure)
     try:
-        for case in part.runnable:
-            part.case(case)
+        part.run_cases()
         if part.load_error is None:
             part.checks()
     finally:
         part.close()
     return _finished(problem, target, cases, part.results)
+
+
+def _workers(device: str, target: Target, stop_at_failure: bool) -> int:
+    """How many correctness workers the part may use: 2 for a Triton part on a CPU with two cores for it (not
+    in a --watch grade, which stops at its first failure), else 1; for such a part WORKERS_ENV forces it."""
+    if device != "cpu" or target.impl.kind != "triton" or target.cpu_layer or stop_at_failure:
+        return 1
+    forced = os.environ.get(WORKERS_ENV, "")
+    if forced in ("1", "2"):
+        return int(forced)
+    return 2 if len(os.sched_getaffinity(0)) >= 2 else 1
 
 
 def _finished(problem: Problem, target: Target, cases: list[Case], results: list[TestResult]) -> list[TestResult]:
@@ -233,8 +262,24 @@ def _finished(problem: Problem, target: Target, cases: list[Case], results: list
 
 
 @dataclass
+class _Lane:
+    """One correctness worker and the cases it takes, one at a time, from the part's queue."""
+
+    box: Sandbox | None = None
+    spare: Sandbox | None = None  # started ahead (imports under way), not loaded yet: the next `start` uses it
+    error: BaseException | None = None  # what ended its thread (re-raised by the part)
+
+    def close(self, grace_s: float) -> None:
+        for b in (self.box, self.spare):
+            if b is not None:
+                b.close(grace_s)
+        self.box = self.spare = None
+
+
+@dataclass
 class _PartRun:
-    """One part's correctness cases in progress: what each case's step reads and adds to."""
+    """One part's correctness cases in progress: what each case's step reads and adds to. With two lanes, every
+    field below the lock is read and written under it."""
 
     problem: Problem
     target: Target
@@ -245,14 +290,29 @@ class _PartRun:
     stop_at_failure: bool
     runnable: list[Case] = field(default_factory=list)
     deadline: float = 0.0
+    workers: int = 1
+    lanes: list[_Lane] = field(default_factory=lambda: [_Lane()])
+    compile_box: Sandbox | None = None  # the GPU compile check's worker, started once the part loaded
+    loaded: threading.Event = field(default_factory=threading.Event)  # the first load succeeded, or failed
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    pending: list[Case] = field(default_factory=list)
     results: list[TestResult] = field(default_factory=list)
     restarts: int = 0
     hangs: int = 0
     faults: int = 0
     case_seconds: list[float] = field(default_factory=list)  # the passed cases' times: a later case's limit scales
-    case_violations: list[Finding] = field(default_factory=list)  # from the profile of every correctness call
-    box: Sandbox | None = None
+    violations: dict[str, list[Finding]] = field(default_factory=dict)  # per case, from the profile of its calls
+    records: dict[str, list[Any]] = field(default_factory=dict)  # per case, its worker's new launch records (lanes)
+    ran_in: dict[str, _Lane] = field(default_factory=dict)  # per case, the lane whose worker answered it
+    # per case: what its worker did that counts against the restart limits ("crash", "hang", "fault", "malformed"),
+    # or "not run" (the part's load failed, or a limit was reached, before it ran)
+    outcome: dict[str, str] = field(default_factory=dict)
     load_error: tuple[str, Reason] | None = None  # why the rest of the part cannot run
+
+    @property
+    def grace_s(self) -> float:
+        """How long a closing worker may take to exit: none on a CPU (nothing it does on exit is read)."""
+        return 0.0 if self.device == "cpu" else 2.0
 
     def add(self, case: Case, state: str, output: str, reason: Reason = Reason.OK, **extra: Any) -> None:
         """A result of 0 points for the case (a passed case goes through `checked`)."""
@@ -263,9 +323,13 @@ class _PartRun:
         for c in cases:
             self.add(c, SKIPPED, "skipped: this case runs only on a GPU (too slow for " + where, Reason.NEEDS_GPU)
 
-    def start(self) -> Sandbox:
-        b = Sandbox(self.device, max_reply=reply_limit(self.runnable))
+    def start(self, lane: _Lane) -> Sandbox:
+        """A worker with the part loaded: the lane's spare if it has one, else a new one."""
+        b, lane.spare = lane.spare, None
+        if b is None:
+            b = Sandbox(self.device, max_reply=reply_limit(self.runnable))
         try:
+            b.wait_ready(max(1.0, self.deadline - time.monotonic()))
             b.request(
                 "load",
                 self.target.payload(self.problem),
@@ -278,8 +342,97 @@ class _PartRun:
         return b
 
     def close(self) -> None:
-        if self.box is not None:
-            self.box.close()
+        for lane in self.lanes:
+            lane.close(self.grace_s)
+        if self.compile_box is not None:
+            self.compile_box.close(grace_s=0)
+
+    # -- the cases ------------------------------------------------------------------------------------------
+
+    def run_cases(self) -> None:
+        """Every runnable case, in one lane, or two once a second one pays (`_second_lane_pays`)."""
+        self.pending = list(self.runnable)
+        threads: list[threading.Thread] = []
+        try:
+            while (case := self.next_case()) is not None:
+                if self.workers > 1 and not threads and (self.forced_lanes() or self._second_lane_pays()):
+                    threads.append(self.second_lane())
+                self.case(case, self.lanes[0])
+        except BaseException:
+            with self.lock:
+                self.pending.clear()  # (the other lane stops after its case in progress)
+            raise
+        finally:
+            self.loaded.set()  # (a second lane waits for the first load)
+            for t in threads:
+                t.join()
+        for lane in self.lanes[1:]:
+            if lane.error is not None:
+                raise lane.error
+        if len(self.lanes) > 1:
+            self.replay_limits()
+
+    def replay_limits(self) -> None:
+        """Two lanes crash, hang or forge replies side by side, so the restart limits were reached in the order the
+        failures came, not in spec order. Count them again in spec order, as one worker meets them: the case that
+        reaches a limit names it, and every later case is 'not run' (some ran in the other lane meanwhile)."""
+        restarts = hangs = faults = 0
+        error: tuple[str, Reason] | None = None
+        for c in self.runnable:
+            if error is not None:
+                self.results = [r for r in self.results if r.extra.get("case") != c.name]
+                self.violations.pop(c.name, None)
+                self.records.pop(c.name, None)
+                self.add(c, FAILED, *error)
+                continue
+            o = self.outcome.get(c.name, "")
+            restarts += o in RESTARTED and o != "fault"
+            hangs += o == "hang"
+            faults += o == "fault"
+            if o == "malformed" and restarts > MAX_RESTARTS:
+                error = (f"not run: an earlier case sent malformed replies repeatedly ({c.name})", Reason.NOT_RUN)
+            elif o in ("crash", "hang", "fault") and (
+                restarts > MAX_RESTARTS or hangs > MAX_HANGS or faults > MAX_FAULT_RESTARTS
+            ):
+                why = "hung" if o == "hang" else "crashed the process"
+                error = (f"not run: earlier cases {why} repeatedly (last: {c.name})", Reason.NOT_RUN)
+        if error is not None or (self.load_error is not None and self.load_error[1] == Reason.NOT_RUN):
+            self.load_error = error
+
+    def forced_lanes(self) -> bool:
+        return os.environ.get(WORKERS_ENV, "") == "2"
+
+    def _second_lane_pays(self) -> bool:
+        """Would a second worker finish sooner: the cases left take more than LANE_AFTER_S at the pace of the
+        cases so far (after the first, which pays one-time costs), and a core is idle (load average)."""
+        with self.lock:
+            paced = self.case_seconds[1:]
+            left = len(self.pending)
+        if not paced or left < 2:
+            return False
+        cores = len(os.sched_getaffinity(0))
+        return sum(paced) / len(paced) * left > LANE_AFTER_S and os.getloadavg()[0] < cores - 0.5
+
+    def second_lane(self) -> threading.Thread:
+        """Start a second worker now (its imports overlap the first lane's cases) and a thread that feeds it."""
+        lane = _Lane(spare=Sandbox(self.device, max_reply=reply_limit(self.runnable), wait=False))
+        self.lanes.append(lane)
+
+        def feed() -> None:
+            try:
+                self.loaded.wait()  # the first worker loaded the part (a load error is then every case's)
+                while (case := self.next_case()) is not None:
+                    self.case(case, lane)
+            except BaseException as e:  # a grader fault: the part re-raises it
+                lane.error = e
+
+        t = threading.Thread(target=feed, name="correctness-lane-2", daemon=True)
+        t.start()
+        return t
+
+    def next_case(self) -> Case | None:
+        with self.lock:
+            return self.pending.pop(0) if self.pending else None
 
     def not_run(self, case: Case) -> bool:
         """Record the case as not run when it cannot be (stopped, the part's load failed, past the stage's limit)."""
@@ -289,6 +442,7 @@ class _PartRun:
         self.progress(f"{self.target.impl.name}: {case.name}")
         if self.load_error is not None:
             self.add(case, FAILED, *self.load_error)
+            self.outcome[case.name] = "not run"
             return True
         if time.monotonic() > self.deadline:
             limit = self.problem.limits.correctness_s
@@ -296,42 +450,67 @@ class _PartRun:
             return True
         return False
 
-    def worker(self, case: Case) -> Sandbox | None:
-        """The live worker for the case (a fresh one if the last is gone); None when none could load the part."""
+    def worker(self, case: Case, lane: _Lane) -> Sandbox | None:
+        """The lane's live worker for the case (a fresh one if the last is gone); None when none could load."""
+        if lane.box is not None and lane.box.alive:
+            return lane.box
         try:
-            if self.box is None or not self.box.alive:
-                self.box = self.start()
+            lane.box = self.start(lane)
         except WorkerFailure as e:
-            self.load_error = (f"not run: {e.line}" + (f"\n{e.detail}" if e.detail else ""), failure_reason(e))
-            self.add(case, FAILED, *self.load_error, **_own(e.line, e.own))
+            lane.box = None
+            with self.lock:
+                if self.load_error is None:
+                    self.load_error = (f"not run: {e.line}" + (f"\n{e.detail}" if e.detail else ""), failure_reason(e))
+                    self.add(case, FAILED, *self.load_error, **_own(e.line, e.own))
+                else:
+                    self.add(case, FAILED, *self.load_error)
             return None
-        return self.box
+        finally:
+            self.loaded.set()
+        if self.stop_at_failure or self.device != "cpu" or self.target.impl.kind != "triton":
+            return lane.box
+        with self.lock:  # (one for the part, whichever lane loads first)
+            if self.compile_box is None:
+                # The GPU compile check's worker, started now so that its imports overlap the cases (not in a
+                # --watch grade, whose first failure comes first: its check starts a worker if it runs at all).
+                self.compile_box = Sandbox("cpu", compile_only=True, wait=False)
+        return lane.box
 
-    def case(self, case: Case) -> None:
-        """Run one case in the worker and check its reply."""
-        if self.not_run(case):
-            return
-        box = self.worker(case)
+    def case(self, case: Case, lane: _Lane) -> None:
+        """Run one case in the lane's worker and check its reply."""
+        with self.lock:
+            if self.not_run(case):
+                return
+        box = self.worker(case, lane)
         if box is None:
             return
         base, extra, payload = _case_payload(self.problem, case, self.secret)
         t0 = time.monotonic()
+        with self.lock:
+            self.ran_in[case.name] = lane
         try:
-            budget = min(_case_limit(self.problem.limits.case_s, self.case_seconds), self.deadline - time.monotonic())
+            with self.lock:
+                limit = _case_limit(self.problem.limits.case_s, self.case_seconds)
+            budget = min(limit, self.deadline - time.monotonic())
             reply = box.request("run", payload, timeout_s=max(1.0, budget), what=f"case {case.name}")
         except WorkerFailure as e:
-            self.worker_failed(case, box, e)
+            with self.lock:
+                self.worker_failed(case, lane, box, e)
             return
         if isinstance(reply, dict) and "raised" in reply and not _malformed_raised(reply):
-            self.raised(case, reply, payload["out_numel"])
+            with self.lock:
+                self.raised(case, reply, payload["out_numel"])
+            self.collect_records(case, lane, box)
             return
         bad = _malformed_run_reply(reply)
         if bad:
-            self.malformed(case, box, bad)
+            with self.lock:
+                self.malformed(case, lane, box, bad)
             return
         self.checked(case, reply, base, extra, t0, payload["out_numel"])
+        self.collect_records(case, lane, box)
 
-    def worker_failed(self, case: Case, box: Sandbox, e: WorkerFailure) -> None:
+    def worker_failed(self, case: Case, lane: _Lane, box: Sandbox, e: WorkerFailure) -> None:
         msg = e.line + (f"\n{e.detail}" if e.detail else "")
         self.add(case, FAILED, msg, failure_reason(e), **_own(e.line, e.own))
         fault = not e.fatal and e.category == "cuda-fault"
@@ -344,10 +523,11 @@ class _PartRun:
             return
         # A hang or crash costs this case: a fresh worker takes the rest. Only a worker that keeps
         # dying, or one that hangs again, stops the part (the stage's own limit bounds the total).
-        self.box = None
+        lane.box = None
         self.faults += fault
         self.restarts += not fault
         hung = e.reason == "timeout"
+        self.outcome[case.name] = "fault" if fault else "hang" if hung else "crash"
         self.hangs += hung
         if self.restarts > MAX_RESTARTS or self.hangs > MAX_HANGS or self.faults > MAX_FAULT_RESTARTS:
             self.load_error = (
@@ -362,9 +542,9 @@ class _PartRun:
         own = reply["raised"][3] if len(reply["raised"]) > 3 else ""
         why = failure_reason(WorkerFailure(line, detail, category=category))
         self.add(case, FAILED, line + (f"\n{detail}" if detail else ""), why, **_own(line, own))
-        self.case_violations += _call_violations(self.target.impl.kind, case, reply, False, out_numel)
+        self.violations[case.name] = _call_violations(self.target.impl.kind, case, reply, False, out_numel)
 
-    def malformed(self, case: Case, box: Sandbox, bad: str) -> None:
+    def malformed(self, case: Case, lane: _Lane, box: Sandbox, bad: str) -> None:
         """Valid data, but not what a worker answers to `run`: forged on the pipe by code in the child."""
         self.add(
             case,
@@ -373,7 +553,9 @@ class _PartRun:
             Reason.PROTOCOL,
         )
         box.close()
-        self.box, self.restarts = None, self.restarts + 1
+        lane.box = None
+        self.restarts += 1
+        self.outcome[case.name] = "malformed"
         if self.restarts > MAX_RESTARTS:
             self.load_error = (
                 f"not run: an earlier case sent malformed replies repeatedly ({case.name})",
@@ -390,50 +572,120 @@ class _PartRun:
         out_numel: int,
     ) -> None:
         verdict = check_case(self.problem, case, reply, base, self.ref, self.device, extra)
-        self.case_violations += _call_violations(self.target.impl.kind, case, reply, verdict.ok, out_numel)
-        if verdict.ok:
-            self.case_seconds.append(time.monotonic() - t0)
-        self.results.append(
-            _test(
-                self.target.impl,
-                case,
-                case.points if verdict.ok else 0.0,
-                PASSED if verdict.ok else FAILED,
-                verdict.text(),
-                verdict.reason,
-                findings=verdict.findings,
-                max_abs_err=verdict.max_abs_err,
-                max_rel_err=verdict.max_rel_err,
-                seconds=round(time.monotonic() - t0, 3),
-                later_rows_only=verdict.later_rows_only,
-                **_first_wrong(verdict),
-            )
+        violations = _call_violations(self.target.impl.kind, case, reply, verdict.ok, out_numel)
+        result = _test(
+            self.target.impl,
+            case,
+            case.points if verdict.ok else 0.0,
+            PASSED if verdict.ok else FAILED,
+            verdict.text(),
+            verdict.reason,
+            findings=verdict.findings,
+            max_abs_err=verdict.max_abs_err,
+            max_rel_err=verdict.max_rel_err,
+            seconds=round(time.monotonic() - t0, 3),
+            later_rows_only=verdict.later_rows_only,
+            **_first_wrong(verdict),
         )
+        with self.lock:
+            self.violations[case.name] = violations
+            if verdict.ok:
+                self.case_seconds.append(time.monotonic() - t0)
+            self.results.append(result)
+
+    def collect_records(self, case: Case, lane: _Lane, box: Sandbox) -> None:
+        """With two lanes: the launch records the case added in its worker (the GPU compile check merges them in
+        spec order, as one worker would have recorded them). One worker keeps them all; nothing to do."""
+        if self.workers < 2 or self.device != "cpu" or self.target.impl.kind != "triton":
+            return
+        try:
+            got = box.request("launch_records", "take", timeout_s=10.0, what="the launch records")
+        except WorkerFailure:
+            return  # (a worker gone: its records are lost, as one worker's are when it is restarted)
+        with self.lock:
+            self.records[case.name] = got if isinstance(got, list) else []
+
+    # -- after the cases ------------------------------------------------------------------------------------
 
     def checks(self) -> None:
         """The part's checks after its cases: the kernel check, and on a CPU the Triton part's GPU compile check."""
         passed: set[str] = {r.extra["case"] for r in self.results if r.state == PASSED}
         restart_error = ""
-        if self.box is None or not self.box.alive:  # the last case took its worker down: profile in a fresh one
+        # The profiled call runs in the worker that ran its case, as with one worker: a submission whose answer
+        # depends on what its process saw before (how often this input came) answers as it would there.
+        profiled = _profiled_case(self.runnable, passed)
+        lane = self.ran_in.get(profiled.name, self.lanes[0]) if profiled is not None else self.lanes[0]
+        for other in self.lanes:
+            if other is not lane:
+                other.close(self.grace_s)  # its records are collected; the checks use one worker
+        if lane.box is None or not lane.box.alive:  # the last case took its worker down: profile in a fresh one
             try:
-                self.box = self.start()
+                lane.box = self.start(lane)
             except WorkerFailure as e:
-                self.box, restart_error = None, e.line
+                lane.box, restart_error = None, e.line
+        seen = [f for c in self.runnable for f in self.violations.get(c.name, [])]  # in spec order
         self.results.append(
             _kernel_check(
                 self.problem,
                 self.target,
-                self.box,
+                lane.box,
                 self.runnable,
                 self.secret,
                 self.deadline,
                 passed,
-                self.case_violations,
+                seen,
                 restart_error,
             )
         )
         if self.device == "cpu" and self.target.impl.kind == "triton":
-            self.results.append(_gpu_compile_check(self.problem, self.target, self.box, self.deadline))
+            self.results.append(self.compile_check(lane.box))
+
+    def compile_check(self, box: Sandbox | None) -> TestResult:
+        """The GPU compile check of the launches recorded (on a CPU, a Triton part)."""
+        impl = self.target.impl
+        compile_box, self.compile_box = self.compile_box, None
+        if self.stop_at_failure and any(r.extra.get("stopped") for r in self.results):
+            if compile_box is not None:
+                compile_box.close(grace_s=0)
+            return _compile_row(impl.name, SKIPPED, COMPILE_STOPPED, Reason.NOT_RUN)
+        try:
+            if box is None or not box.alive:
+                raise WorkerFailure("the correctness worker is gone, so its launch records are too")
+            launches = box.request(
+                "launch_records",
+                "take" if self.workers > 1 else None,
+                timeout_s=max(1.0, self.deadline - time.monotonic()),
+                what="the launch records",
+            )
+        except WorkerFailure as e:
+            if compile_box is not None:
+                compile_box.close(grace_s=0)
+            return _compile_row(impl.name, SKIPPED, f"could not check: {e.line}")
+        if self.workers > 1 and isinstance(launches, list):
+            launches = self.merged_records(launches)
+        budget = max(30.0, min(self.problem.limits.case_s, self.deadline - time.monotonic()))
+        return gpucompile.check_part(
+            self.target.payload(self.problem), impl.name, self.target.display, launches, budget, box=compile_box
+        )
+
+    def merged_records(self, last: list[Any]) -> list[Any]:
+        """The launch records one worker would have had at the end: each case's records in spec order from the
+        case after the last one that took its worker down (a restarted worker starts with none), then the kernel
+        check's (`last`); distinct, at most MAX_LAUNCHES, as one worker keeps them."""
+        down = [i for i, c in enumerate(self.runnable) if self.outcome.get(c.name, "") in RESTARTED]
+        merged: dict[str, Any] = {}
+        for c in self.runnable[max(down, default=-1) + 1 :]:
+            for r in self.records.get(c.name, []):
+                merged.setdefault(repr(r), r)
+        for r in last:
+            merged.setdefault(repr(r), r)
+        return list(merged.values())[:MAX_LAUNCHES]
+
+
+def _compile_row(part: str, state: str, output: str, reason: Reason = Reason.OK) -> TestResult:
+    return TestResult(
+        f"{part} / GPU compile check", part, "checks", 0.0, 0.0, state, output, kind=Kind.COMPILE_CHECK, reason=reason
+    )
 
 
 def _case_payload(problem: Problem, case: Case, secret: int) -> tuple[torch.Tensor, list[torch.Tensor], dict[str, Any]]:
@@ -609,9 +861,8 @@ def _kernel_check(
             findings=findings,
         )
 
-    ok = [c for c in runnable if c.name in passed and 0 not in c.shape]
-    pick = [c for c in ok if c.pad and c.dist == "normal"] or ok
-    if not pick:
+    case = _profiled_case(runnable, passed)
+    if case is None:
         # Say which: a case with no elements can pass with no kernel at all, so it is no call to profile either.
         empty = [c.name for c in runnable if c.name in passed]
         text = (
@@ -623,7 +874,6 @@ def _kernel_check(
         if seen:
             text = "\n".join("VIOLATION: " + v.text for v in seen) + "\n" + text
         return result(FAILED if seen else SKIPPED, text, seen)
-    case = max(pick, key=lambda c: _numel(c.shape))
 
     def closed(why: str) -> TestResult:
         f = Finding(Code.CHECK_FAILED_CLOSED, why, VIOLATION)
@@ -682,28 +932,12 @@ def _kernel_check(
     )
 
 
-def _gpu_compile_check(problem: Problem, target: Target, box: Sandbox | None, deadline: float) -> TestResult:
-    """CPU grades only: compile what the interpreter ran for a GPU (grader/correctness/gpucompile.py)."""
-    impl = target.impl
-    try:
-        if box is None or not box.alive:
-            raise WorkerFailure("the correctness worker is gone, so its launch records are too")
-        launches = box.request(
-            "launch_records", None, timeout_s=max(1.0, deadline - time.monotonic()), what="the launch records"
-        )
-    except WorkerFailure as e:
-        return TestResult(
-            f"{impl.name} / GPU compile check",
-            impl.name,
-            "checks",
-            0.0,
-            0.0,
-            SKIPPED,
-            f"could not check: {e.line}",
-            kind=Kind.COMPILE_CHECK,
-        )
-    budget = max(30.0, min(problem.limits.case_s, deadline - time.monotonic()))
-    return gpucompile.check_part(target.payload(problem), impl.name, target.display, launches, budget)
+def _profiled_case(runnable: list[Case], passed: set[str]) -> Case | None:
+    """The case whose call the kernel check profiles: the largest strided passed case, else the largest passed one
+    (None when only cases with no elements passed)."""
+    ok = [c for c in runnable if c.name in passed and 0 not in c.shape]
+    pick = [c for c in ok if c.pad and c.dist == "normal"] or ok
+    return max(pick, key=lambda c: _numel(c.shape)) if pick else None
 
 
 def reply_limit(cases: list[Case]) -> int:
