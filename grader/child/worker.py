@@ -617,7 +617,7 @@ class _HostProfile:
     def __init__(self) -> None:
         from torch.autograd import profiler as autograd_profiler
 
-        self._prof = autograd_profiler.profile(use_cpu=True, use_device=None, use_kineto=True)
+        self._prof: Any = autograd_profiler.profile(use_cpu=True, use_device=None, use_kineto=True)
 
     def __enter__(self) -> _HostProfile:
         self._prof.__enter__()
