@@ -28,6 +28,8 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.errors import UsageError
+
 KEY_BYTES = 32  # what keygen writes: 64 hex characters
 MIN_HEX = 2 * KEY_BYTES  # what a key file must hold at least (256 bits)
 MAX_FILE_BYTES = 4096  # a key file is a line of hex; anything this big is not one
@@ -38,7 +40,7 @@ INPUT_LABEL = b"kernel-grader v2 / input secret"
 _HEX = re.compile(r"[0-9a-fA-F]+")
 
 
-class KeyFileError(Exception):
+class KeyFileError(UsageError):
     """The key file cannot be used. One line, naming the fix."""
 
 

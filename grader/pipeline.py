@@ -25,6 +25,7 @@ import torch
 from grader import availability, identity, signing
 from grader.correctness import static
 from grader.correctness.stage import Target, run_correctness
+from grader.errors import UsageError
 from grader.performance import gpulock, run_performance, skipped_tests, start_workers
 from grader.performance.workers import settle
 from grader.problem.reference import load_reference
@@ -33,7 +34,7 @@ from grader.results import FAILED, PASSED, SKIPPED, Code, Finding, Grade, Kind, 
 from grader.sandbox import WorkerFailure
 
 
-class GraderError(Exception):
+class GraderError(UsageError):
     """The grader itself cannot run (bad spec, missing submission directory). One line; exit code 2."""
 
 

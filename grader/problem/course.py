@@ -27,11 +27,12 @@ from typing import Any
 
 import yaml
 
+from grader.errors import UsageError
 from grader.problem import layout
 from grader.problem.spec import SpecError, find_problem, load_problem
 
 
-class CourseError(Exception):
+class CourseError(UsageError):
     """A course file is malformed. str(err) is one line: file, key, what was expected."""
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from grader.errors import UsageError
 from grader.problem import hints
 
 DTYPES = ("float32", "float16", "bfloat16")
@@ -24,7 +25,7 @@ DISTS = ("normal", "uniform", "saturating", "special")
 KINDS = ("triton", "cuda")
 
 
-class SpecError(Exception):
+class SpecError(UsageError):
     """A problem spec is malformed. str(err) is one line: file, key, what was expected."""
 
 

@@ -36,6 +36,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.errors import UsageError
 from grader.publish import handout
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,7 +106,7 @@ def run_autograder(problem: str) -> str:
     return RUN_AUTOGRADER_TEMPLATE.replace("__PROBLEM__", problem)
 
 
-class GradescopeError(Exception):
+class GradescopeError(UsageError):
     """The zip cannot be built, or Gradescope's submission metadata cannot be used; str(err) is one line saying why."""
 
 

@@ -37,6 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.errors import UsageError
 from grader.problem.spec import Problem, SpecError, load_problem
 from grader.publish import public_files
 
@@ -77,7 +78,7 @@ STAFF_GLOBS = ("reference/*/solution_*",)
 MIN_STAFF_LINE = 30  # a staff-solution line this long (stripped) that no public file has is staff-only text
 
 
-class HandoutError(Exception):
+class HandoutError(UsageError):
     """The handout cannot be written; str(err) is one line saying why."""
 
 

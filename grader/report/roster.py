@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import signing
+from grader.errors import UsageError
 from grader.report.assignment import UNKNOWN, Assignment
 from grader.report.cells import csv_text
 from grader.report.classdata import Submission
@@ -35,7 +36,7 @@ CANVAS_ID_RE = re.compile(
 )  # Canvas reads "Title (123)" as assignment 123 (Assignment.title_and_id)
 
 
-class RosterError(ValueError):
+class RosterError(UsageError, ValueError):
     """The roster cannot be used; str(err) is one line saying why."""
 
 

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import textscan
+from grader.errors import UsageError
 from grader.problem.spec import Implementation, Problem, SpecError, find_problem, load_problem
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,7 +74,7 @@ HTML_NAME, CSV_NAME = "similarity.html", "pairs.csv"
 STAFF_PREFIX, KNOWN_PREFIX = "staff:", "known:"
 
 
-class SimilarityError(Exception):
+class SimilarityError(UsageError):
     """The check cannot run (bad arguments, no submissions): one line saying what is wrong and how to fix it."""
 
 
