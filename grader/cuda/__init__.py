@@ -1,1 +1,2 @@
-"""Building CUDA sources: nvcc for the GPU, the CUDA-on-CPU layer, what the compiler reports, compute-sanitizer."""
+"""Building CUDA sources: the one build step (part.py: nvcc for the GPU, the CUDA-on-CPU layer, the compute-sanitizer
+harness) and its one runner of untrusted processes (runner.py); what the compiler reports; compute-sanitizer."""
