@@ -7,6 +7,7 @@ import csv
 import io
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -170,6 +171,27 @@ def canvas_column(a: Assignment, roster: Roster, name: str | None = None) -> str
     return name
 
 
+def _matcher(roster: Roster) -> Callable[[set[str]], set[int]]:
+    """keys -> the roster rows they match: in full (ID, SIS User ID, SIS Login ID, an email or login column), else
+    by an email's local part."""
+    index: dict[str, set[int]] = {}
+    local: dict[str, set[int]] = {}  # an email's local part -> rows: tried when no key matches in full
+    for i, ks in enumerate(roster.keys):
+        for k in ks:
+            index.setdefault(k, set()).add(i)
+            if _local(k):
+                local.setdefault(_local(k), set()).add(i)
+
+    def rows_of(keys: set[str]) -> set[int]:
+        full: set[int] = set().union(*(index.get(k, set()) for k in keys))
+        if full:
+            return full
+        short = keys | {_local(k) for k in keys if _local(k)}
+        return set().union(*(index.get(k, set()) | local.get(k, set()) for k in short))
+
+    return rows_of
+
+
 def join_roster(
     subs: list[Submission],
     roster: Roster,
@@ -182,21 +204,7 @@ def join_roster(
     count (Submission.counted: with the key, anything but valid; and any file that does not fit the assignment).
     The column's name and its points possible are the assignment's (its spec's), never a file's. `signatures` is
     kept for callers; what counts is decided by the submissions' own standing."""
-    index: dict[str, set[int]] = {}
-    local: dict[str, set[int]] = {}  # an email's local part -> rows: tried when no key matches in full
-    for i, ks in enumerate(roster.keys):
-        for k in ks:
-            index.setdefault(k, set()).add(i)
-            if _local(k):
-                local.setdefault(_local(k), set()).add(i)
-
-    def rows_of(keys: set[str]) -> set[int]:
-        full = set().union(*(index.get(k, set()) for k in keys))
-        if full:
-            return full
-        short = keys | {_local(k) for k in keys if _local(k)}
-        return set().union(*(index.get(k, set()) | local.get(k, set()) for k in short))
-
+    rows_of = _matcher(roster)
     found: dict[int, list[Submission]] = {}
     j = Join(canvas_column(assignment, roster, column), assignment.points, [""] * len(roster.rows))
     for s in subs:

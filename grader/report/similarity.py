@@ -47,6 +47,7 @@ import stat
 import sys
 import time
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -144,13 +145,39 @@ def _comment_text(s: str) -> str:
     return s
 
 
+def _literal(out: Tokens, src: str, at: tuple[int, int, int], line: int, *, string: bool, keep_texts: bool) -> int:
+    """A comment or string literal, src[start:end] of at = (start, here, end), met at `here` on `line`: one "S" token
+    for a string (a comment is no token), its text kept when asked. Returns the line after it."""
+    start, here, end = at
+    if string:
+        out.kinds.append("S")
+        out.lines.append(line)
+    if keep_texts:
+        out.texts.append(_comment_text(src[start:end]))
+    return line + src.count("\n", here, end)
+
+
+def _word(src: str, i: int, lang: str, keep: AbstractSet[str], kinds: list[str]) -> tuple[str | None, int]:
+    """The token of the word at src[i] and where the word ends: the word itself when it is kept (a keyword, a
+    builtin, a CUDA name, a member after . or ->), else "V"; None for a Python string prefix (r"...", f'...': the
+    string comes next, as one "S")."""
+    m = _WORD.match(src, i)
+    j = m.end() if m is not None else i + 1
+    word = src[i:j]
+    if lang == "py" and j < len(src) and src[j] in "\"'" and word.lower() in PY_STRING_PREFIXES:
+        return None, j
+    after = kinds[-1] if kinds else ""
+    member = after == "." or (after == ">" and len(kinds) > 1 and kinds[-2] == "-")
+    named = word in keep or (lang == "c" and word.startswith("__")) or member
+    return (word if named else "V"), j
+
+
 def tokenize(src: str, lang: str, *, keep_texts: bool = False) -> Tokens:
     """The normalized tokens of a Python ("py") or C/C++/CUDA ("c") source, in one linear pass: each character is
     looked at a bounded number of times (single-class regex runs, str.find). keep_texts: also return the text of
     every comment and string literal (the boilerplate's suggested code). At most MAX_TOKENS tokens."""
-    kinds: list[str] = []
-    lines: list[int] = []
-    texts: list[str] = []
+    out = Tokens([], [], [])
+    kinds, lines, texts = out.kinds, out.lines, out.texts
     keep = PY_KEEP if lang == "py" else C_KEEP
     # C: comments and literals found first by the grader's linear C scanner, then skipped (or made "S") in order.
     spans = [] if lang == "py" else textscan.literal_spans(src)
@@ -162,12 +189,7 @@ def tokenize(src: str, lang: str, *, keep_texts: bool = False) -> Tokens:
             si += 1
             if s.end <= i:
                 continue
-            if not s.comment:
-                kinds.append("S")
-                lines.append(line)
-            if keep_texts:
-                texts.append(_comment_text(src[s.start : s.end]))
-            line += src.count("\n", i, s.end)
+            line = _literal(out, src, (s.start, i, s.end), line, string=not s.comment, keep_texts=keep_texts)
             i = s.end
             continue
         c = src[i]
@@ -188,11 +210,7 @@ def tokenize(src: str, lang: str, *, keep_texts: bool = False) -> Tokens:
             continue
         if lang == "py" and c in "\"'":
             j = _py_string_end(src, i)
-            kinds.append("S")
-            lines.append(line)
-            if keep_texts:
-                texts.append(_comment_text(src[i:j]))
-            line += src.count("\n", i, j)
+            line = _literal(out, src, (i, i, j), line, string=True, keep_texts=keep_texts)
             i = j
             continue
         if c.isdigit() or (c == "." and src[i + 1 : i + 2].isdigit()):
@@ -202,18 +220,10 @@ def tokenize(src: str, lang: str, *, keep_texts: bool = False) -> Tokens:
             i = m.end() if m is not None else i + 1
             continue
         if c.isalpha() or c == "_":
-            m = _WORD.match(src, i)
-            j = m.end() if m is not None else i + 1
-            word = src[i:j]
-            if lang == "py" and j < n and src[j] in "\"'" and word.lower() in PY_STRING_PREFIXES:
-                i = j  # r"...", f'...': the string comes next, as one "S"
-                continue
-            after = kinds[-1] if kinds else ""
-            member = after == "." or (after == ">" and len(kinds) > 1 and kinds[-2] == "-")
-            named = word in keep or (lang == "c" and word.startswith("__")) or member
-            kinds.append(word if named else "V")
-            lines.append(line)
-            i = j
+            tok, i = _word(src, i, lang, keep, kinds)
+            if tok is not None:
+                kinds.append(tok)
+                lines.append(line)
             continue
         if lang == "py" and c == ";":  # a statement separator: the same as a new line, which is no token
             i += 1
@@ -221,7 +231,7 @@ def tokenize(src: str, lang: str, *, keep_texts: bool = False) -> Tokens:
         kinds.append(c)  # punctuation, one character each (`+=` is "+", "="): the same in every file
         lines.append(line)
         i += 1
-    return Tokens(kinds, lines, texts)
+    return out
 
 
 def lang_of(filename: str) -> str:
