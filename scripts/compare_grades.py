@@ -1,0 +1,248 @@
+"""Compare the grades of two commits of the grader, byte for byte (issue 31, "Done when").
+
+What it measures: for every submission folder of a corpus, the results.json that commit BEFORE's grader writes and
+the one commit AFTER's grader writes, on CPU, with no performance stage, with no key (the inputs' seeds are then
+the cases' own: grader/problem/inputs.py mix_seed with secret 0, deterministic). Each results.json is normalised
+(only the fields that differ between two runs of one grader are dropped: times, durations, timestamps, nonces,
+signatures, versions/code hashes, host info; absolute paths of the temporary trees are replaced by placeholders)
+and compared as `json.dumps(sort_keys=True)`: scores, states, every reason/message/finding and their order must match.
+
+Each commit is exported with `git archive` into a temporary folder and graded there (cwd and PYTHONPATH = that
+tree): the working tree is never graded. The submissions are copied once, from BEFORE's tree, and both graders
+grade that same copy.
+
+Command (from the repository root):
+
+    python scripts/compare_grades.py --before 11d2083 --after HEAD            # the default (representative) corpus
+    python scripts/compare_grades.py --before 11d2083 --after HEAD --all      # every CPU-gradable folder
+    python scripts/compare_grades.py --before A --after B tests/broken/row_tail reference/glu
+
+A CORPUS is a folder relative to the repository root: a submission folder (its files say its problem and parts:
+<problem>_triton.py, <problem>_cuda.cu), or reference/<problem> (the staff solutions, graded with --staff).
+Prints one row per submission (score before, score after, identical, the first differing JSON path with both
+values) and exits 1 on any difference.
+
+Duration on 2 cores (--jobs 2): a CPU grade takes 5-15 s, so the default corpus (DEFAULT below, 14 submissions, 28
+grades) takes about 3-4 minutes; --all (about 80 folders) about 15-20 minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from io import BytesIO
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBLEMS = ("glu", "swiglu", "geglu", "gelu", "glu_backward")
+
+# A representative subset: correct Triton and CUDA designs, broken kernels of several kinds (wrong values, import
+# and syntax errors, a mutated input, sys.exit), CUDA kernels through the CPU layer, exploits that attack the grader
+# around a correct kernel or return wrong values, and every problem's staff solutions.
+DEFAULT = (
+    "tests/correct/tiles_2d",
+    "tests/correct/cuda_pairs",
+    "tests/broken/row_tail",
+    "tests/broken/import_error",
+    "tests/broken/syntax_error",
+    "tests/broken/mutates_input",
+    "tests/broken/sys_exit",
+    "tests/cuda_cpu/scalar",
+    "tests/cuda_cpu/oob_write",
+    "tests/exploits/patch_timers",
+    "tests/exploits/negated_output",
+    *(f"reference/{p}" for p in PROBLEMS),
+)
+ALL_DIRS = ("tests/correct", "tests/broken", "tests/cuda_cpu")
+# Exploits that grade on CPU with the default options (tests/exploits/audit.yaml's CPU entries).
+CPU_EXPLOITS = (
+    "fake_results_daemon", "fork_hopper_daemon", "fork_sleeper", "kill_grader", "patch_timers",
+    "reach_site_packages", "reach_trusted", "results_path_squat", "hang_one_case", "segfault_third_call",
+    "profiler_dodge", "numpy_with_alibi_kernel", "gc_truth_hunt", "inplace_view", "late_thread", "nan_wildcard",
+    "negated_output", "reach_staff",
+)  # fmt: skip
+
+# Keys whose value differs between two runs of one grader on one submission.
+VOLATILE = frozenset(
+    {
+        "execution_time", "phases_s", "seconds", "wall_s", "elapsed_s", "duration_s", "graded_at", "timestamp",
+        "nonce", "signature", "hmac", "grader_version", "code_hash", "hostname", "host", "pid",
+    }
+)  # fmt: skip
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def export(rev: str, dest: Path) -> str:
+    """The tree of commit REV in DEST (git archive); returns the full commit id."""
+    sha = _git("rev-parse", "--verify", f"{rev}^{{commit}}")
+    data = subprocess.run(["git", "archive", "--format=tar", sha], cwd=ROOT, check=True, capture_output=True).stdout
+    dest.mkdir(parents=True)
+    with tarfile.open(fileobj=BytesIO(data)) as tar:
+        tar.extractall(dest, filter="data")
+    return sha
+
+
+def _parts(folder: Path) -> tuple[str, list[str]]:
+    """The problem and the parts a submission folder holds (<problem>_triton.py, <problem>_cuda.cu)."""
+    for p in sorted(PROBLEMS, key=len, reverse=True):
+        only = [part for part, f in (("triton", f"{p}_triton.py"), ("cuda", f"{p}_cuda.cu")) if (folder / f).exists()]
+        if only:
+            return p, only
+    return "glu", []
+
+
+def grade_cmd(corpus: str, sub_copy: Path, out: Path) -> list[str]:
+    cmd = [sys.executable, "-m", "grader", "grade", "--device", "cpu", "--no-perf", "--out", str(out)]
+    if corpus.startswith("reference/"):
+        return [*cmd, "--staff", "--problem", corpus.split("/")[1]]
+    problem, only = _parts(sub_copy)
+    cmd += ["--problem", problem, "--submission", str(sub_copy)]
+    if len(only) == 1:
+        cmd += ["--only", only[0]]
+    return cmd
+
+
+def grade(tree: Path, corpus: str, sub_copy: Path, out: Path) -> dict[str, Any] | str:
+    """TREE's grader on one submission: its results.json, or the reason there is none."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
+    env.pop("GRADER_SECRET", None)
+    try:
+        p = subprocess.run(
+            grade_cmd(corpus, sub_copy, out), cwd=tree, env=env, capture_output=True, text=True, timeout=900
+        )
+    except subprocess.TimeoutExpired:
+        return "timed out (900 s)"
+    res = out / "results.json"
+    if not res.is_file():
+        return f"no results.json (exit {p.returncode}): {(p.stderr or p.stdout)[-300:]}"
+    return json.loads(res.read_text())
+
+
+def normalise(obj: Any, paths: dict[str, str] | None = None) -> Any:
+    """OBJ without the fields that differ between two runs; each absolute path in PATHS replaced by its name."""
+    paths = paths or {}
+    if isinstance(obj, dict):
+        return {k: normalise(v, paths) for k, v in obj.items() if k not in VOLATILE}
+    if isinstance(obj, list):
+        return [normalise(v, paths) for v in obj]
+    if isinstance(obj, str):
+        for real, name in sorted(paths.items(), key=lambda kv: -len(kv[0])):
+            obj = obj.replace(real, name)
+        return obj
+    return obj
+
+
+def first_difference(a: Any, b: Any, path: str = "$") -> tuple[str, Any, Any] | None:
+    """The first JSON path (in sorted-key order) where A and B differ, with both values; None if equal."""
+    if type(a) is not type(b):
+        return path, a, b
+    if isinstance(a, dict):
+        for k in sorted(set(a) | set(b)):
+            if k not in a or k not in b:
+                return f"{path}.{k}", a.get(k, "<absent>"), b.get(k, "<absent>")
+            d = first_difference(a[k], b[k], f"{path}.{k}")
+            if d:
+                return d
+        return None
+    if isinstance(a, list):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
+            d = first_difference(x, y, f"{path}[{i}]")
+            if d:
+                return d
+        if len(a) != len(b):
+            return f"{path}.length", len(a), len(b)
+        return None
+    return None if a == b else (path, a, b)
+
+
+def compare(before: Any, after: Any) -> tuple[str, Any, Any] | None:
+    """None when the two normalised results are byte-for-byte equal, else the first difference."""
+    if json.dumps(before, sort_keys=True) == json.dumps(after, sort_keys=True):
+        return None
+    return first_difference(before, after) or ("$", "<order>", "<order>")
+
+
+def _score(r: Any) -> str:
+    if not isinstance(r, dict):
+        return "-"
+    s = r.get("score")
+    return f"{s:g}" if isinstance(s, (int, float)) else str(s)
+
+
+def _short(v: Any) -> str:
+    s = json.dumps(v, sort_keys=True) if not isinstance(v, str) else repr(v)
+    return s if len(s) <= 160 else s[:157] + "..."
+
+
+def default_all() -> list[str]:
+    out = [f"{d}/{f.name}" for d in ALL_DIRS for f in sorted((ROOT / d).iterdir()) if f.is_dir()]
+    out += [f"tests/exploits/{e}" for e in CPU_EXPLOITS]
+    return out + [f"reference/{p}" for p in PROBLEMS]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--before", required=True, metavar="REV")
+    ap.add_argument("--after", default="HEAD", metavar="REV")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--out", type=Path, default=None, help="keep the results here (default: a temporary folder)")
+    ap.add_argument("--all", action="store_true", help="every CPU-gradable folder, not the default subset")
+    ap.add_argument("corpus", nargs="*")
+    a = ap.parse_args(argv)
+    corpus = a.corpus or (default_all() if a.all else list(DEFAULT))
+    start = time.monotonic()
+    tmp = Path(tempfile.mkdtemp(prefix="compare-grades-"))
+    work = a.out.resolve() if a.out else tmp
+    try:
+        trees = {"before": tmp / "before", "after": tmp / "after"}
+        shas = {side: export(rev, trees[side]) for side, rev in (("before", a.before), ("after", a.after))}
+        subs = tmp / "subs"
+        for i, c in enumerate(corpus):
+            if not c.startswith("reference/"):
+                src = trees["before"] / c
+                if not src.is_dir():
+                    sys.exit(f"compare_grades: {c} is not a folder at {a.before}")
+                shutil.copytree(src, subs / str(i) / Path(c).name)
+        paths = {str(trees["before"]): "<tree>", str(trees["after"]): "<tree>", str(subs): "<subs>", str(work): "<out>"}
+
+        def job(arg: tuple[int, str, str]) -> Any:
+            i, c, side = arg
+            out = work / side / f"{i:03d}-{Path(c).name}"
+            out.mkdir(parents=True, exist_ok=True)
+            r = grade(trees[side], c, subs / str(i) / Path(c).name, out)
+            return normalise(r, {**paths, str(out): "<out>"}) if isinstance(r, dict) else r
+
+        jobs = [(i, c, side) for i, c in enumerate(corpus) for side in ("before", "after")]
+        with ThreadPoolExecutor(max(1, a.jobs)) as pool:
+            results = list(pool.map(job, jobs))
+        print(f"before {a.before} = {shas['before'][:12]}, after {a.after} = {shas['after'][:12]}")
+        print(f"{'submission':42} {'before':>8} {'after':>8}  identical")
+        differ = 0
+        for i, c in enumerate(corpus):
+            b, f = results[2 * i], results[2 * i + 1]
+            d = compare(b, f)
+            differ += d is not None
+            print(f"{c:42} {_score(b):>8} {_score(f):>8}  {'yes' if d is None else 'NO'}")
+            if d:
+                print(f"    at {d[0]}:\n      before: {_short(d[1])}\n      after:  {_short(d[2])}")
+        n = len(corpus)
+        print(f"{n} submissions, {n - differ} identical, {differ} differ ({time.monotonic() - start:.0f} s)")
+        return 1 if differ else 0
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
