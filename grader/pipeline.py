@@ -16,9 +16,9 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -28,10 +28,13 @@ from grader.correctness.stage import Target, run_correctness
 from grader.errors import UsageError
 from grader.performance import gpulock, run_performance, skipped_tests, start_workers
 from grader.performance.workers import settle
-from grader.problem.reference import load_reference
+from grader.problem.reference import Reference, load_reference
 from grader.problem.spec import Case, Implementation, Problem, sibling_folders
-from grader.results import FAILED, PASSED, SKIPPED, Code, Finding, Grade, Kind, Reason, TestResult
-from grader.sandbox import WorkerFailure
+from grader.results import FAILED, PASSED, SKIPPED, Code, Finding, Grade, Kind, PerfSummary, Reason, TestResult
+from grader.sandbox import Sandbox, WorkerFailure
+
+if TYPE_CHECKING:  # the CUDA build's modules are imported only when a CUDA part is graded
+    from grader.cuda.part import BuildRequest, PartBuild
 
 
 class GraderError(UsageError):
@@ -62,6 +65,9 @@ class Options:
     student_id: str | None = None
     submission_id: str | None = None
     users: tuple[dict[str, str], ...] = ()
+    # What the caller found out about the submission before the grade, for the student (the CLI: its files found in
+    # the old layout of assignment/, grader/problem/layout.py): the grade's first notes.
+    notes: tuple[str, ...] = ()
 
 
 def select_cases(problem: Problem, patterns: tuple[str, ...]) -> Problem:
@@ -152,17 +158,23 @@ def grade(problem: Problem, opts: Options, progress: Callable[[str], None] = lam
     """Grade one submission, its untrusted processes under the grade's own identity and scratch (grader/identity.py)."""
     device = resolve_device(opts.device)
     problem = run_first(select_cases(problem, opts.cases), opts.first)
-    if not opts.staff:
-        if not opts.submission.is_dir():
-            raise GraderError(f"submission directory {opts.submission} does not exist (pass --submission DIR)")
-        if not any(opts.submission.iterdir()):
-            raise GraderError(
-                f"submission directory {opts.submission} is empty: it should hold "
-                + ", ".join(i.file for i in problem.student_implementations.values())
-            )
+    _check_submission(problem, opts)
     scratch = open_scratch(opts.scratch)
     with scratch, identity.activate(scratch):
         return _grade(problem, opts, device, scratch, progress)
+
+
+def _check_submission(problem: Problem, opts: Options) -> None:
+    """A missing or empty submission folder is a usage error, said before a scratch is made or anything runs."""
+    if opts.staff:
+        return
+    if not opts.submission.is_dir():
+        raise GraderError(f"submission directory {opts.submission} does not exist (pass --submission DIR)")
+    if not any(opts.submission.iterdir()):
+        raise GraderError(
+            f"submission directory {opts.submission} is empty: it should hold "
+            + ", ".join(i.file for i in problem.student_implementations.values())
+        )
 
 
 def open_scratch(base: Path | None = None) -> identity.Scratch:
@@ -239,8 +251,8 @@ def _identity(problem: Problem, opts: Options, scratch: identity.Scratch) -> dic
 
 def worth_naming(submission: Path, skipped: list[str], problem: Problem) -> list[str]:
     """What of the submission's skipped entries the student should hear about. Python's own cache and the other
-    problems' folders of a course submission (or of assignment/ itself, grader/problem/spec.py sibling_folders) are no
-    mistake; a folder of helpers, a link or an oversized file may be one (none of them reaches the grader)."""
+    problems' folders of a course submission in the old layout (grader/problem/layout.py; spec.py sibling_folders)
+    are no mistake; a folder of helpers, a link or an oversized file may be one (none of them reaches the grader)."""
     if not skipped:  # the common case: no spec beside this one is read
         return []
     expected = {"__pycache__", *sibling_folders(problem)}
@@ -249,11 +261,66 @@ def worth_naming(submission: Path, skipped: list[str], problem: Problem) -> list
     ]
 
 
+@dataclass
+class GradeRun:
+    """One grade in progress: what the steps of `_grade` read and add to. The Grade is the result; the rest is what
+    one step hands the next (the parts to grade, what a worker runs for each, the timing workers started early)."""
+
+    problem: Problem
+    opts: Options
+    device: str
+    scratch: identity.Scratch
+    progress: Callable[[str], None]
+    ref: Reference
+    grade: Grade
+    impls: list[Implementation] = field(default_factory=list)  # the parts graded (--only, staff-only rows)
+    targets: list[Target] = field(default_factory=list)  # the parts a worker can run, as it runs them
+    cuda_sources: dict[str, tuple[Path, str]] = field(default_factory=dict)  # a GPU-built CUDA part's source
+    no_triton: list[Implementation] = field(default_factory=list)  # Triton parts this machine cannot run
+    no_triton_why: str | None = None  # why Triton cannot run here (grader/availability.py); None: it can
+    no_compile: str = ""  # why there is no torch.compile baseline here; "": there is one
+    early: dict[str, Sandbox] | None = None  # timing workers started before the correctness stage
+    stopped: int = 0  # cases a --watch grade did not run after its first failure
+
+
 def _grade(
     problem: Problem, opts: Options, device: str, scratch: identity.Scratch, progress: Callable[[str], None]
 ) -> Grade:
+    """The grade, step by step; each step reads what the previous ones added to the run."""
+    run = _admit(problem, opts, device, scratch, progress)
+    _prepare_parts(run)
+    _check(run)
+    _note_stopped(run)
+    _time(run)
+    _finish(run)
+    return run.grade
+
+
+# -- admit: what is graded, whose it is, and whether it can count -----------------------------------------------
+
+
+def _admit(
+    problem: Problem, opts: Options, device: str, scratch: identity.Scratch, progress: Callable[[str], None]
+) -> GradeRun:
+    """Everything decided before any submission code runs: whether the grade can be official, the read-only copy
+    of the submission and its hash (whose grade this is), and which parts are graded. A grade that cannot run as
+    asked (--only naming no part, --staff without staff files) stops here, before anything is built."""
     ref = load_reference(problem)
     g = Grade(problem=problem.name, submission="staff solutions" if opts.staff else str(opts.submission), device=device)
+    g.notes += opts.notes
+    _officialness(g, problem, opts, scratch)
+    if not opts.staff:
+        skipped = scratch.add_submission(opts.submission)
+        skipped = worth_naming(opts.submission, skipped, problem)
+        if skipped:
+            g.notes.append("not graded (links, folders, or over the size limit): " + ", ".join(skipped[:10]))
+    g.identity = _identity(problem, opts, scratch)
+    return GradeRun(problem, opts, device, scratch, progress, ref, g, impls=_parts(problem, opts))
+
+
+def _officialness(g: Grade, problem: Problem, opts: Options, scratch: identity.Scratch) -> None:
+    """Why this grade cannot be official (this machine, no key, --staff, --case), decided before it runs: only an
+    official grade is signed. A --case grade is partial, and its notes say the score is of those cases only."""
     g.official_why = official_reasons(problem, scratch)
     if not opts.keyed:
         g.official_why.append("no key file (--secret-file): a local grade, advisory and unsigned")
@@ -270,23 +337,17 @@ def _grade(
             f"{' '.join(opts.cases)} were run; the score is of those, not the assignment's"
         )
     g.official = not g.official_why
-    if not opts.staff:
-        skipped = scratch.add_submission(opts.submission)
-        skipped = worth_naming(opts.submission, skipped, problem)
-        if skipped:
-            g.notes.append("not graded (links, folders, or over the size limit): " + ", ".join(skipped[:10]))
-    g.identity = _identity(problem, opts, scratch)
-    # A staff-only row (spec `staff_only`, e.g. the lecture's naive kernel) is graded and timed with --staff only.
+
+
+def _parts(problem: Problem, opts: Options) -> list[Implementation]:
+    """The parts this grade covers: --only's, and a staff-only row (spec `staff_only`, e.g. the lecture's naive
+    kernel) with --staff only. A usage error when --only names none, or --staff has no staff files here."""
     parts = problem.implementations if opts.staff else problem.student_implementations
     impls = [i for n, i in parts.items() if not opts.only or n in opts.only]
     if opts.only and not impls:
         raise GraderError(
             f"--only {','.join(opts.only)} matches no implementation (choose from {', '.join(problem.implementations)})"
         )
-
-    targets: list[Target] = []
-    cuda_sources: dict[str, tuple[Path, str]] = {}  # a CUDA part's source, for the compute-sanitizer pass on a GPU
-    no_triton: list[Implementation] = []  # Triton parts this machine cannot run (grader/availability.py)
     if opts.staff:
         missing = [i.staff.name for i in impls if not i.staff.is_file()]
         if missing:
@@ -294,172 +355,224 @@ def _grade(
                 f"--staff: {', '.join(missing)} not in this install (the grading image has no staff "
                 "solutions); grade them from a checkout of the repository"
             )
-    for impl in impls:
-        src, display = _source(problem, impl, opts)
-        if opts.staff and src.is_file():
-            src = scratch.add_file(src, src.name)
-        else:
-            src = scratch.submission / impl.file  # the grade's read-only copy, which the untrusted uid can read
-        if not src.is_file():
-            g.tests += _fail_all(
-                problem, impl, FAILED, f"not run: {display} not found in the submission directory", Reason.MISSING
-            )
-            g.notes.append(f"{impl.name}: {display} is missing")
-            continue
-        target_path = str(src)
-        warns = static.scan(src, impl.kind)
-        row = _one_line(
-            impl, Kind.STATIC, PASSED, "\n".join(w.text() for w in warns) if warns else "no static warnings"
+    return impls
+
+
+# -- prepare parts: static scan, build -----------------------------------------------------------------------------
+
+
+def _prepare_parts(run: GradeRun) -> None:
+    """Each part becomes what a worker runs (a Target: its file, or its built library or harness), or rows that say
+    why it cannot run here (missing, did not compile, no Triton or no GPU); the static scan's row comes first."""
+    for impl in run.impls:
+        target = _prepare_part(run, impl)
+        if target is not None:
+            run.targets.append(target)
+
+
+def _prepare_part(run: GradeRun, impl: Implementation) -> Target | None:
+    """One part: its file from the grade's read-only copy, the static scan, and the build of a CUDA part."""
+    g = run.grade
+    src, display = _source(run.problem, impl, run.opts)
+    if run.opts.staff and src.is_file():
+        src = run.scratch.add_file(src, src.name)
+    else:
+        src = run.scratch.submission / impl.file  # the grade's read-only copy, which the untrusted uid can read
+    if not src.is_file():
+        g.tests += _fail_all(
+            run.problem, impl, FAILED, f"not run: {display} not found in the submission directory", Reason.MISSING
         )
-        row.findings = [Finding(Code.STATIC, w.text()) for w in warns]
-        g.tests.append(row)
-        why = availability.triton_missing() if impl.kind == "triton" else None
-        if why:
-            # macOS, Windows: no Triton wheels. Nothing of this part can run here; say so, and how to grade it.
-            g.tests += _fail_all(problem, impl, SKIPPED, f"skipped: {why}", Reason.NEEDS_TRITON)
-            g.notes.append(availability.not_graded_here(impl.name, why, opts.submission, opts.out))
-            no_triton.append(impl)
-            continue
-        if impl.kind == "cuda":
-            from grader.cuda import build  # nvcc helpers; imported only when a CUDA part is graded
+        g.notes.append(f"{impl.name}: {display} is missing")
+        return None
+    warns = static.scan(src, impl.kind)
+    row = _one_line(impl, Kind.STATIC, PASSED, "\n".join(w.text() for w in warns) if warns else "no static warnings")
+    row.findings = [Finding(Code.STATIC, w.text()) for w in warns]
+    g.tests.append(row)
+    why = availability.triton_missing() if impl.kind == "triton" else None
+    if why:
+        # macOS, Windows: no Triton wheels. Nothing of this part can run here; say so, and how to grade it.
+        g.tests += _fail_all(run.problem, impl, SKIPPED, f"skipped: {why}", Reason.NEEDS_TRITON)
+        g.notes.append(availability.not_graded_here(impl.name, why, run.opts.submission, run.opts.out))
+        run.no_triton.append(impl)
+        return None
+    if impl.kind == "cuda":
+        return _build_cuda(run, impl, src, display)
+    return Target(impl, str(src), display)
 
-            t0 = time.monotonic()
-            progress(f"{impl.name}: building {display} with nvcc")
-            res = build.build_cuda(
-                src,
-                cache_dir=build.default_cache_dir(),
-                arch=build.gpu_arch(),
-                timeout_s=problem.limits.build_s,
-                scratch=scratch,
-            )
-            g.phases["build"] = g.phases.get("build", 0.0) + time.monotonic() - t0
-            no_nvcc = not res.ok and build.find_nvcc() is None
-            if device == "cpu" and (res.ok or no_nvcc):
-                # No GPU: the CUDA-on-CPU layer runs the kernel here (grader/cuda/cudacpu.py); nvcc, where it exists,
-                # still gives the build verdict and the compiler report.
-                target = _cuda_on_cpu(problem, impl, src, display, res, g, scratch, progress)
-                if target is not None:
-                    targets.append(target)
-                continue
-            if not res.ok:
-                errs = build.error_lines(res.log) or res.log.strip().splitlines()[-20:]
-                g.tests.append(
-                    _one_line(impl, Kind.BUILD, FAILED, "nvcc failed:\n" + "\n".join(errs), Reason.BUILD_FAILED)
-                )
-                g.tests += _fail_all(
-                    problem,
-                    impl,
-                    FAILED,
-                    f"not run: {display} did not compile (see '{impl.name} / build')",
-                    Reason.BUILD_FAILED,
-                )
-                continue
-            how = "cached" if res.cached else f"{res.seconds:.1f} s"
-            g.tests.append(_one_line(impl, Kind.BUILD, PASSED, f"compiled with nvcc ({how})"))
-            assert res.lib is not None
-            target_path = str(scratch.add_file(res.lib, res.lib.name))  # the verified library, read-only to the worker
-            cuda_sources[impl.name] = (src, display)
-        targets.append(Target(impl, target_path, display))
 
-    # The timing workers start now, in the background: their start-up (imports, CUDA context) overlaps the
-    # correctness stage. They measure the GPU only when the timing stage loads them.
-    # torch.compile's GPU code is Triton: where Triton cannot run there is no compiled baseline, so no thresholds.
-    no_triton_why = availability.triton_missing()
-    no_compile = (
-        f"the torch.compile baseline needs Triton: {no_triton_why}"
-        if no_triton_why and device == "cuda" and any("compile" in b for b in problem.baselines.values())
-        else ""
+def _build_cuda(run: GradeRun, impl: Implementation, src: Path, display: str) -> Target | None:
+    """The one build step of a CUDA part (grader/cuda/part.py). nvcc builds the library the torch binding loads (on
+    a GPU, what is run and timed); without a GPU the CUDA-on-CPU layer's build runs it here instead, nvcc (where it
+    exists) still giving the build verdict. A source nvcc rejects fails every case of the part, with nvcc's errors
+    in its build row."""
+    from grader.cuda import build  # nvcc helpers; imported only when a CUDA part is graded
+    from grader.cuda.part import BuildFor, BuildRequest, State, build_part
+
+    g, problem = run.grade, run.problem
+    req = BuildRequest(
+        src,
+        impl.name,
+        impl.entry,
+        inputs=len(problem.inputs),  # the harnesses' entry follows the spec's signature
+        timeout_s=problem.limits.build_s,
+        scratch=run.scratch,
+        arch=build.gpu_arch(),
+        cache_dir=build.default_cache_dir(),
     )
-    # Another grade on this GPU (batch --per-gpu) may run beside this one's stages, never beside its timing
-    # (grader/performance/gpulock.py): the shared hold covers the timing workers' start and the correctness stage.
-    shared = contextlib.ExitStack()
-    if device == "cuda" and targets:
-        if waited := shared.enter_context(gpulock.phase(False, progress)):
-            g.phases["gpu_wait"] = waited
-    early = None
-    if opts.perf and problem.performance is not None and device == "cuda" and targets and not no_compile:
-        progress("performance: starting workers (in the background)")
-        early = start_workers(problem, targets, device)
-    if opts.correctness and targets:
-        # Parts are independent processes: check them concurrently (each waits mostly on its own child). A CUDA
-        # part's compute-sanitizer pass (on a GPU) is one more such process: it runs beside them, not after (it
-        # took 36 s of an 80 s staff grade on the H200 when it ran after them), and before any timing.
-        t0 = time.monotonic()
-        san_parts = [t for t in targets if t.impl.name in cuda_sources] if device == "cuda" else []
-        try:
-            with ThreadPoolExecutor(max_workers=len(targets) + len(san_parts)) as pool:
-                futures = [
-                    pool.submit(
-                        run_correctness,
-                        problem,
-                        t,
-                        ref,
-                        device=device,
-                        secret=opts.secret,
-                        progress=progress,
-                        stop_at_failure=opts.stop_at_failure,
-                    )
-                    for t in targets
-                ]
-                san_futures = []
-                if san_parts:
-                    from grader.cuda import sanitizer
-
-                    san_futures = [
-                        pool.submit(
-                            sanitizer.run_pass,
-                            problem,
-                            t.impl,
-                            *cuda_sources[t.impl.name],
-                            ref,
-                            secret=opts.secret,
-                            scratch=scratch,
-                            progress=progress,
-                        )
-                        for t in san_parts
-                    ]
-                for f in futures:
-                    g.tests += f.result()
-                g.phases["correctness"] = time.monotonic() - t0
-                t1 = time.monotonic()
-                for sf in san_futures:
-                    san_row = sf.result()
-                    g.tests.append(san_row)
-                    sanitizer.charge(g.tests, san_row)  # a flagged case loses its points, as on the CPU layer
-                if san_futures:
-                    g.phases["sanitizer"] = time.monotonic() - t1  # what it added after the correctness stage
-            for t in g.tests:
-                if t.kind == Kind.COMPILE_CHECK and t.state == FAILED:
-                    g.notes.append(
-                        f"{t.part}: passes here in Triton's interpreter but will not compile on a GPU, "
-                        f"where every {t.part} case would fail: see '{t.name}'"
-                    )
-        except BaseException:
-            for b in (early or {}).values():
-                b.close()
-            shared.close()
-            raise
-    if early and os.environ.get(gpulock.ENV):
-        # The timing workers' start-up and the baselines' torch.compile run on the GPU in the background: over
-        # before the shared hold ends, so another grade's timing never runs beside them.
-        progress("performance: waiting for the timing workers to be ready")
-        settle(early, problem.limits.timing_s)
-    shared.close()
-
-    perf_targets = targets if device == "cuda" else [Target(i, "", i.file) for i in impls]
-    stopped = [t for t in g.tests if t.extra.get("stopped")]
-    if stopped:
-        ran = [str(t.extra["case"]) for t in g.tests if t.kind == Kind.CORRECTNESS and t.state in (PASSED, FAILED)]
-        g.partial = g.partial or list(dict.fromkeys(ran))
-        g.official_why.append("partial: --watch stopped at the first failing case; a grade counts only in full")
-        g.official = False
-        g.notes.append(
-            f"stopped at the first failing case: {len(stopped)} case(s) not run and nothing timed; fix it and "
-            "save, or watch with --all to run every case"
+    t0 = time.monotonic()
+    run.progress(f"{impl.name}: building {display} with nvcc")
+    res = build_part(req, BuildFor.LIBRARY)
+    g.phases["build"] = g.phases.get("build", 0.0) + time.monotonic() - t0
+    if run.device == "cpu" and (res.ok or res.state == State.NO_COMPILER):
+        # No GPU: the CUDA-on-CPU layer runs the kernel here (grader/cuda/cudacpu.py); nvcc, where it exists, still
+        # gives the build verdict and the compiler report.
+        return _cuda_on_cpu(run, impl, req, display, res)
+    if not res.ok:
+        g.tests.append(_one_line(impl, Kind.BUILD, FAILED, "nvcc failed:\n" + res.errors(), Reason.BUILD_FAILED))
+        g.tests += _fail_all(
+            problem,
+            impl,
+            FAILED,
+            f"not run: {display} did not compile (see '{impl.name} / build')",
+            Reason.BUILD_FAILED,
         )
-    if not opts.perf or problem.performance is None:
-        pass
-    elif stopped and device == "cuda":  # (on a CPU nothing is timed anyway: the usual rows below)
+        return None
+    g.tests.append(_one_line(impl, Kind.BUILD, PASSED, f"compiled with nvcc ({_how(res)})"))
+    assert res.artifact is not None
+    # the verified library, read-only to the worker
+    target_path = str(run.scratch.add_file(res.artifact, res.artifact.name))
+    run.cuda_sources[impl.name] = (src, display)
+    return Target(impl, target_path, display)
+
+
+def _how(res: PartBuild) -> str:
+    return "cached" if res.cached else f"{res.seconds:.1f} s"
+
+
+# -- check: correctness of every part, while the timing workers start ------------------------------------------
+
+
+def _check(run: GradeRun) -> None:
+    """Correctness of every part (and, on a GPU, a CUDA part's compute-sanitizer pass), while the timing workers
+    start in the background: their start-up (imports, CUDA context) overlaps this stage. They measure the GPU only
+    when the timing step loads them. Another grade on this GPU (batch --per-gpu) may run beside this step, never
+    beside timing (grader/performance/gpulock.py): the shared hold covers the workers' start and this stage."""
+    # torch.compile's GPU code is Triton: where Triton cannot run there is no compiled baseline, so no thresholds.
+    run.no_triton_why = availability.triton_missing()
+    if run.no_triton_why and run.device == "cuda" and any("compile" in b for b in run.problem.baselines.values()):
+        run.no_compile = f"the torch.compile baseline needs Triton: {run.no_triton_why}"
+    with contextlib.ExitStack() as shared:
+        if run.device == "cuda" and run.targets:
+            if waited := shared.enter_context(gpulock.phase(False, run.progress)):
+                run.grade.phases["gpu_wait"] = waited
+        opts, problem = run.opts, run.problem
+        if (
+            opts.perf
+            and problem.performance is not None
+            and run.device == "cuda"
+            and run.targets
+            and not run.no_compile
+        ):
+            run.progress("performance: starting workers (in the background)")
+            run.early = start_workers(problem, run.targets, run.device)
+        if opts.correctness and run.targets:
+            try:
+                _check_parts(run)
+            except BaseException:
+                for b in (run.early or {}).values():
+                    b.close()
+                raise
+        if run.early and os.environ.get(gpulock.ENV):
+            # The timing workers' start-up and the baselines' torch.compile run on the GPU in the background: over
+            # before the shared hold ends, so another grade's timing never runs beside them.
+            run.progress("performance: waiting for the timing workers to be ready")
+            settle(run.early, problem.limits.timing_s)
+
+
+def _check_parts(run: GradeRun) -> None:
+    """Parts are independent processes: check them concurrently (each waits mostly on its own child). A CUDA part's
+    compute-sanitizer pass (on a GPU) is one more such process: it runs beside them, not after (it took 36 s of an
+    80 s staff grade on the H200 when it ran after them), and before any timing."""
+    g, opts = run.grade, run.opts
+    t0 = time.monotonic()
+    san_parts = [t for t in run.targets if t.impl.name in run.cuda_sources] if run.device == "cuda" else []
+    with ThreadPoolExecutor(max_workers=len(run.targets) + len(san_parts)) as pool:
+        futures = [
+            pool.submit(
+                run_correctness,
+                run.problem,
+                t,
+                run.ref,
+                device=run.device,
+                secret=opts.secret,
+                progress=run.progress,
+                stop_at_failure=opts.stop_at_failure,
+            )
+            for t in run.targets
+        ]
+        san_futures = []
+        if san_parts:
+            from grader.cuda import sanitizer
+
+            san_futures = [
+                pool.submit(
+                    sanitizer.run_pass,
+                    run.problem,
+                    t.impl,
+                    *run.cuda_sources[t.impl.name],
+                    run.ref,
+                    secret=opts.secret,
+                    scratch=run.scratch,
+                    progress=run.progress,
+                )
+                for t in san_parts
+            ]
+        for f in futures:
+            g.tests += f.result()
+        g.phases["correctness"] = time.monotonic() - t0
+        t1 = time.monotonic()
+        for sf in san_futures:
+            san_row = sf.result()
+            g.tests.append(san_row)
+            sanitizer.charge(g.tests, san_row)  # a flagged case loses its points, as on the CPU layer
+        if san_futures:
+            g.phases["sanitizer"] = time.monotonic() - t1  # what it added after the correctness stage
+    for t in g.tests:
+        if t.kind == Kind.COMPILE_CHECK and t.state == FAILED:
+            g.notes.append(
+                f"{t.part}: passes here in Triton's interpreter but will not compile on a GPU, "
+                f"where every {t.part} case would fail: see '{t.name}'"
+            )
+
+
+def _note_stopped(run: GradeRun) -> None:
+    """A --watch grade that stopped at its first failing case is partial: never official, and not timed."""
+    g = run.grade
+    stopped = [t for t in g.tests if t.extra.get("stopped")]
+    run.stopped = len(stopped)
+    if not stopped:
+        return
+    ran = [str(t.extra["case"]) for t in g.tests if t.kind == Kind.CORRECTNESS and t.state in (PASSED, FAILED)]
+    g.partial = g.partial or list(dict.fromkeys(ran))
+    g.official_why.append("partial: --watch stopped at the first failing case; a grade counts only in full")
+    g.official = False
+    g.notes.append(
+        f"stopped at the first failing case: {len(stopped)} case(s) not run and nothing timed; fix it and "
+        "save, or watch with --all to run every case"
+    )
+
+
+# -- time: performance, alone on the GPU ---------------------------------------------------------------------------
+
+
+def _time(run: GradeRun) -> None:
+    """The performance rows: timed on a CUDA GPU, or skipped with the reason (no GPU, no Triton for the compiled
+    baseline, a --watch grade that stopped), so that a grade always says what its speed points wait for."""
+    g, problem, device = run.grade, run.problem, run.device
+    if not run.opts.perf or problem.performance is None:
+        return
+    perf_targets = run.targets if device == "cuda" else [Target(i, "", i.file) for i in run.impls]
+    if run.stopped and device == "cuda":  # (on a CPU nothing is timed anyway: the usual rows below)
         unrun = skipped_tests(
             problem, perf_targets, "not timed: --watch stopped at the first failing case", Reason.NOT_RUN
         )
@@ -471,75 +584,87 @@ def _grade(
             problem, perf_targets, "skipped: performance is timed only on a CUDA GPU", Reason.NEEDS_GPU
         )
         g.notes.append("performance: skipped, no CUDA GPU on this machine")
-    elif no_compile:
+    elif run.no_compile:
         g.tests += skipped_tests(
-            problem, [Target(i, "", i.file) for i in impls], f"skipped: {no_compile}", Reason.NEEDS_TRITON
+            problem, [Target(i, "", i.file) for i in run.impls], f"skipped: {run.no_compile}", Reason.NEEDS_TRITON
         )
-        g.notes.append(f"performance: not timed on this machine: {no_compile}")
+        g.notes.append(f"performance: not timed on this machine: {run.no_compile}")
     else:
         g.tests += skipped_tests(
-            problem, [Target(i, "", i.file) for i in no_triton], f"skipped: {no_triton_why}", Reason.NEEDS_TRITON
+            problem,
+            [Target(i, "", i.file) for i in run.no_triton],
+            f"skipped: {run.no_triton_why}",
+            Reason.NEEDS_TRITON,
         )
-        t0 = time.monotonic()
-        try:
-            with gpulock.phase(True, progress) as waited:  # alone on the GPU while timing
-                if waited:
-                    g.phases["gpu_wait"] = g.phases.get("gpu_wait", 0.0) + waited
-                t0 = time.monotonic()
-                tests, g.perf = run_performance(
-                    problem, targets, ref, device=device, secret=opts.secret, progress=progress, started=early
-                )
-            g.tests += tests
-        except (RuntimeError, WorkerFailure) as e:
-            # The trusted baselines could not be timed: no thresholds, so no speed grade at all this run.
-            g.tests += skipped_tests(problem, targets, f"not timed: {e}", Reason.NOT_TIMED)
-            g.notes.append(f"performance: not graded this run ({e}); re-run the grader")
-        g.phases["timing"] = time.monotonic() - t0
-        # First calls (Triton JIT, torch.compile) are never inside a timed number. The baselines' were made while
-        # the correctness stage ran (performance.start_workers) when their worker could prepare them; the rest
-        # are inside the timing phase.
-        early = g.perf.get("baseline_first_calls_s", {})
-        g.perf["first_call_s"] = sum(
-            float(d.get("compile_s") or 0.0)
-            for name, ci in g.perf.get("cases", {}).items()
-            for d in (*([] if name in early else ci.get("baselines", {}).values()), *ci.get("impls", {}).values())
-        )
-        g.perf["first_call_overlapped_s"] = sum(float(v) for c in early.values() for v in c.values())
+        _time_parts(run)
 
+
+def _time_parts(run: GradeRun) -> None:
+    """The timing stage, alone on the GPU (the exclusive hold). When the trusted baselines cannot be timed there are
+    no thresholds, so no speed grade at all this run: the rows say so and the grade asks for a re-run."""
+    g = run.grade
+    t0 = time.monotonic()
+    try:
+        with gpulock.phase(True, run.progress) as waited:  # alone on the GPU while timing
+            if waited:
+                g.phases["gpu_wait"] = g.phases.get("gpu_wait", 0.0) + waited
+            t0 = time.monotonic()
+            tests, g.perf = run_performance(
+                run.problem,
+                run.targets,
+                run.ref,
+                device=run.device,
+                secret=run.opts.secret,
+                progress=run.progress,
+                started=run.early,
+            )
+        g.tests += tests
+    except (RuntimeError, WorkerFailure) as e:
+        g.tests += skipped_tests(run.problem, run.targets, f"not timed: {e}", Reason.NOT_TIMED)
+        g.notes.append(f"performance: not graded this run ({e}); re-run the grader")
+    g.phases["timing"] = time.monotonic() - t0
+    _first_calls(g)
+
+
+def _first_calls(g: Grade) -> None:
+    """First calls (Triton JIT, torch.compile) are never inside a timed number; the summary says what they cost.
+    The baselines' were made while the correctness stage ran (performance.start_workers) when their worker could
+    prepare them (overlapped); the rest are inside the timing phase."""
+    early = g.perf.get("baseline_first_calls_s", {})
+    g.perf = PerfSummary.from_json(g.perf).with_first_calls(early).to_json()
+
+
+# -- finish: forfeits, order, what could not be earned here --------------------------------------------------------
+
+
+def _finish(run: GradeRun) -> None:
+    """What is decided over the whole grade: forfeits (a kernel-check violation costs the part every point), the
+    rows' order (part after part, stages in pipeline order; parts were checked concurrently, so they arrive in any
+    order), and the points this machine could not give (cases --watch did not run are not its limit)."""
+    g = run.grade
     _apply_forfeits(g)
-    # One part after the other, stages in pipeline order (parts are checked concurrently, so append order varies).
-    part_rank = {n: i for i, n in enumerate(problem.implementations)}
+    part_rank = {n: i for i, n in enumerate(run.problem.implementations)}
     g.tests.sort(key=lambda t: (part_rank.get(t.part, len(part_rank)), _stage_rank(t)))
-    # (cases --watch did not run are not this machine's limit: a full grade runs them)
     unearnable = g.unearnable - sum(t.max_score for t in g.tests if t.state == SKIPPED and t.reason == Reason.NOT_RUN)
     if unearnable:
         g.notes.append(
-            f"{unearnable:g} of {g.max_score:g} points could not be earned on this machine ({device}); grade "
+            f"{unearnable:g} of {g.max_score:g} points could not be earned on this machine ({run.device}); grade "
             "on a GPU for those"
         )
-    return g
 
 
-def _cuda_on_cpu(
-    problem: Problem,
-    impl: Implementation,
-    src: Path,
-    display: str,
-    res: Any,
-    g: Grade,
-    scratch: identity.Scratch,
-    progress: Callable[[str], None],
-) -> Target | None:
+def _cuda_on_cpu(run: GradeRun, impl: Implementation, req: BuildRequest, display: str, res: PartBuild) -> Target | None:
     """A CUDA part on a machine without a GPU: nvcc's verdict and compiler report (where nvcc exists), then the
     build for the CPU layer. Its Target when the layer can run it; else its cases are skipped as needing a GPU, with
     the reason (what the layer cannot run, or no C++ compiler and how to get one), never failed."""
     from grader.cuda import build, cudacpu, cudainfo
+    from grader.cuda.part import BuildFor, State, build_part
 
+    g, problem, scratch = run.grade, run.problem, run.scratch
     if res.ok:
-        how = "cached" if res.cached else f"{res.seconds:.1f} s"
-        g.tests.append(_one_line(impl, Kind.BUILD, PASSED, f"compiled with nvcc ({how})"))
+        g.tests.append(_one_line(impl, Kind.BUILD, PASSED, f"compiled with nvcc ({_how(res)})"))
         # No GPU to time it: the compiler's report (access widths, registers, spills) is what there is for speed.
-        text, info = cudainfo.report(src, timeout_s=problem.limits.build_s, scratch=scratch)
+        text, info = cudainfo.report(req.src, timeout_s=problem.limits.build_s, scratch=scratch)
         row = _one_line(impl, Kind.COMPILER_REPORT, PASSED if info else SKIPPED, text)  # no info: no report
         row.extra.update(info)
         g.tests.append(row)
@@ -555,25 +680,17 @@ def _cuda_on_cpu(
             )
         )
     t0 = time.monotonic()
-    progress(f"{impl.name}: building {display} for the CPU (CUDA-on-CPU layer)")
-    cpu = cudacpu.build_cpu(
-        src,
-        entry=impl.entry,
-        out_name=f"{impl.name}.cpu",
-        scratch=scratch,
-        timeout_s=problem.limits.build_s,
-        nvcc_ok=res.ok,
-        inputs=len(problem.inputs),  # the harness's entry follows the spec's signature
-    )
+    run.progress(f"{impl.name}: building {display} for the CPU (CUDA-on-CPU layer)")
+    cpu = build_part(dataclasses.replace(req, nvcc_ok=res.ok), BuildFor.CPU_LAYER)
     g.phases["build"] = g.phases.get("build", 0.0) + time.monotonic() - t0
-    ok = cpu.state == cudacpu.State.OK
+    ok = cpu.state == State.OK
     row = _one_line(impl, Kind.CPU_BUILD, PASSED if ok else SKIPPED, cpu.text, Reason.OK if ok else Reason.NEEDS_GPU)
     row.extra.update({"compiler": cpu.compiler, "sanitized": cpu.sanitized, "needs_gpu": cpu.constructs})
     g.tests.append(row)
     if ok:
-        assert cpu.harness is not None
+        assert cpu.artifact is not None
         g.notes.append(f"{impl.name}: {cudacpu.CPU_NOTE}")
-        return Target(impl, str(cpu.harness), display, cpu_layer=True)
+        return Target(impl, str(cpu.artifact), display, cpu_layer=True)
     first = cpu.text.splitlines()[0]
     g.tests += _fail_all(problem, impl, SKIPPED, f"skipped: {first} (see '{row.name}')", Reason.NEEDS_GPU)
     g.notes.append(f"{impl.name}: not run on this machine: {first}")
@@ -581,17 +698,11 @@ def _cuda_on_cpu(
 
 
 def _apply_forfeits(g: Grade) -> None:
-    """A part whose kernel check found the work done outside its own kernels earns nothing, however right or fast."""
-    for part in {t.part for t in g.tests if t.kind == Kind.KERNEL_CHECK and t.reason == Reason.VIOLATION}:
-        for t in g.tests:
-            if t.part == part and t.score:
-                t.score = 0.0
-                t.state = FAILED
-                t.reason = Reason.FORFEIT
-                t.output = (
-                    f"forfeit: the '{part} / kernel check' found the work done outside your own kernel\n" + t.output
-                )
-        g.notes.append(f"{part}: all points forfeit, see '{part} / kernel check'")
+    """A part whose kernel check found the work done outside its own kernels earns nothing, however right or fast
+    (the one record of a forfeit: grader/results.py Forfeit, read from the kernel check's row)."""
+    for f in g.forfeits.values():
+        f.charge(g.tests)
+        g.notes.append(f.note)
 
 
 _KIND_RANK = {
