@@ -9,18 +9,26 @@ there prints one line and changes nothing else. `report DIR` writes the TA's gra
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from grader import keyfile, report, signing
+from grader.errors import UsageError
 from grader.performance import anchor
 from grader.pipeline import GraderError, Options, grade
-from grader.problem.spec import Problem, SpecError, find_problem, load_problem
+from grader.problem import layout
+from grader.problem.spec import Problem, find_problem, load_problem
 from grader.results import FAILED, Grade, Kind
 from grader.sandbox import GraderFault, become_subreaper, make_undumpable, reap_strays
+
+if TYPE_CHECKING:  # the TA report's modules are imported only by `report`
+    from grader.report.tareport import Assignment, ClassReport, Join, Roster, Submission
 
 ROOT = Path(__file__).resolve().parent.parent
 # A checkout grades its own assignment/; an installed grader (`pip install .`, then `glu-grade`) the assignment/ of
@@ -248,13 +256,10 @@ def _key(path: Path | None, *, missing_ok: bool = False) -> keyfile.Key | None:
     without a file (a local grade). GRADER_SECRET_SEED is refused (grader/keyfile.py says why).
 
     missing_ok: a file that is not there means no key (autograde's default path), not an error."""
-    try:
-        keyfile.refuse_environment()
-        if path is None or (missing_ok and not path.exists()):
-            return None
-        return keyfile.load(path)
-    except keyfile.KeyFileError as e:
-        raise GraderError(str(e)) from None
+    keyfile.refuse_environment()
+    if path is None or (missing_ok and not path.exists()):
+        return None
+    return keyfile.load(path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -265,18 +270,24 @@ def main(argv: list[str] | None = None) -> int:
 
         return batch_main(argv[1:])
     args = _parser().parse_args(argv)
-    if getattr(args, "course", None) is not None:
-        from grader.problem import course
+    return _usage_caught(_dispatch, args)
 
-        try:
-            return course.run(args, ROOT, _run)
-        except course.CourseError as e:
-            print(f"grader error: {e}", file=sys.stderr)
-            return EXIT_USAGE
-    return _dispatch(args)
+
+def _usage_caught(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """The one place a usage error (grader/errors.py) becomes its exit code: one line on stderr, exit 2. A course
+    grades each problem through here too, so that one problem's bad spec or folder does not stop the others."""
+    try:
+        return command(args)
+    except UsageError as e:
+        print(f"grader error: {e}", file=sys.stderr)  # one line, never wrapped (rich would wrap at 80 in CI)
+        return EXIT_USAGE
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    if getattr(args, "course", None) is not None:
+        from grader.problem import course
+
+        return course.run(args, ROOT, functools.partial(_usage_caught, _run))
     if args.command == "report":
         return _ta_report(args.dir, args.out, args.secret_file, args.roster, args.canvas_column, args.problem)
     if args.command == "similarity":
@@ -297,68 +308,17 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    """One grade (or bench) as the arguments say: results.json, the terminal summary, the student report."""
+    """One grade (or bench) as the arguments say: results.json, the terminal summary, the student report. A usage
+    error raises (the caller says it: `_usage_caught`); a grader fault is exit 3 with no results.json."""
     try:
         problem = load_problem(find_problem(args.problem, ROOT))
-        for o in getattr(args, "only", []) or ():
-            if o not in problem.implementations:
-                raise GraderError(
-                    f"--only {o}: no such implementation (choose from {', '.join(problem.implementations)})"
-                )
-        key_path = getattr(args, "secret_file", None)
-        key = _key(key_path, missing_ok=args.command == "autograde")
-        student_id, submission_id, users = _whose(args)
-        submission = args.submission
-        if submission == DEFAULT_SUBMISSION and problem.stubs != "assignment":
-            submission = DEFAULT_SUBMISSION.parent / problem.stubs  # the problem's own stubs (spec `stubs:`)
-        opts = Options(
-            submission=submission,
-            out=args.out,
-            only=tuple(getattr(args, "only", []) or ()),
-            device=args.device,
-            staff=getattr(args, "staff", False),
-            secret=key.inputs if key is not None else keyfile.local_input_secret(),
-            keyed=key is not None,
-            perf=not getattr(args, "no_perf", False),
-            correctness=args.command != "bench",
-            cases=tuple(getattr(args, "cases", []) or ()),
-            first=tuple(getattr(args, "first", ()) or ()),  # set by _watch: last grade's failing cases
-            stop_at_failure=bool(getattr(args, "stop_at_failure", False)),
-            student_id=student_id,
-            submission_id=submission_id,
-            users=users,
-        )
+        _check_only(getattr(args, "only", []) or (), problem)
+        key = _key(getattr(args, "secret_file", None), missing_ok=args.command == "autograde")
+        opts = _options(args, problem, key)
         _check_writable(args.out)
-        if key is not None and args.command == "grade" and not (opts.staff or opts.cases):
-            # Before the grade, not after it (grader/preflight.py): --staff and --case grades are never official
-            # by choice, and autograde (Gradescope) always grades.
-            from grader import preflight
-
-            go, text = preflight.check(problem, getattr(args, "allow_advisory", False), "this grade")
-            if text:
-                print(text, file=sys.stderr)
-            if not go:
-                return 2
-        steps = _progress_steps(problem, opts)
-        # Orphans a submission leaves (daemons that escaped their process group) re-parent to us, and are
-        # killed before the results are written. Only the CLI does this: a library caller keeps its children.
-        become_subreaper()
-        with report.progress("grading", steps=steps) as update:
-            g = grade(problem, opts, progress=update)
-        strays = reap_strays()
-        if strays:
-            g.notes.append(f"killed {strays} process(es) the submission left running after its part ended")
-        if key is None:  # never official without a key, whatever grade() decided
-            g.official = False
-            if not g.official_why:
-                g.official_why.append("no key file (--secret-file): a local grade, advisory and unsigned")
-        # A partial grade (--case, or a --watch grade that stopped at a failure) never replaces the last full one.
-        out = args.out / PARTIAL if g.partial else args.out
-        path = report.write_results(g, out, key=key.signing if key is not None else None)
-        args.failed = failing_cases(g)  # for --watch's next grade
-    except (SpecError, GraderError) as e:
-        print(f"grader error: {e}", file=sys.stderr)  # one line, never wrapped (rich would wrap at 80 in CI)
-        return 2
+        if not _preflight(args, problem, opts, key):
+            return EXIT_USAGE
+        g, path = _grade_and_write(args, problem, opts, key)
     except GraderFault as e:
         # Not the submission's doing: no results.json that would read as its grade. Gradescope shows a missing
         # results.json as an autograder failure, and a batch retries the task (exit code EXIT_GRADER_FAULT).
@@ -366,6 +326,90 @@ def _run(args: argparse.Namespace) -> int:
         if e.detail:
             print(e.detail, file=sys.stderr)
         return EXIT_GRADER_FAULT
+    _say_graded(args, problem, g, path, key)
+    return EXIT_OK
+
+
+def _check_only(only: Iterable[str], problem: Problem) -> None:
+    """Each --only must name one of the problem's parts (before anything is graded)."""
+    for o in only:
+        if o not in problem.implementations:
+            raise GraderError(f"--only {o}: no such implementation (choose from {', '.join(problem.implementations)})")
+
+
+def _options(args: argparse.Namespace, problem: Problem, key: keyfile.Key | None) -> Options:
+    """The grade's options from the command line: whose submission (checked first), and the problem's own stubs
+    folder when --submission was left at its default."""
+    student_id, submission_id, users = _whose(args)
+    submission, note = _submission(args.submission, problem)
+    return Options(
+        submission=submission,
+        out=args.out,
+        only=tuple(getattr(args, "only", []) or ()),
+        device=args.device,
+        staff=getattr(args, "staff", False),
+        secret=key.inputs if key is not None else keyfile.local_input_secret(),
+        keyed=key is not None,
+        perf=not getattr(args, "no_perf", False),
+        correctness=args.command != "bench",
+        cases=tuple(getattr(args, "cases", []) or ()),
+        first=tuple(getattr(args, "first", ()) or ()),  # set by _watch: last grade's failing cases
+        stop_at_failure=bool(getattr(args, "stop_at_failure", False)),
+        student_id=student_id,
+        submission_id=submission_id,
+        users=users,
+        notes=(note,) if note and not getattr(args, "staff", False) else (),
+    )
+
+
+def _submission(given: Path, problem: Problem) -> tuple[Path, str]:
+    """The folder graded as the problem's submission, and a note when it was found in the old layout: the default
+    (assignment/) is the problem's own folder in it (grader/problem/layout.py `locate`); a --submission DIR is DIR,
+    or its folder of the problem when DIR is laid out like assignment/ (`resolve`)."""
+    where = layout.locate(given, problem) if given == DEFAULT_SUBMISSION else layout.resolve(given, problem)
+    return where.path, where.note
+
+
+def _preflight(args: argparse.Namespace, problem: Problem, opts: Options, key: keyfile.Key | None) -> bool:
+    """Whether a keyed grade goes ahead: checked before the grade, not after it (grader/preflight.py), so that one
+    that could not be official stops with what to fix. --staff and --case grades are never official by choice, and
+    autograde (Gradescope) always grades."""
+    if key is None or args.command != "grade" or opts.staff or opts.cases:
+        return True
+    from grader import preflight
+
+    go, text = preflight.check(problem, getattr(args, "allow_advisory", False), "this grade")
+    if text:
+        print(text, file=sys.stderr)
+    return go
+
+
+def _grade_and_write(
+    args: argparse.Namespace, problem: Problem, opts: Options, key: keyfile.Key | None
+) -> tuple[Grade, Path]:
+    """Grade with the terminal's progress bar, kill what the submission left running, and write results.json
+    (signed when official): to OUT, or to OUT/partial/ for a partial grade, which never replaces the last full one."""
+    steps = _progress_steps(problem, opts)
+    # Orphans a submission leaves (daemons that escaped their process group) re-parent to us, and are
+    # killed before the results are written. Only the CLI does this: a library caller keeps its children.
+    become_subreaper()
+    with report.progress("grading", steps=steps) as update:
+        g = grade(problem, opts, progress=update)
+    strays = reap_strays()
+    if strays:
+        g.notes.append(f"killed {strays} process(es) the submission left running after its part ended")
+    if key is None:  # never official without a key, whatever grade() decided
+        g.official = False
+        if not g.official_why:
+            g.official_why.append("no key file (--secret-file): a local grade, advisory and unsigned")
+    path = report.write_results(g, _out_dir(args, g), key=key.signing if key is not None else None)
+    args.failed = failing_cases(g)  # for --watch's next grade
+    return g, path
+
+
+def _say_graded(args: argparse.Namespace, problem: Problem, g: Grade, path: Path, key: keyfile.Key | None) -> None:
+    """After results.json: the terminal's summary (or bench's table), where it was written, the warnings a staff
+    member must see (signed for no student; a key that student code may have read), and the student's report."""
     if args.command == "bench":
         report.print_bench(g)
         anchor.print_anchor(problem, g.perf, report.make_console())  # the published table beside (spec anchor)
@@ -388,8 +432,14 @@ def _run(args: argparse.Namespace) -> int:
             f"{key.path}: if so, treat that key as leaked and make a new one (`python -m grader keygen --out FILE`)",
             file=sys.stderr,
         )
-    _student_report(g, out)
-    return 0
+    _student_report(g, _out_dir(args, g))
+
+
+def _out_dir(args: argparse.Namespace, g: Grade) -> Path:
+    """Where this grade's files go: OUT, or OUT/partial/ for a partial grade (--case, or a --watch grade that
+    stopped at a failure), which never replaces the last full one."""
+    out: Path = args.out
+    return out / PARTIAL if g.partial else out
 
 
 PARTIAL = "partial"  # OUT/partial/: where a partial grade goes
@@ -443,27 +493,20 @@ def _whose(args: argparse.Namespace) -> tuple[str | None, str | None, tuple[dict
 def _profile(args: argparse.Namespace) -> int:
     from grader.performance import profile
 
-    try:
-        problem = load_problem(find_problem(args.problem, ROOT))
-        for o in args.only:
-            if o not in problem.implementations:
-                raise GraderError(
-                    f"--only {o}: no such implementation (choose from {', '.join(problem.implementations)})"
-                )
-        # What the run under Nsight Compute repeats (grader/performance/profile.py adds --only and --case).
-        argv = ["--problem", args.problem, "--submission", str(args.submission), "--device", args.device]
-        return profile.profile(
-            problem,
-            submission=args.submission,
-            staff=args.staff,
-            only=tuple(args.only),
-            cases=tuple(args.cases),
-            device=args.device,
-            argv=argv + (["--staff"] if args.staff else []),
-        )
-    except (SpecError, GraderError) as e:
-        print(f"grader error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+    problem = load_problem(find_problem(args.problem, ROOT))
+    _check_only(args.only, problem)
+    # What the run under Nsight Compute repeats (grader/performance/profile.py adds --only and --case).
+    submission, _ = _submission(args.submission, problem)
+    argv = ["--problem", args.problem, "--submission", str(submission), "--device", args.device]
+    return profile.profile(
+        problem,
+        submission=submission,
+        staff=args.staff,
+        only=tuple(args.only),
+        cases=tuple(args.cases),
+        device=args.device,
+        argv=argv + (["--staff"] if args.staff else []),
+    )
 
 
 WATCH_POLL_S = 1.0
@@ -490,7 +533,7 @@ def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
     return out
 
 
-def _watch(args: argparse.Namespace, poll_s: float = WATCH_POLL_S, sleep=time.sleep) -> int:
+def _watch(args: argparse.Namespace, poll_s: float = WATCH_POLL_S, sleep: Callable[[float], None] = time.sleep) -> int:
     """`grade --watch`: grade, then poll the submission's files' mtimes and grade again when one changes. A plain
     loop (no file-watching dependency); Ctrl-C stops it: exit 0 while waiting (every grade so far was written), 130
     during a grade (that one is lost)."""
@@ -528,7 +571,7 @@ def _one_line(e: BaseException) -> str:
     return " ".join(f"{type(e).__name__}: {e}".split())[:300]
 
 
-def _student_report(g, out: Path) -> None:
+def _student_report(g: Grade, out: Path) -> None:
     """report.md + report.html beside results.json. Never fatal: results.json is already written, exit stays 0."""
     try:
         from grader.report.studentreport import write_student_report
@@ -552,59 +595,7 @@ def _ta_report(
     Bad results files are listed, never fatal; a roster that cannot be used is (exit 2, before anything is written)."""
     from grader.report import tareport
 
-    if canvas_column is not None and roster_path is None:
-        print(
-            "grader error: --canvas-column needs --roster (grades_canvas.csv has one row per roster student)",
-            file=sys.stderr,
-        )
-        return 2
-    if canvas_column is not None and not canvas_column.strip():
-        print("grader error: --canvas-column: empty (give the assignment's name)", file=sys.stderr)
-        return 2
-    assignment = None
-    if problem is not None:
-        try:
-            assignment = tareport.from_argument(problem, ROOT)
-        except SpecError as e:
-            print(f"grader error: {e}", file=sys.stderr)
-            return 2
-    roster = None
-    if roster_path is not None:
-        try:
-            roster = tareport.read_roster(roster_path)
-        except tareport.RosterError as e:
-            print(f"grader error: {e}", file=sys.stderr)
-            return 2
-    if secret_file is not None and not secret_file.is_file():
-        print(
-            f"grader error: --secret-file {secret_file}: no such file (pass the key file the grades were made with)",
-            file=sys.stderr,
-        )
-        return 2
-    try:
-        key = _key(secret_file)
-    except GraderError as e:
-        print(f"grader error: {e}", file=sys.stderr)
-        return 2
-    if not root.is_dir():
-        print(
-            f"grader error: {root} is not a directory (pass the folder that holds the students' results)",
-            file=sys.stderr,
-        )
-        return 2
-    try:
-        _check_writable(out or root)
-    except GraderError as e:
-        print(f"grader error: {e}", file=sys.stderr)
-        return 2
-    try:
-        tareport.validator()
-    except ImportError:
-        print(
-            f"grader error: {tareport.NEEDS_JSONSCHEMA}",
-            file=sys.stderr,
-        )
-        return 2
+    assignment, roster, key = _ta_inputs(root, out, secret_file, roster_path, canvas_column, problem)
     with report.progress("report", min_interval_s=1.0) as update:
         done = tareport.write_class_report(
             root,
@@ -615,8 +606,53 @@ def _ta_report(
             canvas_column_name=canvas_column,
             assignment=assignment,
         )
-    csv_path, html_path, subs, bad = done.csv_path, done.html_path, done.cls.subs, done.cls.bad
-    a = done.cls.assignment
+    _say_class_read(done)
+    if roster is not None and done.join is not None:
+        _say_canvas(done.join, roster)
+    _say_signatures(done.cls.subs, key)
+    print(
+        f"written: {done.csv_path}{f', {done.csv_path.parent / tareport.CANVAS_CSV}' if roster is not None else ''} "
+        f"and {done.html_path}"
+    )
+    return EXIT_OK
+
+
+def _ta_inputs(
+    root: Path,
+    out: Path | None,
+    secret_file: Path | None,
+    roster_path: Path | None,
+    canvas_column: str | None,
+    problem: str | None,
+) -> tuple[Assignment | None, Roster | None, keyfile.Key | None]:
+    """What `report` reads besides the results: the assignment (--problem), the roster and the key, each checked
+    before anything is written, in this order; a usage error names the first that cannot be used."""
+    from grader.report import tareport
+
+    if canvas_column is not None and roster_path is None:
+        raise UsageError("--canvas-column needs --roster (grades_canvas.csv has one row per roster student)")
+    if canvas_column is not None and not canvas_column.strip():
+        raise UsageError("--canvas-column: empty (give the assignment's name)")
+    assignment = tareport.from_argument(problem, ROOT) if problem is not None else None
+    roster = tareport.read_roster(roster_path) if roster_path is not None else None
+    if secret_file is not None and not secret_file.is_file():
+        raise UsageError(f"--secret-file {secret_file}: no such file (pass the key file the grades were made with)")
+    key = _key(secret_file)
+    if not root.is_dir():
+        raise UsageError(f"{root} is not a directory (pass the folder that holds the students' results)")
+    _check_writable(out or root)
+    try:
+        tareport.validator()
+    except ImportError:
+        raise UsageError(tareport.NEEDS_JSONSCHEMA) from None
+    return assignment, roster, key
+
+
+def _say_class_read(done: ClassReport) -> None:
+    """How many results were read, flagged and unusable; grades made without a GPU; the problem and its points."""
+    from grader.report import tareport
+
+    subs, bad, a = done.cls.subs, done.cls.bad, done.cls.assignment
     flagged = sum(1 for x in subs if x.flags)
     print(
         f"{len(subs)} submission(s) read, {flagged} flagged, {len(bad)} file(s) or folder(s) unusable "
@@ -629,47 +665,44 @@ def _ta_report(
             "in them; regrade on a GPU"
         )
     print(f"problem {a.problem or 'unknown'} ({tareport.points_text(a.points) or 'unknown'} points), from {a.source}")
-    if roster is not None and done.join is not None:
-        j = done.join
-        empty = len(roster.rows) - len(j.matched)
-        print(
-            f"{tareport.CANVAS_CSV}: {len(j.matched)} of {len(roster.rows)} roster student(s) with a score in column "
-            f"'{j.column}' (points possible {tareport.points_text(j.points_possible)}); {empty} without one, "
-            f"{len(j.unmatched) + len(j.ambiguous)} result(s) matched to no one (listed in the summary)"
-        )
-        m = tareport.CANVAS_ID_RE.match(j.column)
-        if m and j.points_possible and float(m.group(2)) == j.points_possible:
-            print(
-                f"note: Canvas reads '({m.group(2)})' in '{j.column}' as the id of a Canvas assignment, not its points"
-            )
-    if key is not None:
 
-        def names(xs: list[str]) -> str:
-            return (": " + ", ".join(xs[:10]) + (" ..." if len(xs) > 10 else "")) if xs else ""
 
-        forged = [x.student for x in subs if x.signature in (signing.INVALID, signing.UNSIGNED)]
-        valid = sum(1 for x in subs if x.signature == signing.VALID)
-        line = f"signatures: {valid} valid, {len(forged)} not written by the grader with this key{names(forged)}"
-        for what in (signing.REPLAYED, signing.NO_IDENTITY):
-            these = [x.student for x in subs if x.signature == what]
-            if these:
-                line += f"; {len(these)} {what}{names(these)}"
-        print(line + (" (not imported; listed in the summary)" if valid < len(subs) else ""))
-    else:
-        print("signatures: not checked (pass --secret-file KEY, the key file the grades were made with, to check them)")
+def _say_canvas(j: Join, roster: Roster) -> None:
+    """The roster join behind grades_canvas.csv: who has a score, who has none, and results matched to no one."""
+    from grader.report import tareport
+
+    empty = len(roster.rows) - len(j.matched)
     print(
-        f"written: {csv_path}{f', {csv_path.parent / tareport.CANVAS_CSV}' if roster is not None else ''} "
-        f"and {html_path}"
+        f"{tareport.CANVAS_CSV}: {len(j.matched)} of {len(roster.rows)} roster student(s) with a score in column "
+        f"'{j.column}' (points possible {tareport.points_text(j.points_possible)}); {empty} without one, "
+        f"{len(j.unmatched) + len(j.ambiguous)} result(s) matched to no one (listed in the summary)"
     )
-    return 0
+    m = tareport.CANVAS_ID_RE.match(j.column)
+    if m and j.points_possible and float(m.group(2)) == j.points_possible:
+        print(f"note: Canvas reads '({m.group(2)})' in '{j.column}' as the id of a Canvas assignment, not its points")
+
+
+def _say_signatures(subs: list[Submission], key: keyfile.Key | None) -> None:
+    """With a key: how many files verify, and who is forged, replayed or signed for no one (none is imported)."""
+    if key is None:
+        print("signatures: not checked (pass --secret-file KEY, the key file the grades were made with, to check them)")
+        return
+
+    def names(xs: list[str]) -> str:
+        return (": " + ", ".join(xs[:10]) + (" ..." if len(xs) > 10 else "")) if xs else ""
+
+    forged = [x.student for x in subs if x.signature in (signing.INVALID, signing.UNSIGNED)]
+    valid = sum(1 for x in subs if x.signature == signing.VALID)
+    line = f"signatures: {valid} valid, {len(forged)} not written by the grader with this key{names(forged)}"
+    for what in (signing.REPLAYED, signing.NO_IDENTITY):
+        these = [x.student for x in subs if x.signature == what]
+        if these:
+            line += f"; {len(these)} {what}{names(these)}"
+    print(line + (" (not imported; listed in the summary)" if valid < len(subs) else ""))
 
 
 def _keygen(out: Path) -> int:
-    try:
-        keyfile.keygen(out)
-    except keyfile.KeyFileError as e:
-        print(f"grader error: {e}", file=sys.stderr)
-        return 2
+    keyfile.keygen(out)
     print(f"wrote a new grading key to {out} (mode 0600): grade with --secret-file {out}; keep it from students")
     return 0
 
@@ -677,11 +710,7 @@ def _keygen(out: Path) -> int:
 def _handout(out: Path, ref: str = "HEAD") -> int:
     from grader.publish import handout
 
-    try:
-        files = handout.export(out, ROOT, ref)
-    except handout.HandoutError as e:
-        print(f"grader error: {e}", file=sys.stderr)
-        return 2
+    files = handout.export(out, ROOT, ref)
     print(
         f"wrote the student handout of {ref} to {out}: {len(files)} files (no staff solutions, staff tests or "
         "staff notes)"
@@ -700,11 +729,7 @@ def _not_committed(files: list[str], ref: str) -> None:
 def _gradescope(out: Path, key: Path | None, ref: str = "HEAD", problem: str = "glu") -> int:
     from grader.publish import gradescope, handout
 
-    try:
-        names = gradescope.build(out, key, ROOT, ref, problem)
-    except gradescope.GradescopeError as e:
-        print(f"grader error: {e}", file=sys.stderr)
-        return 2
+    names = gradescope.build(out, key, ROOT, ref, problem)
     print(
         f"wrote Gradescope's autograder zip to {out}: {len(names)} files (setup.sh, run_autograder, the grader; "
         f"no staff solutions; problem {problem}, from {ref}); upload it as the assignment's autograder (Ubuntu "
