@@ -120,11 +120,18 @@ def configured_uids(raw: str) -> list[int]:
     return list(range(a, b + 1))
 
 
+def default_cache_dir() -> Path:
+    """The grader's cache root: $GRADER_CACHE, else $XDG_CACHE_HOME/kernel-grader, else ~/.cache/kernel-grader."""
+    if os.environ.get("GRADER_CACHE"):
+        return Path(os.environ["GRADER_CACHE"])
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]) / "kernel-grader"
+    return Path.home() / ".cache" / "kernel-grader"
+
+
 def lock_dir() -> Path | None:
     """The pool's lock folder: the grader's own, 0700, not a link; None when none can be made."""
-    from grader.cuda import build  # its cache folder; build imports this module
-
-    for d in (*LOCK_DIRS, build.default_cache_dir() / "uids"):
+    for d in (*LOCK_DIRS, default_cache_dir() / "uids"):
         try:
             d.mkdir(mode=0o700, parents=True, exist_ok=True)
             st = os.lstat(d)

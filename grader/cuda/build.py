@@ -30,7 +30,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from grader import textscan
+from grader import identity, textscan
 from grader.child.launches import ARCH
 from grader.cuda import runner
 
@@ -142,13 +142,9 @@ def nvcc_flags(arch: str | None) -> list[str]:
     return [*BASE_FLAGS, f"-arch={arch or DEFAULT_ARCH}"]
 
 
-def default_cache_dir() -> Path:
-    """$GRADER_CACHE, else $XDG_CACHE_HOME/kernel-grader, else ~/.cache/kernel-grader."""
-    if os.environ.get("GRADER_CACHE"):
-        return Path(os.environ["GRADER_CACHE"])
-    if os.environ.get("XDG_CACHE_HOME"):
-        return Path(os.environ["XDG_CACHE_HOME"]) / "kernel-grader"
-    return Path.home() / ".cache" / "kernel-grader"
+# The grader's cache root lives in grader/identity.py (which also keeps the uid pool's locks under it); the name
+# stays here for the build's callers.
+default_cache_dir = identity.default_cache_dir
 
 
 def gpu_arch() -> str | None:
