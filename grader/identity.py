@@ -392,7 +392,7 @@ def probe(identity: Identity, scratch: Scratch, timeout_s: float = 120.0) -> str
         return f"{type(e).__name__}: {e}"
     if r.returncode != 0:
         last = (r.stderr.strip().splitlines() or ["exit status " + str(r.returncode)])[-1]
-        return last[:300]
+        return str(last)[:300]
     return ""
 
 

@@ -194,7 +194,7 @@ def probe(scratch: identity.Scratch, staff_names: list[str], problems: list[str]
         return f"{type(e).__name__}: {e}"
     if r.returncode != 0:
         last = (r.stderr.decode(errors="replace").strip().splitlines() or [f"exit status {r.returncode}"])[-1]
-        return last[:300]
+        return str(last)[:300]
     try:
         data = json.loads(r.stdout[:MAX_REPLY_BYTES])
     except ValueError:

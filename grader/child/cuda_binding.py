@@ -73,7 +73,7 @@ def _lookup_cuda_error_name(code: int, lib: ctypes.CDLL | None = None) -> str | 
         if name:
             text = name.decode(errors="replace")
             if text != "cudaErrorUnknown" or code == 999:
-                return text
+                return str(text)
     return _CUDA_ERROR_FALLBACK.get(code)
 
 

@@ -36,7 +36,7 @@ _TL_TYPES = {
 # child side, in the interpreter worker: what was launched
 
 
-def describe_launch(fn: Any, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any] | None:
+def describe_launch(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
     """One launch of a @triton.jit function (`fn.run(*args, **kwargs)`) as plain data, or None if it cannot be
     described. fn is the InterpretedFunction; fn.fn is the Python function it wraps."""
     try:
@@ -67,7 +67,7 @@ def _int_type(v: int) -> str:
     return "i32" if -(2**31) <= v < 2**31 else ("i64" if -(2**63) <= v < 2**63 else "u64")
 
 
-def describe_grid(fn: Any, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
+def describe_grid(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """One launch's grid, as data, for `grader profile`: the kernel's name, the grid (a callable grid is called
     with the launch's arguments by name, as Triton does), the number of programs, the constexpr values and the
     launch options. A grid that cannot be worked out is None (the launch itself still runs)."""
@@ -123,7 +123,7 @@ def _kind(value: Any) -> tuple[str, Any]:
 # child side, in the compile worker (no interpreter): compile what was launched
 
 
-def _signature(fn: Any, args: dict[str, list]) -> tuple[dict[str, str], dict[str, Any]]:
+def _signature(fn: Any, args: dict[str, list[Any]]) -> tuple[dict[str, str], dict[str, Any]]:
     """Triton's (signature, constexprs) for a JITFunction from a described launch. Raises ValueError if an
     argument cannot be typed (the check is then skipped for that launch, not failed)."""
     sig: dict[str, str] = {}

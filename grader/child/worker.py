@@ -167,7 +167,8 @@ class Worker:
         self.timer = None  # grader.timing.Timer, in timing workers only (it binds CUDA events before student code)
         self.spin_s = 0.0  # while timing: busy-wait this long for the next request (see spin_wait)
         if self.device.type == "cuda":
-            torch.cuda.init()
+            init: Callable[[], None] = torch.cuda.init  # torch leaves it unannotated
+            init()
         if self.device.type == "cuda" and timing:
             from .timing import Timer
 
