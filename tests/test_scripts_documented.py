@@ -4,10 +4,7 @@ Every file in scripts/ opens with a docstring (Python) or a header comment (shel
 checks, on what machine, and gives a command line that runs it (`python ... scripts/NAME`, `bash scripts/NAME` or
 `nox -s ...`); each is named in README.md or a docs/ page, beside the figure or check it backs. The old `lab`
 folder (a measurement diary and session-named device checks) is gone, and no tracked file refers to a path under it
-(this file, which spells the pattern, aside).
-
-grader/ is left out of the last check for now: its modules are being moved (issue 31, step 4), and the lead extends
-the check to grader/ once that move lands.
+(this file, which spells the pattern, aside), grader/ included.
 """
 
 from __future__ import annotations
@@ -86,13 +83,13 @@ def test_there_is_no_lab_folder() -> None:
 
 
 @pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(), reason="needs git and a checkout")
-def test_no_tracked_file_outside_grader_refers_to_a_lab_path() -> None:
+def test_no_tracked_file_refers_to_a_lab_path() -> None:
     files = (
         subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
     )
     hits = []
     for name in files:
-        if not name or name.startswith("grader/") or name == THIS:
+        if not name or name == THIS:
             continue
         path = ROOT / name
         if not path.is_file() or path.stat().st_size > 2_000_000:

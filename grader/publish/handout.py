@@ -17,7 +17,6 @@ the handout until it is named. In:
   scripts/, no recorded staff grade), so that `nox -s tests` runs in the handout too.
 Out: the staff solutions (spec `staff:`, and any reference/*/solution_*), tests/correct/, tests/exploits/ (the
 exploit catalogue), tests/broken/, tests/compile_fail/, tests/data/, docs/ (staff notes: performance, SECURITY),
-lab/ (the measurement diary and one-off experiments),
 scripts/, .github/, .ci/, Dockerfile, and every other test module.
 
 Every file is checked again on the way out (`staff_only`): a file on the allow-list that is also staff-only by
