@@ -49,7 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     # order). Three of them so that grade's options keep their order: --problem, --submission, --staff, --out, ...
     where = argparse.ArgumentParser(add_help=False)
     where.add_argument(
-        "--problem", default="glu", help="problem name under reference/, or a spec.yaml path (default: glu)"
+        "--problem",
+        default=None,
+        help="problem name under reference/, or a spec.yaml path (default: the problem whose spec says default: true)",
     )
     where.add_argument(
         "--submission",
@@ -126,7 +128,7 @@ def _parser() -> argparse.ArgumentParser:
         "can tell a copy of it under another student (replayed) from this student's grade",
     )
     a = sub.add_parser("autograde", help="autograder entry (Gradescope paths; grading key from a staff-only file)")
-    a.add_argument("--problem", default="glu")
+    a.add_argument("--problem", default=None, help="as grade's --problem")
     a.add_argument("--submission", type=Path, default=Path("/autograder/submission"))
     a.add_argument("--out", type=Path, default=Path("/autograder/results"))
     a.add_argument(
@@ -212,7 +214,9 @@ def _parser() -> argparse.ArgumentParser:
         help="also put this grading key in the zip (as grader_key): anyone with the zip has the key",
     )
     gs.add_argument("--ref", default="HEAD", metavar="COMMIT", help="the commit to build it from (default: HEAD)")
-    gs.add_argument("--problem", default="glu", metavar="NAME", help="the problem it grades (default: glu)")
+    gs.add_argument(
+        "--problem", default=None, metavar="NAME", help="the problem it grades (default: the spec marked default: true)"
+    )
     pr = sub.add_parser(
         "profile",
         help="profile the submission's kernels (advisory, not graded): on a GPU the torch.profiler table, bandwidth "
@@ -497,7 +501,7 @@ def _profile(args: argparse.Namespace) -> int:
     _check_only(args.only, problem)
     # What the run under Nsight Compute repeats (grader/performance/profile.py adds --only and --case).
     submission, _ = _submission(args.submission, problem)
-    argv = ["--problem", args.problem, "--submission", str(submission), "--device", args.device]
+    argv = ["--problem", str(problem.path), "--submission", str(submission), "--device", args.device]
     return profile.profile(
         problem,
         submission=submission,
@@ -726,8 +730,11 @@ def _not_committed(files: list[str], ref: str) -> None:
         print(f"note: built from {ref}: uncommitted changes are not in it: {shown} (commit them and build again)")
 
 
-def _gradescope(out: Path, key: Path | None, ref: str = "HEAD", problem: str = "glu") -> int:
+def _gradescope(out: Path, key: Path | None, ref: str = "HEAD", problem: str | None = None) -> int:
     from grader.publish import gradescope, handout
+
+    if problem is None:
+        problem = find_problem(None, ROOT).parent.name
 
     names = gradescope.build(out, key, ROOT, ref, problem)
     print(

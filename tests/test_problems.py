@@ -166,13 +166,7 @@ PROBLEM_WORD = re.compile(r"(?<![a-z])(glu|gelu|swiglu|geglu|glu_backward)(?![a-
 # (see the issue 20 report for the change each needs).
 KNOWN_REMNANTS = {
     "grader/availability.py": ("glu-grader",),  # the container image's name (the product's, not a problem's)
-    "grader/cli.py": (  # the default problem, in grade's and gradescope's help
-        "glu",
-        "problem name under reference/, or a spec.yaml path (default: glu)",
-        "the problem it grades (default: glu)",
-    ),
     "grader/batch/cli.py": ("glu",),  # the same default problem as grade's
-    "grader/report/similarity.py": ("glu", "the problem (a name under reference/, or a spec.yaml); default: the batch's"),
     "grader/child/cuda_binding.py": ("GLU_ERR_",),  # the library's error names, shown for every problem
     "grader/report/studentreport.py": ("The file does not load: run `python -c 'import glu_triton'`",),  # a hint's text
     "grader/report/tareport.py": ("GLU",),  # a report title's default
@@ -375,3 +369,18 @@ def test_the_cuda_signature_follows_the_inputs(tmp_path):
     assert list(seen) == [11, 22, 33, 4, 200, 224, 112, 2, 99]
     with pytest.raises(Exception, match="not found in the built library"):
         cuda_abi.CudaMultiKernel(lib, "nosuch", [["x", "same"], ["dy", "half"]], lambda c: c, "h", "s")
+
+
+def test_the_default_problem_is_data_one_spec_marked_default(tmp_path):
+    """No --problem: the grader grades the one problem whose spec says `default: true` (glu in this repository); none
+    or two marked is one error that names the fix."""
+    from grader.problem.spec import SpecError, default_problem, find_problem
+
+    assert find_problem(None, ROOT) == ROOT / "reference" / "glu" / "spec.yaml"
+    for name, marked in (("a", True), ("b", False)):
+        (tmp_path / "reference" / name).mkdir(parents=True)
+        (tmp_path / "reference" / name / "spec.yaml").write_text(f"name: {name}\ndefault: {str(marked).lower()}\n")
+    assert default_problem(tmp_path) == tmp_path / "reference" / "a" / "spec.yaml"
+    (tmp_path / "reference" / "b" / "spec.yaml").write_text("name: b\ndefault: true\n")
+    with pytest.raises(SpecError, match=r"marked `default: true`: a, b\): pass --problem NAME"):
+        default_problem(tmp_path)

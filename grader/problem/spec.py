@@ -302,7 +302,7 @@ def load_problem(path: str | Path) -> Problem:
     path = Path(path).absolute()
     v = _V(path)
     top_req = {"name", "title", "reference", "implementations", "baselines", "tolerances", "correctness"}
-    optional = {"handout", "out_cols", "performance", "limits", "tolerance_baseline", "stubs", "inputs"}
+    optional = {"handout", "out_cols", "performance", "limits", "tolerance_baseline", "stubs", "inputs", "default"}
     raw = v.mapping(_read_yaml(path, "the spec file"), "", top_req, optional)
     here = path.parent
 
@@ -343,6 +343,8 @@ def load_problem(path: str | Path) -> Problem:
         stubs=_stubs(v, raw.get("stubs", f"assignment/{name}")),
         inputs=_inputs(v, raw.get("inputs"), cases + (perf.cases if perf else ())),
     )
+    if not isinstance(raw.get("default", False), bool):
+        raise SpecError(f"{path}: key 'default': true or false (true: graded when no --problem is given)")
     _hints(here / "hints.yaml", problem)
     return problem
 
@@ -562,9 +564,33 @@ def sibling_folders(problem: Problem) -> set[str]:
     return out
 
 
-def find_problem(name_or_path: str, root: Path) -> Path:
-    """`glu` -> <root>/reference/glu/spec.yaml; an explicit path is returned as is."""
+def find_problem(name_or_path: str | None, root: Path) -> Path:
+    """`glu` -> <root>/reference/glu/spec.yaml; an explicit path is returned as is; None -> the course's default
+    problem (default_problem)."""
+    if name_or_path is None:
+        return default_problem(root)
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml"):
         return p
     return root / "reference" / name_or_path / "spec.yaml"
+
+
+def default_problem(root: Path) -> Path:
+    """The spec graded when no --problem is given: the one problem under <root>/reference/ whose spec.yaml says
+    `default: true` (data, like everything else about a problem: the grader names none). Raises SpecError naming
+    the fix when none or several are marked."""
+    marked = []
+    for spec in sorted((root / "reference").glob("*/spec.yaml")):
+        try:
+            raw = _read_yaml(spec, "the spec file")
+        except SpecError:
+            continue  # that problem's own error, reported when it is graded
+        if isinstance(raw, dict) and raw.get("default") is True:
+            marked.append(spec)
+    if len(marked) != 1:
+        found = ", ".join(p.parent.name for p in marked) or "none"
+        raise SpecError(
+            f"no single default problem under {root / 'reference'} (marked `default: true`: {found}): pass "
+            "--problem NAME, or mark exactly one problem's spec.yaml `default: true`"
+        )
+    return marked[0]

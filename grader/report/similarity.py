@@ -770,7 +770,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--problem",
         default=None,
         metavar="NAME",
-        help="the problem (a name under reference/, or a spec.yaml); default: the batch's, else glu",
+        help="the problem (a name under reference/, or a spec.yaml); default: the batch's, else the default problem",
     )
     p.add_argument(
         "--threshold",
@@ -800,7 +800,7 @@ def _problem_of(src: Path, name: str | None, root: Path) -> Problem:
             spec = state.read_manifest(src).get("options", {}).get("problem")
         except (OSError, ValueError):
             spec = None
-        name = spec if isinstance(spec, str) and Path(spec).is_file() else "glu"
+        name = spec if isinstance(spec, str) and Path(spec).is_file() else None
     return load_problem(find_problem(name, root))
 
 
