@@ -158,7 +158,8 @@ def write_frame(conn: Any, data: bytes, *, deadline: float) -> None:
 
 
 def _op(name: str) -> int:
-    return getattr(pickle, name)[0]
+    code: bytes = getattr(pickle, name)
+    return code[0]
 
 
 (
@@ -242,155 +243,214 @@ def _op(name: str) -> int:
 _SCALARS = (type(None), bool, int, float, str)  # what a dict key or a set member may be (hashing it is flat)
 
 
+class _Short(Exception):
+    """Raised by an opcode handler when the data ends inside its argument."""
+
+
+class _Reader:
+    """The decoder's state: the data, the offset of the next byte, the stack, the marks and the memo."""
+
+    __slots__ = ("data", "n", "pos", "stack", "marks", "memo")
+
+    def __init__(self, data: bytes | bytearray, pos: int) -> None:
+        self.data = data
+        self.n = len(data)
+        self.pos = pos
+        self.stack: list[Any] = []
+        self.marks: list[int] = []
+        self.memo: list[Any] = []
+
+    def uint(self, w: int, *, signed: bool = False) -> int:
+        """The next w bytes as a little-endian int (_Short if the data ends first)."""
+        if self.pos + w > self.n:
+            raise _Short
+        x = int.from_bytes(self.data[self.pos : self.pos + w], "little", signed=signed)
+        self.pos += w
+        return x
+
+    def take(self, k: int) -> bytes | bytearray:
+        """The next k bytes (_Short if the data ends first)."""
+        if self.pos + k > self.n:
+            raise _Short
+        chunk = self.data[self.pos : self.pos + k]
+        self.pos += k
+        return chunk
+
+
+def _do_memoize(r: _Reader, op: int) -> None:
+    if not r.stack:
+        raise ProtocolViolation("a pickle that memoizes nothing")
+    r.memo.append(r.stack[-1])
+
+
+def _do_unicode(r: _Reader, op: int) -> None:
+    k = r.uint(1 if op == _SHORT_UNI else 4 if op == _UNI else 8)
+    if k > 4 * MAX_STR:
+        raise ProtocolViolation(f"a string of {k} bytes (at most {MAX_STR} characters)")
+    text = r.take(k).decode("utf-8", "surrogatepass")
+    if len(text) > MAX_STR:
+        raise ProtocolViolation(f"a string of {len(text)} characters (at most {MAX_STR})")
+    r.stack.append(text)
+
+
+def _do_float(r: _Reader, op: int) -> None:
+    if r.pos + 8 > r.n:
+        raise _Short
+    x = struct.unpack_from(">d", r.data, r.pos)[0]
+    r.pos += 8
+    if not -MAX_FLOAT <= x <= MAX_FLOAT:  # also False for NaN
+        raise ProtocolViolation(f"a float {x!r} (NaN, inf and |x| > {MAX_FLOAT:g} are not numbers here)")
+    r.stack.append(x)
+
+
+def _do_binint(r: _Reader, op: int) -> None:
+    r.stack.append(r.uint(1 if op == _BININT1 else 2 if op == _BININT2 else 4, signed=op == _BININT))
+
+
+def _do_mark(r: _Reader, op: int) -> None:
+    r.marks.append(len(r.stack))
+
+
+def _do_close_mark(r: _Reader, op: int) -> None:
+    """APPENDS, SETITEMS, ADDITEMS, TUPLE, FROZENSET: the values above the last mark."""
+    if not r.marks:
+        raise ProtocolViolation("a pickle that closes a mark it never opened")
+    stack = r.stack
+    at = r.marks.pop()
+    items = stack[at:]
+    del stack[at:]
+    if op == _TUPLE:
+        stack.append(tuple(items))
+        return
+    if op == _FROZENSET:
+        stack.append(frozenset(_key(v) for v in items))
+        return
+    into = stack[-1] if stack else None
+    if op == _APPENDS and type(into) is list:
+        into.extend(items)
+    elif op == _SETITEMS and type(into) is dict and not len(items) % 2:
+        for i in range(0, len(items), 2):
+            into[_key(items[i])] = items[i + 1]
+    elif op == _ADDITEMS and type(into) is set:
+        into.update(_key(v) for v in items)
+    else:
+        raise ProtocolViolation("a pickle that adds items to the wrong kind of value")
+
+
+def _do_get(r: _Reader, op: int) -> None:
+    i = r.uint(1 if op == _BINGET else 4)
+    if i >= len(r.memo):
+        raise ProtocolViolation(f"a pickle that refers to memo entry {i} of {len(r.memo)}")
+    r.stack.append(r.memo[i])
+
+
+def _do_small(r: _Reader, op: int) -> None:
+    """TUPLE1, TUPLE2, TUPLE3, APPEND, SETITEM: a fixed number of values off the top of the stack."""
+    adds = op == _APPEND or op == _SETITEM
+    k = 1 + op - _TUPLE1 if not adds else 1 if op == _APPEND else 2
+    stack = r.stack
+    base = len(stack) - k
+    if base < (r.marks[-1] if r.marks else 0) + (1 if adds else 0):
+        raise ProtocolViolation("a pickle that uses values it never made")
+    items = stack[base:]
+    del stack[base:]
+    if op == _APPEND and type(stack[-1]) is list:
+        stack[-1].append(items[0])
+    elif op == _SETITEM and type(stack[-1]) is dict:
+        stack[-1][_key(items[0])] = items[1]
+    elif not adds:
+        stack.append(tuple(items))
+    else:
+        raise ProtocolViolation("a pickle that adds items to the wrong kind of value")
+
+
+def _do_long(r: _Reader, op: int) -> None:
+    k = r.uint(1 if op == _LONG1 else 4, signed=True)
+    if not 0 <= k <= _MAX_INT_BYTES:
+        raise ProtocolViolation(f"an int of {k} bytes (at most +-2**63)")
+    x = int.from_bytes(r.take(k), "little", signed=True)
+    if not -MAX_INT <= x <= MAX_INT:
+        raise ProtocolViolation(f"an int of {x.bit_length()} bits (at most +-2**63)")
+    r.stack.append(x)
+
+
+def _do_bytes(r: _Reader, op: int) -> None:
+    k = r.uint(1 if op == _SHORT_BYTES else 4 if op == _BYTES else 8)
+    if r.pos + k > r.n:
+        raise _Short
+    r.stack.append(bytearray(memoryview(r.data)[r.pos : r.pos + k]))  # one copy: the frame is let go once decoded
+    r.pos += k
+
+
+def _do_framing(r: _Reader, op: int) -> None:
+    r.pos += 1 if op == _PROTO else 8  # FRAME is a length hint only: the whole body is already here
+
+
+def _pusher(make: Any) -> Any:
+    """A handler that pushes make(op)."""
+
+    def push(r: _Reader, op: int) -> None:
+        r.stack.append(make(op))
+
+    return push
+
+
+_HANDLERS: dict[int, Any] = {
+    _MEMOIZE: _do_memoize,
+    **dict.fromkeys((_SHORT_UNI, _UNI, _UNI8), _do_unicode),
+    _BINFLOAT: _do_float,
+    **dict.fromkeys((_BININT1, _BININT2, _BININT), _do_binint),
+    _MARK: _do_mark,
+    **dict.fromkeys((_APPENDS, _SETITEMS, _ADDITEMS, _TUPLE, _FROZENSET), _do_close_mark),
+    _EMPTY_LIST: _pusher(lambda op: []),
+    _EMPTY_DICT: _pusher(lambda op: {}),
+    **dict.fromkeys((_BINGET, _LONG_BINGET), _do_get),
+    _EMPTY_TUPLE: _pusher(lambda op: ()),
+    **dict.fromkeys((_TUPLE1, _TUPLE2, _TUPLE3, _APPEND, _SETITEM), _do_small),
+    _NONE: _pusher(lambda op: None),
+    **dict.fromkeys((_TRUE, _FALSE), _pusher(lambda op: op == _TRUE)),
+    **dict.fromkeys((_LONG1, _LONG4), _do_long),
+    **dict.fromkeys((_SHORT_BYTES, _BYTES, _BYTES8), _do_bytes),
+    _EMPTY_SET: _pusher(lambda op: set()),
+    **dict.fromkeys((_PROTO, _FRAME), _do_framing),
+}
+
+
 def _unpickle(data: bytes | bytearray, pos: int, deadline: float | None) -> Any:
     """The value that the data-only pickle in data[pos:] (protocol 2-5, as `pickle.dumps` writes it) encodes;
-    ProtocolViolation else. One flat loop, the frequent opcodes first: a timing reply is read in ~10 us."""
-    n = len(data)
-    stack: list[Any] = []
-    marks: list[int] = []
-    memo: list[Any] = []
-    unpack = struct.unpack_from
+    ProtocolViolation else. One flat loop over a table of opcode handlers (`_HANDLERS`): a timing reply is read
+    in ~10 us."""
+    r = _Reader(data, pos)
+    n = r.n
+    handlers = _HANDLERS
     for ops in range(MAX_OPS):
-        if pos >= n:
+        if r.pos >= n:
             raise ProtocolViolation("a pickle with no STOP")
-        op = data[pos]
-        pos += 1
-        if op == _MEMOIZE:
-            if not stack:
-                raise ProtocolViolation("a pickle that memoizes nothing")
-            memo.append(stack[-1])
-            continue
-        if op == _SHORT_UNI or op == _UNI or op == _UNI8:
-            w = 1 if op == _SHORT_UNI else 4 if op == _UNI else 8
-            if pos + w > n:
-                break
-            k = int.from_bytes(data[pos : pos + w], "little")
-            pos += w
-            if k > 4 * MAX_STR:
-                raise ProtocolViolation(f"a string of {k} bytes (at most {MAX_STR} characters)")
-            if pos + k > n:
-                break
-            text = data[pos : pos + k].decode("utf-8", "surrogatepass")
-            pos += k
-            if len(text) > MAX_STR:
-                raise ProtocolViolation(f"a string of {len(text)} characters (at most {MAX_STR})")
-            stack.append(text)
-        elif op == _BINFLOAT:
-            if pos + 8 > n:
-                break
-            x = unpack(">d", data, pos)[0]
-            pos += 8
-            if not -MAX_FLOAT <= x <= MAX_FLOAT:  # also False for NaN
-                raise ProtocolViolation(f"a float {x!r} (NaN, inf and |x| > {MAX_FLOAT:g} are not numbers here)")
-            stack.append(x)
-        elif op == _BININT1 or op == _BININT2 or op == _BININT:
-            w = 1 if op == _BININT1 else 2 if op == _BININT2 else 4
-            if pos + w > n:
-                break
-            stack.append(int.from_bytes(data[pos : pos + w], "little", signed=op == _BININT))
-            pos += w
-        elif op == _MARK:
-            marks.append(len(stack))
-        elif op == _APPENDS or op == _SETITEMS or op == _ADDITEMS or op == _TUPLE or op == _FROZENSET:
-            if not marks:
-                raise ProtocolViolation("a pickle that closes a mark it never opened")
-            at = marks.pop()
-            items = stack[at:]
-            del stack[at:]
-            if op == _TUPLE:
-                stack.append(tuple(items))
-                continue
-            if op == _FROZENSET:
-                stack.append(frozenset(_key(v) for v in items))
-                continue
-            into = stack[-1] if stack else None
-            if op == _APPENDS and type(into) is list:
-                into.extend(items)
-            elif op == _SETITEMS and type(into) is dict and not len(items) % 2:
-                for i in range(0, len(items), 2):
-                    into[_key(items[i])] = items[i + 1]
-            elif op == _ADDITEMS and type(into) is set:
-                into.update(_key(v) for v in items)
-            else:
-                raise ProtocolViolation("a pickle that adds items to the wrong kind of value")
-        elif op == _EMPTY_LIST:
-            stack.append([])
-        elif op == _EMPTY_DICT:
-            stack.append({})
-        elif op == _BINGET or op == _LONG_BINGET:
-            w = 1 if op == _BINGET else 4
-            if pos + w > n:
-                break
-            i = int.from_bytes(data[pos : pos + w], "little")
-            pos += w
-            if i >= len(memo):
-                raise ProtocolViolation(f"a pickle that refers to memo entry {i} of {len(memo)}")
-            stack.append(memo[i])
-        elif op == _EMPTY_TUPLE:
-            stack.append(())
-        elif op == _TUPLE1 or op == _TUPLE2 or op == _TUPLE3 or op == _APPEND or op == _SETITEM:
-            k = 1 + op - _TUPLE1 if op != _APPEND and op != _SETITEM else 1 if op == _APPEND else 2
-            base = len(stack) - k
-            if base < (marks[-1] if marks else 0) + (0 if op != _APPEND and op != _SETITEM else 1):
-                raise ProtocolViolation("a pickle that uses values it never made")
-            items = stack[base:]
-            del stack[base:]
-            if op == _APPEND and type(stack[-1]) is list:
-                stack[-1].append(items[0])
-            elif op == _SETITEM and type(stack[-1]) is dict:
-                stack[-1][_key(items[0])] = items[1]
-            elif op != _APPEND and op != _SETITEM:
-                stack.append(tuple(items))
-            else:
-                raise ProtocolViolation("a pickle that adds items to the wrong kind of value")
-        elif op == _NONE:
-            stack.append(None)
-        elif op == _TRUE or op == _FALSE:
-            stack.append(op == _TRUE)
-        elif op == _LONG1 or op == _LONG4:
-            w = 1 if op == _LONG1 else 4
-            if pos + w > n:
-                break
-            k = int.from_bytes(data[pos : pos + w], "little", signed=True)
-            pos += w
-            if not 0 <= k <= _MAX_INT_BYTES:
-                raise ProtocolViolation(f"an int of {k} bytes (at most +-2**63)")
-            if pos + k > n:
-                break
-            x = int.from_bytes(data[pos : pos + k], "little", signed=True)
-            pos += k
-            if not -MAX_INT <= x <= MAX_INT:
-                raise ProtocolViolation(f"an int of {x.bit_length()} bits (at most +-2**63)")
-            stack.append(x)
-        elif op == _SHORT_BYTES or op == _BYTES or op == _BYTES8:
-            w = 1 if op == _SHORT_BYTES else 4 if op == _BYTES else 8
-            if pos + w > n:
-                break
-            k = int.from_bytes(data[pos : pos + w], "little")
-            pos += w
-            if pos + k > n:
-                break
-            stack.append(bytearray(memoryview(data)[pos : pos + k]))  # one copy: the frame is let go once decoded
-            pos += k
-        elif op == _EMPTY_SET:
-            stack.append(set())
-        elif op == _PROTO or op == _FRAME:
-            pos += 1 if op == _PROTO else 8  # FRAME is a length hint only: the whole body is already here
-        elif op == _STOP:
-            if len(stack) != 1 or marks:
-                raise ProtocolViolation(f"a pickle that ends with {len(stack)} values on its stack")
-            if pos != n:
-                raise ProtocolViolation(f"{n - pos} bytes after the end of the pickle")
-            return stack[0]
-        else:
+        op = data[r.pos]
+        r.pos += 1
+        if op == _STOP:
+            return _stop(r)
+        handler = handlers.get(op)
+        if handler is None:
             raise ProtocolViolation(
-                f"pickle opcode {bytes([op])!r} at offset {pos - 1} (data only: no globals, no calls)"
+                f"pickle opcode {bytes([op])!r} at offset {r.pos - 1} (data only: no globals, no calls)"
             )
+        try:
+            handler(r, op)
+        except _Short:
+            raise ProtocolViolation(f"a pickle cut short (at offset {r.pos} of {n})") from None
         if ops & 0x3FFF == 0x3FFF and deadline is not None and time.monotonic() > deadline:
             raise WireTimeout("decoding the reply ran past the deadline")
-    else:
-        raise ProtocolViolation(f"a pickle of more than {MAX_OPS} opcodes")
-    raise ProtocolViolation(f"a pickle cut short (at offset {pos} of {n})")
+    raise ProtocolViolation(f"a pickle of more than {MAX_OPS} opcodes")
+
+
+def _stop(r: _Reader) -> Any:
+    """The value a STOP returns: the one value left on the stack, at the end of the data."""
+    if len(r.stack) != 1 or r.marks:
+        raise ProtocolViolation(f"a pickle that ends with {len(r.stack)} values on its stack")
+    if r.pos != r.n:
+        raise ProtocolViolation(f"{r.n - r.pos} bytes after the end of the pickle")
+    return r.stack[0]
 
 
 def _key(k: Any) -> Any:
@@ -415,17 +475,8 @@ def check(value: Any, *, limit: int = DEFAULT_MAX_REPLY) -> bool:
     while todo:
         obj, depth = todo.pop()
         t = type(obj)
-        if t is str:
-            if len(obj) > MAX_STR:
-                raise ProtocolViolation(f"a string of {len(obj)} characters (at most {MAX_STR})")
-        elif t is int:
-            if not -MAX_INT <= obj <= MAX_INT:  # compares sizes first: never converts the int to text
-                raise ProtocolViolation(f"an int of {obj.bit_length()} bits (at most +-2**63)")
-        elif t is float:
-            if not math.isfinite(obj) or abs(obj) > MAX_FLOAT:
-                raise ProtocolViolation(f"a float {obj!r} (NaN, inf and |x| > {MAX_FLOAT:g} are not numbers here)")
-        elif t is bool or obj is None:
-            pass
+        if t in _CHECKED_SCALARS:
+            _check_scalar(obj, t)
         elif t in (list, tuple, dict, set, frozenset):
             if depth >= MAX_DEPTH:
                 raise ProtocolViolation(f"values nested more than {MAX_DEPTH} deep")
@@ -450,7 +501,23 @@ def check(value: Any, *, limit: int = DEFAULT_MAX_REPLY) -> bool:
     return has_raw
 
 
-def _raw_header(rec: tuple, limit: int) -> int:
+_CHECKED_SCALARS = (str, int, float, bool, type(None))
+
+
+def _check_scalar(obj: Any, t: type) -> None:
+    """ProtocolViolation if the str, int or float `obj` (of type t) is out of bounds; a bool or None always fits."""
+    if t is str:
+        if len(obj) > MAX_STR:
+            raise ProtocolViolation(f"a string of {len(obj)} characters (at most {MAX_STR})")
+    elif t is int:
+        if not -MAX_INT <= obj <= MAX_INT:  # compares sizes first: never converts the int to text
+            raise ProtocolViolation(f"an int of {obj.bit_length()} bits (at most +-2**63)")
+    elif t is float:
+        if not math.isfinite(obj) or abs(obj) > MAX_FLOAT:
+            raise ProtocolViolation(f"a float {obj!r} (NaN, inf and |x| > {MAX_FLOAT:g} are not numbers here)")
+
+
+def _raw_header(rec: tuple[Any, ...], limit: int) -> int:
     """The byte size of a raw-tensor record (_RAW, dtype name, shape, bytes) whose header is sound."""
     if len(rec) != 4:
         raise ProtocolViolation("a raw tensor with a bad header (not 4 fields)")
