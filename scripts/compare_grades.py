@@ -37,6 +37,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from io import BytesIO
 from pathlib import Path
@@ -130,11 +131,15 @@ def grade(tree: Path, corpus: str, sub_copy: Path, out: Path) -> dict[str, Any] 
     return json.loads(res.read_text())
 
 
+IGNORED: set[str] = set()  # --ignore KEY
+
+
 def normalise(obj: Any, paths: dict[str, str] | None = None) -> Any:
-    """OBJ without the fields that differ between two runs; each absolute path in PATHS replaced by its name."""
+    """OBJ without the fields that differ between two runs (and the --ignore keys); each absolute path in PATHS
+    replaced by its name."""
     paths = paths or {}
     if isinstance(obj, dict):
-        return {k: normalise(v, paths) for k, v in obj.items() if k not in VOLATILE}
+        return {k: normalise(v, paths) for k, v in obj.items() if k not in VOLATILE and k not in IGNORED}
     if isinstance(obj, list):
         return [normalise(v, paths) for v in obj]
     if isinstance(obj, str):
@@ -144,27 +149,28 @@ def normalise(obj: Any, paths: dict[str, str] | None = None) -> Any:
     return obj
 
 
-def first_difference(a: Any, b: Any, path: str = "$") -> tuple[str, Any, Any] | None:
-    """The first JSON path (in sorted-key order) where A and B differ, with both values; None if equal."""
+def differences(a: Any, b: Any, path: str = "$") -> Iterator[tuple[str, Any, Any]]:
+    """Every JSON path (in sorted-key order) where A and B differ, with both values."""
     if type(a) is not type(b):
-        return path, a, b
-    if isinstance(a, dict):
+        yield path, a, b
+    elif isinstance(a, dict):
         for k in sorted(set(a) | set(b)):
             if k not in a or k not in b:
-                return f"{path}.{k}", a.get(k, "<absent>"), b.get(k, "<absent>")
-            d = first_difference(a[k], b[k], f"{path}.{k}")
-            if d:
-                return d
-        return None
-    if isinstance(a, list):
+                yield f"{path}.{k}", a.get(k, "<absent>"), b.get(k, "<absent>")
+            else:
+                yield from differences(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list):
         for i, (x, y) in enumerate(zip(a, b, strict=False)):
-            d = first_difference(x, y, f"{path}[{i}]")
-            if d:
-                return d
+            yield from differences(x, y, f"{path}[{i}]")
         if len(a) != len(b):
-            return f"{path}.length", len(a), len(b)
-        return None
-    return None if a == b else (path, a, b)
+            yield f"{path}.length", len(a), len(b)
+    elif a != b:
+        yield path, a, b
+
+
+def first_difference(a: Any, b: Any) -> tuple[str, Any, Any] | None:
+    """The first JSON path where A and B differ, with both values; None if equal."""
+    return next(differences(a, b), None)
 
 
 def compare(before: Any, after: Any) -> tuple[str, Any, Any] | None:
@@ -199,8 +205,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", type=Path, default=None, help="keep the results here (default: a temporary folder)")
     ap.add_argument("--all", action="store_true", help="every CPU-gradable folder, not the default subset")
+    ap.add_argument(
+        "--ignore",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="also drop this key wherever it appears (e.g. spec_sha256 when the specs' bytes changed, comments or "
+        "paths, between the two commits: the signed hash of the spec file, not a grading difference); say so",
+    )
     ap.add_argument("corpus", nargs="*")
     a = ap.parse_args(argv)
+    IGNORED.update(a.ignore)
+    if a.ignore:
+        print("ignored keys (said here, not a grading difference): " + ", ".join(sorted(a.ignore)))
     corpus = a.corpus or (default_all() if a.all else list(DEFAULT))
     start = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="compare-grades-"))
@@ -237,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{c:42} {_score(b):>8} {_score(f):>8}  {'yes' if d is None else 'NO'}")
             if d:
                 print(f"    at {d[0]}:\n      before: {_short(d[1])}\n      after:  {_short(d[2])}")
+                rest = [p for p, _, _ in differences(b, f)][1:] if isinstance(b, dict) and isinstance(f, dict) else []
+                if rest:
+                    print(f"    and {len(rest)} more: {', '.join(rest[:5])}{' ...' if len(rest) > 5 else ''}")
         n = len(corpus)
         print(f"{n} submissions, {n - differ} identical, {differ} differ ({time.monotonic() - start:.0f} s)")
         return 1 if differ else 0
