@@ -18,6 +18,28 @@ from grader.problem.spec import Case, Problem
 UNCHECKED = (False, "no timed output was checked")  # a function with no sampled output to check
 
 
+class Truths:
+    """The parent's float64 truth (and the tolerance baseline's output) per (set, scale) of one case, computed once
+    and shared by every function's checks: both are pure functions of the input
+    (issue 32: ~100 truths a case -> at most one per (set, scale))."""
+
+    def __init__(self, problem: Problem, case: Case, ref: Reference, device: str, secret: int) -> None:
+        self.problem, self.case, self.ref, self.device, self.secret = problem, case, ref, device, secret
+        self._inputs: dict[int, list[torch.Tensor]] = {}
+        self._out: dict[tuple[int, float], tuple[torch.Tensor, torch.Tensor | None]] = {}
+
+    def get(self, k: int, scale: float) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(flat truth, flat tolerance-baseline output or None) for set k at this scale."""
+        if (k, scale) not in self._out:
+            if k not in self._inputs:
+                self._inputs[k] = operands.timing_inputs(self.problem, self.case, self.device, self.secret, k)
+            xs = [torch.mul(t, scale) for t in self._inputs[k]]
+            base = self.problem.tolerance_baseline
+            eager = self.ref.baselines[base](*xs).reshape(-1) if base in self.ref.baselines else None
+            self._out[(k, scale)] = (self.ref.truth(*xs).reshape(-1), eager)
+        return self._out[(k, scale)]
+
+
 def verify_case(
     problem: Problem,
     case: Case,
@@ -29,8 +51,11 @@ def verify_case(
     digest_seed: int,
 ) -> dict[str, tuple[bool, str]]:
     """Check every function's sampled timed outputs against the truth, then every timed call's checksum."""
+    truths = Truths(problem, case, ref, device, secret)
     verified = {
-        n: verify_samples(problem, case, data.checks[n], ref, device, secret) for n in data.event if data.checks[n]
+        n: verify_samples(problem, case, data.checks[n], ref, device, secret, truths)
+        for n in data.event
+        if data.checks[n]
     }
     weights = inputs.digest_weights(n_out, digest_seed, device) if any(data.digests.values()) else None
     expect: dict[tuple[int, float], tuple[float, float]] = {}  # the truth's checksum per (set, scale), shared
@@ -87,20 +112,24 @@ def verify_digests(
 
 
 def verify_samples(
-    problem: Problem, case: Case, checks: list, ref: Reference, device: str, secret: int
+    problem: Problem,
+    case: Case,
+    checks: list[tuple[int, float, torch.Tensor, torch.Tensor | str]],
+    ref: Reference,
+    device: str,
+    secret: int,
+    truths: Truths | None = None,
 ) -> tuple[bool, str]:
     """Check sampled timed outputs against the parent's own truth for that exact (set, scale) input."""
     dtype = inputs.TORCH_DTYPES[case.dtype]
-    cache: dict[int, list[torch.Tensor]] = {}
+    truths = truths or Truths(problem, case, ref, device, secret)
     for k, scale, idx, got in checks:
         if isinstance(got, str):
             return False, got
-        if k not in cache:
-            cache[k] = operands.timing_inputs(problem, case, device, secret, k)
-        xs = [torch.mul(t, scale) for t in cache[k]]
-        truth = ref.truth(*xs).reshape(-1)[idx.to(device)]
-        base = problem.tolerance_baseline
-        eager = ref.baselines[base](*xs).reshape(-1)[idx.to(device)] if base in ref.baselines else None
+        full, full_eager = truths.get(k, scale)
+        at = idx.to(device)
+        truth = full[at]
+        eager = full_eager[at] if full_eager is not None else None
         v = check.check_output(got.to(device), truth, tol=problem.tolerances[case.dtype], dtype=dtype, eager_out=eager)
         if not v.ok:
             return False, v.summary + ("; " + v.details[1] if len(v.details) > 1 else "")
