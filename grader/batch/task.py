@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -116,15 +117,10 @@ def _log_bytes(log: Path) -> bytes:
 
 def run_task(out: Path, index: int, *, engine: str, slot: str | None, task_id: str | None = None) -> int:
     out = out.resolve()
-    try:
-        manifest = state.read_manifest(out)
-        item = next(it for it in manifest["items"] if int(it["index"]) == index)
-    except StopIteration:
-        print(f"batch task: no submission with index {index} in {out}", file=sys.stderr)
+    found = _find_item(out, index)
+    if found is None:
         return TASK_USAGE
-    except (FileNotFoundError, ValueError, OSError) as e:
-        print(f"batch task: {e}", file=sys.stderr)
-        return TASK_USAGE
+    manifest, item = found
     sid, key = item["sid"], item["key"]
     if state.is_done(out, sid, key):
         print(f"{sid}: already graded (result key {key[:12]}), nothing to do")
@@ -134,17 +130,7 @@ def run_task(out: Path, index: int, *, engine: str, slot: str | None, task_id: s
     history = state.attempts(out, sid)
     attempt = 1 + sum(1 for a in history if a.get("event") is None and a.get("key") == key)
     stop: dict[str, Any] = {"child": None, "signal": 0}
-
-    def on_term(signum: int, frame: FrameType | None) -> None:
-        stop["signal"] = signum
-        child = stop["child"]
-        if child is not None and child.poll() is None:
-            try:
-                os.killpg(child.pid, signal.SIGKILL)  # its whole group: the grade and its workers
-            except OSError:
-                pass
-        raise _Stop
-
+    on_term = _stopper(stop)
     old = {s: signal.signal(s, on_term) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     base = {"key": key, "engine": engine, "task_id": task_id, "slot": slot, "attempt": attempt, "host": _host()}
     t0, started_at = time.monotonic(), where.now()
@@ -153,14 +139,7 @@ def run_task(out: Path, index: int, *, engine: str, slot: str | None, task_id: s
     try:
         gpu = where.visible_gpu()
         tmp_base = os.environ.get("TMPDIR") or tempfile.gettempdir()
-        why = ""
-        need = int(os.environ.get(MIN_FREE_ENV) or MIN_FREE_BYTES)
-        if _free(Path(tmp_base)) < need:
-            why = f"out of disk: {_free(Path(tmp_base)) >> 20} MiB free in {tmp_base} (needs {need >> 20} MiB)"
-        elif _free(out) < 64 * 2**20:
-            why = f"out of disk: {_free(out) >> 20} MiB free in {out}"
-        elif opts.get("device") == "cuda":
-            why = _gpu_visible(gpu)
+        why = _machine_problem(out, opts, gpu, tmp_base)
         if why:
             return _record(out, sid, base, Outcome.INFRA, why, t0, TASK_INFRA)
         # Named by index, not by student: /tmp can be listed by everyone.
@@ -172,15 +151,7 @@ def run_task(out: Path, index: int, *, engine: str, slot: str | None, task_id: s
         os.chmod(scratch, 0o711)
         os.chmod(scratch / "tmp", 0o711)
         res, log = scratch / "out", scratch / "grade.log"
-        args = ["--problem", opts["problem"], "--submission", item["path"], "--out", str(res)]
-        args += ["--device", opts.get("device") or "auto", "--student-id", sid]  # signed: whose grade it is
-        args += [] if opts.get("perf", True) else ["--no-perf"]
-        for o in opts.get("only") or ():
-            args += ["--only", o]
-        if opts.get("secret_file"):
-            # the batch asked whether its grades can be official once, before the first (grader/preflight.py)
-            args += ["--secret-file", opts["secret_file"], "--allow-advisory"]
-        cmd = [*grade_command(), _args_file(scratch / "grade.args", args)]
+        cmd = [*grade_command(), _args_file(scratch / "grade.args", _grade_args(opts, item, sid, res))]
         start = where.query(gpu)
         env = {**os.environ, "TMPDIR": str(scratch / "tmp")}
         with open(log, "wb") as lf:
@@ -203,13 +174,8 @@ def run_task(out: Path, index: int, *, engine: str, slot: str | None, task_id: s
             # attempt reads "killed", not an infrastructure fault (an OOM kill of the grade alone stays one).
             time.sleep(1.0)
         end = where.query(gpu)
-        if rc == 2:
-            rec = {**base, "outcome": Outcome.REFUSED, "why": _tail(log) or "the grader refused it (exit 2)"}
-            state.install(out, sid, {"grade.log": _log_bytes(log)}, {**rec, "sid": sid, "finished_at": where.now()})
-            return _record(out, sid, base, Outcome.REFUSED, rec["why"], t0, TASK_REFUSED)
         if rc != 0:
-            what = "grader fault (exit 3)" if rc == 3 else f"the grade died (exit {rc})" if rc > 0 else f"signal {-rc}"
-            return _record(out, sid, base, Outcome.INFRA, f"{what}: {_tail(log)}"[:400], t0, TASK_INFRA)
+            return _not_graded(out, sid, base, rc, log, t0)
         data = _read_results(res / state.RESULTS)
         if isinstance(data, str):
             return _record(out, sid, base, Outcome.INFRA, f"the grade wrote no results.json ({data})", t0, TASK_INFRA)
@@ -232,10 +198,7 @@ def run_task(out: Path, index: int, *, engine: str, slot: str | None, task_id: s
         )
         data = _resign(data, opts.get("secret_file"))
         body = json.dumps(data, indent=2).encode()
-        files: dict[str, Path | bytes] = {state.RESULTS: body, "grade.log": _log_bytes(log)}
-        for name in ("report.md", "report.html"):
-            if (res / name).is_file():
-                files[name] = res / name
+        files = _result_files(res, body, log)
         rec = {
             **base,
             "sid": sid,
@@ -260,6 +223,82 @@ def run_task(out: Path, index: int, *, engine: str, slot: str | None, task_id: s
         state.clear_running(out, sid)
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _stopper(stop: dict[str, Any]) -> Callable[[int, FrameType | None], None]:
+    """The task's SIGTERM/SIGINT/SIGHUP handler: notes the signal in stop["signal"], kills the grade running as
+    stop["child"] (its whole process group) and raises _Stop."""
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        stop["signal"] = signum
+        child = stop["child"]
+        if child is not None and child.poll() is None:
+            try:
+                os.killpg(child.pid, signal.SIGKILL)  # its whole group: the grade and its workers
+            except OSError:
+                pass
+        raise _Stop
+
+    return on_term
+
+
+def _find_item(out: Path, index: int) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The batch's manifest and its item `index`; None (and why, on stderr) when there is no such item."""
+    try:
+        manifest = state.read_manifest(out)
+        item = next(it for it in manifest["items"] if int(it["index"]) == index)
+    except StopIteration:
+        print(f"batch task: no submission with index {index} in {out}", file=sys.stderr)
+        return None
+    except (FileNotFoundError, ValueError, OSError) as e:
+        print(f"batch task: {e}", file=sys.stderr)
+        return None
+    return manifest, item
+
+
+def _result_files(res: Path, body: bytes, log: Path) -> dict[str, Path | bytes]:
+    """What a graded submission's folder gets: results.json, the grade's log, and the reports the grade wrote."""
+    files: dict[str, Path | bytes] = {state.RESULTS: body, "grade.log": _log_bytes(log)}
+    for name in ("report.md", "report.html"):
+        if (res / name).is_file():
+            files[name] = res / name
+    return files
+
+
+def _machine_problem(out: Path, opts: dict[str, Any], gpu: Any, tmp_base: str) -> str:
+    """Why this machine cannot run the grade (too little disk for the scratch or the batch, no GPU when the batch
+    needs one), or ""."""
+    need = int(os.environ.get(MIN_FREE_ENV) or MIN_FREE_BYTES)
+    if _free(Path(tmp_base)) < need:
+        return f"out of disk: {_free(Path(tmp_base)) >> 20} MiB free in {tmp_base} (needs {need >> 20} MiB)"
+    if _free(out) < 64 * 2**20:
+        return f"out of disk: {_free(out) >> 20} MiB free in {out}"
+    if opts.get("device") == "cuda":
+        return _gpu_visible(gpu)
+    return ""
+
+
+def _grade_args(opts: dict[str, Any], item: dict[str, Any], sid: str, res: Path) -> list[str]:
+    """The grade's command-line arguments for `item` under the batch's options."""
+    args = ["--problem", opts["problem"], "--submission", item["path"], "--out", str(res)]
+    args += ["--device", opts.get("device") or "auto", "--student-id", sid]  # signed: whose grade it is
+    args += [] if opts.get("perf", True) else ["--no-perf"]
+    for o in opts.get("only") or ():
+        args += ["--only", o]
+    if opts.get("secret_file"):
+        # the batch asked whether its grades can be official once, before the first (grader/preflight.py)
+        args += ["--secret-file", opts["secret_file"], "--allow-advisory"]
+    return args
+
+
+def _not_graded(out: Path, sid: str, base: dict[str, Any], rc: int, log: Path, t0: float) -> int:
+    """Record a grade that exited rc != 0: refused (exit 2, installed with its log), else an infrastructure fault."""
+    if rc == 2:
+        rec = {**base, "outcome": Outcome.REFUSED, "why": _tail(log) or "the grader refused it (exit 2)"}
+        state.install(out, sid, {"grade.log": _log_bytes(log)}, {**rec, "sid": sid, "finished_at": where.now()})
+        return _record(out, sid, base, Outcome.REFUSED, rec["why"], t0, TASK_REFUSED)
+    what = "grader fault (exit 3)" if rc == 3 else f"the grade died (exit {rc})" if rc > 0 else f"signal {-rc}"
+    return _record(out, sid, base, Outcome.INFRA, f"{what}: {_tail(log)}"[:400], t0, TASK_INFRA)
 
 
 def _args_file(path: Path, args: list[str]) -> str:
