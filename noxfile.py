@@ -85,7 +85,8 @@ def _env(session: nox.Session, extra: list[str] | None = None) -> Path | None:
     py = bindir / ("python.exe" if sys.platform == "win32" else "python")
     if not py.exists():
         session.log(f"making the shared environment {ENV} (once; every session uses it)")
-        session.run(sys.executable, "-m", "venv", str(ENV), external=True)
+        # run_install, not run: these also run under `nox --install-only` (an image that installs ahead of time)
+        session.run_install(sys.executable, "-m", "venv", str(ENV), external=True)
     group = hashlib.sha256("\n".join(extra).encode()).hexdigest()[:12] if extra else "base"
     stamp = ENV / f"installed-{group}"
     want = _stamp(extra)
@@ -95,7 +96,7 @@ def _env(session: nox.Session, extra: list[str] | None = None) -> Path | None:
             f"into {ENV}: the first time this downloads torch (hundreds of MB to a few GB, minutes); pip's "
             "progress follows"
         )
-        session.run(
+        session.run_install(
             str(py),
             "-m",
             "pip",

@@ -28,19 +28,21 @@ try:
     import triton
     import triton.language as tl
 
-    _jit = triton.jit
+    _jit: Callable[[Callable[..., Any]], Any] = triton.jit
 except ImportError:  # Windows: no Triton wheels (grader/availability.py). A CUDA part is still timed, with
     triton = None  # torch's one-thread sleep before each call (Timer._check_occupy reports which sleep it used).
 
-    def _jit(fn):
+    def _no_jit(fn: Callable[..., Any]) -> Callable[..., Any]:
         return fn
+
+    _jit = _no_jit
 
 
 _perf_counter = time.perf_counter
 
 
 @_jit
-def _now_ns():
+def _now_ns() -> Any:
     # nanosleep first: the waiting warps mostly sleep and issue few instructions (a wait, not a power burn ahead
     # of the timed kernel).
     return tl.inline_asm_elementwise(
@@ -49,7 +51,8 @@ def _now_ns():
 
 
 @_jit
-def _occupy_kernel(ns):
+def _occupy_kernel(ns):  # type: (int) -> None
+    # (a type comment: Triton reads a parameter's annotation as a type to specialize on, and looks its name up)
     """Wait `ns` nanoseconds. Launched with as many threads per SM as an SM holds (Timer.__init__) it takes every
     warp slot of every SM, so no kernel from any other stream can start until it ends. torch.cuda._sleep is a
     single thread: a side stream's kernels run beside it, hidden from both clocks."""
@@ -67,11 +70,11 @@ class Timer:
         self.device = device
         # Bind the primitives now: a submission that later patches torch.cuda.Event.elapsed_time or
         # torch.cuda.synchronize does not change what these names point to.
-        self._Event = torch.cuda.Event
+        self._Event: Callable[..., torch.cuda.Event] = torch.cuda.Event
         self._record = torch.cuda.Event.record
-        self._elapsed = torch.cuda.Event.elapsed_time
+        self._elapsed: Callable[[torch.cuda.Event, torch.cuda.Event], float] = torch.cuda.Event.elapsed_time
         self._sync = torch.cuda.synchronize
-        self._sleep = torch.cuda._sleep
+        self._sleep: Callable[[int], None] = torch.cuda._sleep
         self._mul = torch.mul
         self._zero = torch.Tensor.zero_
         props = torch.cuda.get_device_properties(device)
@@ -138,7 +141,8 @@ class Timer:
         launched right behind a 300 us sleep, must not finish before the sleep does."""
         try:
             self._occupy(10)  # compile
-            side = torch.cuda.Stream(self.device)
+            make_stream: Callable[[torch.device], torch.cuda.Stream] = torch.cuda.Stream
+            side = make_stream(self.device)
             with torch.cuda.stream(side):
                 # Load the side kernel now: a first launch can wait tens of ms for lazy module loading (6.9 and
                 # 30.7 ms seen on the H200), long after any sleep, which would make this check pass by accident.
@@ -185,7 +189,7 @@ class Timer:
     def _median_ms(self, fn: Callable[[], Any], reps: int) -> float:
         for _ in range(3):
             fn()
-        times = []
+        times: list[float] = []
         for _ in range(reps):
             s, e = self._Event(enable_timing=True), self._Event(enable_timing=True)
             self._record(s)
@@ -220,7 +224,7 @@ class Timer:
             "nbytes": nbytes,
         }
 
-    def setup(self, fns: dict[str, Callable], p: dict[str, Any]) -> dict[str, Any]:
+    def setup(self, fns: dict[str, Callable[..., Any]], p: dict[str, Any]) -> dict[str, Any]:
         """Make the case's input sets and warm every function up. Returns compile and warm-up facts."""
         self.pristine, self.work = [], []
         self.weights = None
@@ -266,7 +270,7 @@ class Timer:
 
     # -- timed rounds ---------------------------------------------------------------------------------------
 
-    def round(self, fns: dict[str, Callable], p: dict[str, Any]) -> dict[str, Any]:
+    def round(self, fns: dict[str, Callable[..., Any]], p: dict[str, Any]) -> dict[str, Any]:
         """Time each named function on the given call plan, a list of (set index, scale).
 
         The outputs are kept until `samples`: which calls and elements get verified is decided by the parent

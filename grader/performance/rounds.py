@@ -12,7 +12,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -62,6 +62,9 @@ def plan_round(
     return plan, checks
 
 
+_T = TypeVar("_T")
+
+
 @dataclass
 class Rounds:
     """What timed rounds collected, per function name."""
@@ -82,7 +85,7 @@ class Rounds:
     def pooled(self, other: Rounds) -> Rounds:
         """Both passes' samples together (another setup's rounds of the same functions)."""
 
-        def cat(a: dict[str, list], b: dict[str, list]) -> dict[str, list]:
+        def cat(a: dict[str, list[_T]], b: dict[str, list[_T]]) -> dict[str, list[_T]]:
             return {n: a.get(n, []) + b.get(n, []) for n in {**a, **b}}
 
         return Rounds(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from grader.problem.spec import Curve
 
@@ -33,7 +34,7 @@ class Thresholds:
             f"full at <= {self.full_ms:.4g} ms (margin {100 * self.margin:g}%; baselines: {src})"
         )
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
