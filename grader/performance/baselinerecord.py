@@ -1,0 +1,171 @@
+"""Baselines measured once per GPU for a batch window (issue 32 item 1), and the drift check that keeps them honest.
+
+A single grade times the problem's baselines (manual, eager, torch.compile for GLU) in the same rounds as the
+submission, and derives its thresholds from their medians. In a batch every grade on one GPU re-times the same
+baselines on the same shapes. With a record, a grade times only the **control** baseline (the spec's
+`tolerance_baseline`, eager for GLU: it also sets the host clock's overhead, so it is timed anyway) beside the
+submission, and takes the other baselines' medians from the record.
+
+Who may write a record: only the batch's trusted side, from a calibration run in which no submission process is
+alive on that GPU (the batch calibrates a GPU before the first task it gives it, and again after draining its
+slots). A grade never writes one: its rounds share the GPU with a submission's process, which could slow one
+baseline (not the control) and so loosen every later classmate's thresholds. What a grade may do is refuse the
+record: when its control's median is more than DRIFT_BOUND away from the record's, it times every baseline
+itself (as a single grade does) and says so; the batch then re-calibrates that GPU before its next task.
+
+The noise bound. A grade's medians move between grades on the same GPU by at most 0.72% (docs/performance.md:
+five grades, run 22; 0.37% in run 31), and eager's by up to 1.20% on the smallest fp16 case (run 29). A record
+within DRIFT_BOUND = 1.5% of the control moves a threshold by at most that much, less than half the spec's
+3% margin, so a kernel's credit between the two thresholds moves by at most ~0.03 of a case's points, the same
+as two single grades (the batch check's CREDIT_NOISE). A control outside 1.5% is not noise: the GPU's clocks or
+its neighbours changed, and the record is not used.
+
+The file is JSON in the batch's own folder (mode 0600, the grader's uid), bounded in size, validated on read,
+and bound to what it was measured for: the GPU (its UUID), the problem's spec bytes, the grader's code and the
+torch/Triton versions. A record that does not match is not used (the grade times every baseline).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+DRIFT_BOUND = 0.015  # the control's relative change that makes the record stale (see the docstring for why 1.5%)
+MAX_AGE_S = 1800.0  # a record older than this is re-calibrated whatever its control says (clocks, heat, neighbours)
+MAX_BYTES = 1 << 20  # a record is a few kB; anything larger is not one
+VERSION = 1
+ENV = "GRADER_BASELINE_RECORD"  # the batch engine names the GPU's record file here, as it names its lock
+
+
+class RecordError(ValueError):
+    """A record file that cannot be used: missing, too large, malformed, or measured for something else."""
+
+
+@dataclass(frozen=True)
+class RecordKey:
+    """What a record was measured for; a grade uses it only when every field is its own."""
+
+    gpu_uuid: str
+    problem: str
+    spec_sha256: str
+    grader_code: str
+    torch: str
+    triton: str
+
+
+@dataclass
+class CaseRecord:
+    """One performance case's baseline medians (ms, CUDA events) and the baselines' host-clock overhead."""
+
+    medians_ms: dict[str, float]
+    overhead_ms: float
+
+
+@dataclass
+class BaselineRecord:
+    key: RecordKey
+    control: str  # the baseline every grade still times (the spec's tolerance_baseline)
+    made_at: float  # time.time() of the calibration
+    copy: dict[str, float]  # the copy-bandwidth measurement of the calibration (bytes_per_s, read2_write1_...)
+    cases: dict[str, CaseRecord] = field(default_factory=dict)
+
+    def as_json(self) -> str:
+        return json.dumps({"version": VERSION, **asdict(self)}, sort_keys=True)
+
+
+def _num(v: Any, what: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+        raise RecordError(f"{what} is not a positive number")
+    return float(v)
+
+
+def _str(v: Any, what: str) -> str:
+    if not isinstance(v, str) or len(v) > 200:
+        raise RecordError(f"{what} is not a short string")
+    return v
+
+
+def parse(text: str) -> BaselineRecord:
+    """A record from its JSON text, every field checked (RecordError otherwise)."""
+    try:
+        raw = json.loads(text)
+    except ValueError as e:
+        raise RecordError(f"not JSON: {e}") from None
+    if not isinstance(raw, dict) or raw.get("version") != VERSION:
+        raise RecordError(f"not a version-{VERSION} baseline record")
+    k = raw.get("key")
+    if not isinstance(k, dict) or set(k) != set(RecordKey.__dataclass_fields__):
+        raise RecordError("its key is not a record key")
+    key = RecordKey(**{n: _str(k[n], f"key.{n}") for n in RecordKey.__dataclass_fields__})
+    copy = raw.get("copy")
+    if not isinstance(copy, dict) or not copy:
+        raise RecordError("no copy-bandwidth measurement")
+    cases_raw = raw.get("cases")
+    if not isinstance(cases_raw, dict) or not cases_raw:
+        raise RecordError("no cases")
+    control = _str(raw.get("control"), "control")
+    cases: dict[str, CaseRecord] = {}
+    for name, c in cases_raw.items():
+        if not isinstance(c, dict) or not isinstance(c.get("medians_ms"), dict) or not c["medians_ms"]:
+            raise RecordError(f"case {name!r} has no medians")
+        medians = {_str(b, "a baseline's name"): _num(ms, f"{name}/{b}") for b, ms in c["medians_ms"].items()}
+        if control not in medians:
+            raise RecordError(f"case {name!r} has no median for the control baseline {control!r}")
+        cases[_str(name, "a case's name")] = CaseRecord(medians, _num(c.get("overhead_ms"), f"{name}/overhead_ms"))
+    return BaselineRecord(
+        key=key,
+        control=control,
+        made_at=_num(raw.get("made_at"), "made_at"),
+        copy={_str(n, "a copy field"): _num(v, f"copy/{n}") for n, v in copy.items()},
+        cases=cases,
+    )
+
+
+def load(path: Path, key: RecordKey, *, now: float | None = None) -> BaselineRecord:
+    """The record at PATH if it is the grader's own file, fresh, and measured for KEY; RecordError (saying why)
+    otherwise. Only a file of this process's uid and mode 0600 is read: the batch writes it, nobody else can."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as e:
+        raise RecordError(f"cannot open {path.name}: {e.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if hasattr(os, "getuid") and (st.st_uid != os.getuid() or st.st_mode & 0o077):
+            raise RecordError(f"{path.name} is not the grader's own file of mode 0600")
+        data = f.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise RecordError(f"{path.name} is larger than {MAX_BYTES} bytes")
+    rec = parse(data.decode("utf-8", "replace"))
+    if rec.key != key:
+        diff = [n for n in RecordKey.__dataclass_fields__ if getattr(rec.key, n) != getattr(key, n)]
+        raise RecordError(f"measured for another {', '.join(diff)}")
+    age = (time.time() if now is None else now) - rec.made_at
+    if age > MAX_AGE_S:
+        raise RecordError(f"{age:.0f} s old (re-calibrated after {MAX_AGE_S:.0f} s)")
+    return rec
+
+
+def save(path: Path, rec: BaselineRecord) -> None:
+    """Write REC to PATH atomically, mode 0600 (a reader never sees half a record)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(rec.as_json())
+    os.replace(tmp, path)
+
+
+def drift(recorded_ms: float, now_ms: float) -> float:
+    """The control's relative change since the record: |now / recorded - 1|."""
+    return abs(now_ms / recorded_ms - 1.0)
+
+
+def usable(rec: BaselineRecord, case: str, control_now_ms: float) -> bool:
+    """Whether the record's baselines stand for this grade's on CASE: the case is recorded and the control timed
+    now is within DRIFT_BOUND of the recorded one."""
+    c = rec.cases.get(case)
+    return c is not None and drift(c.medians_ms[rec.control], control_now_ms) <= DRIFT_BOUND

@@ -1,0 +1,110 @@
+"""The batch's shared baseline record (grader/performance/baselinerecord.py): what makes a record usable, and
+the drift bound that makes a grade time every baseline itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from grader.performance import baselinerecord as br
+
+KEY = br.RecordKey(
+    gpu_uuid="GPU-1234", problem="glu", spec_sha256="ab" * 32, grader_code="c0ffee", torch="2.11", triton="3.6"
+)
+
+
+def _record(**over: object) -> br.BaselineRecord:
+    rec = br.BaselineRecord(
+        key=KEY,
+        control="eager",
+        made_at=time.time(),
+        copy={"bytes_per_s": 4.27e12, "read2_write1_bytes_per_s": 4.4e12},
+        cases={
+            "fp32_16k": br.CaseRecord({"manual": 1.852, "eager": 0.617, "compiled": 0.374}, 0.021),
+            "fp16_4k": br.CaseRecord({"manual": 0.166, "eager": 0.057, "compiled": 0.065}, 0.019),
+        },
+    )
+    for k, v in over.items():
+        setattr(rec, k, v)
+    return rec
+
+
+def test_a_saved_record_loads_back_equal_and_private(tmp_path: Path) -> None:
+    p = tmp_path / "gpu0.glu.json"
+    br.save(p, _record())
+    assert p.stat().st_mode & 0o777 == 0o600
+    got = br.load(p, KEY)
+    assert got.cases["fp32_16k"].medians_ms["compiled"] == 0.374
+    assert got.control == "eager" and got.copy["bytes_per_s"] == 4.27e12
+
+
+@pytest.mark.parametrize("field", list(br.RecordKey.__dataclass_fields__))
+def test_a_record_for_anything_else_is_refused_naming_what_differs(tmp_path: Path, field: str) -> None:
+    p = tmp_path / "r.json"
+    br.save(p, _record())
+    other = br.RecordKey(**{**KEY.__dict__, field: "other"})
+    with pytest.raises(br.RecordError, match=f"another {field}"):
+        br.load(p, other)
+
+
+def test_an_old_record_is_refused(tmp_path: Path) -> None:
+    p = tmp_path / "r.json"
+    br.save(p, _record(made_at=time.time() - br.MAX_AGE_S - 5))
+    with pytest.raises(br.RecordError, match="old"):
+        br.load(p, KEY)
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="file modes are POSIX")
+def test_a_record_others_could_write_is_refused(tmp_path: Path) -> None:
+    p = tmp_path / "r.json"
+    br.save(p, _record())
+    p.chmod(0o644)
+    with pytest.raises(br.RecordError, match="0600"):
+        br.load(p, KEY)
+
+
+@pytest.mark.parametrize(
+    "mutate, why",
+    [
+        (lambda d: d.update(version=99), "version"),
+        (lambda d: d["cases"]["fp32_16k"]["medians_ms"].update(manual=-1.0), "positive"),
+        (lambda d: d["cases"]["fp32_16k"]["medians_ms"].update(manual=float("nan")), "positive"),
+        (lambda d: d["cases"]["fp32_16k"]["medians_ms"].update(manual=True), "positive"),
+        (lambda d: d["cases"]["fp32_16k"]["medians_ms"].pop("eager"), "control"),
+        (lambda d: d.update(cases={}), "no cases"),
+        (lambda d: d["key"].pop("gpu_uuid"), "key"),
+        (lambda d: d.update(copy=[]), "copy"),
+    ],
+)
+def test_a_malformed_record_is_one_error(mutate, why: str) -> None:
+    d = json.loads(_record().as_json())
+    mutate(d)
+    with pytest.raises(br.RecordError, match=why):
+        br.parse(json.dumps(d))
+
+
+def test_an_oversized_record_is_not_read(tmp_path: Path) -> None:
+    p = tmp_path / "r.json"
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT, 0o600)
+    os.write(fd, b" " * (br.MAX_BYTES + 10))
+    os.close(fd)
+    with pytest.raises(br.RecordError, match="larger"):
+        br.load(p, KEY)
+
+
+def test_the_drift_bound_separates_noise_from_a_changed_gpu() -> None:
+    """Inside the bound: the medians' measured grade-to-grade spread (<= 1.2% for eager, docs/performance.md);
+    outside it: a change no two grades on one GPU showed. The bound is half the spec's 3% margin or less, so a
+    recorded threshold is never off by more than the margin a single grade already allows for."""
+    rec = _record()
+    eager = rec.cases["fp32_16k"].medians_ms["eager"]
+    assert br.DRIFT_BOUND <= 0.03 / 2
+    assert br.usable(rec, "fp32_16k", eager * 1.012)  # eager's worst spread between grades (run 29)
+    assert br.usable(rec, "fp32_16k", eager * 0.988)
+    assert not br.usable(rec, "fp32_16k", eager * 1.02)
+    assert not br.usable(rec, "fp32_16k", eager * 0.97)
+    assert not br.usable(rec, "no_such_case", eager)
