@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-PROBLEMS = ("glu", "swiglu", "geglu", "gelu", "glu_backward")
+PROBLEMS = tuple(sorted(p.parent.name for p in (ROOT / "reference").glob("*/spec.yaml")))  # every problem
 
 # A representative subset: correct Triton and CUDA designs, broken kernels of several kinds (wrong values, import
 # and syntax errors, a mutated input, sys.exit), CUDA kernels through the CPU layer, exploits that attack the grader
