@@ -197,7 +197,7 @@ def _overflowing_sigmoid(cases):
 
 
 def _partial_output(cases):
-    hinted = 0
+    hinted = failed = 0
     for c, t in cases.values():
         if n_out(c) == 0:
             expect(t, PASSED)
@@ -208,15 +208,17 @@ def _partial_output(cases):
             assert m, show(t)
             assert (int(m.group(1)), int(m.group(2)), int(m.group(3))) == (1, rows(c), rows(c) - 1), show(t)
         hinted += NEVER_WRITTEN in t.output
-    # The NaN poison is best effort on CPU (malloc may hand back other memory), but it works for some cases.
-    assert hinted, "no case shows the 'never written' hint"
+        failed += 1
+    # Every failing case: the poison is in every new output on a GPU (the caching allocator) and on a CPU (the
+    # worker's torch.empty, grader/child/worker.py _poison_cpu_allocations), not only where malloc reused memory.
+    assert hinted == failed, f"{failed - hinted} of {failed} failing cases lack the 'never written' hint"
 
 
 BLOCK = {"float32": 1024, "float16": 2048, "bfloat16": 2048}  # as in tests/broken/missing_mask/glu_triton.py
 
 
 def _missing_mask(cases):
-    hinted = 0
+    hinted = failed = 0
     for c, t in cases.values():
         tail = n_out(c) % BLOCK[c.dtype]
         if tail == 0:  # empty, or a whole number of blocks: nothing is left unwritten
@@ -230,7 +232,8 @@ def _missing_mask(cases):
         flat = sum(i * math.prod(out_shape[k + 1:]) for k, i in enumerate(idx))
         assert flat >= n_out(c) - tail, f"first wrong element {idx} is before the unwritten tail\n{show(t)}"
         hinted += NEVER_WRITTEN in t.output
-    assert hinted, "no case shows the 'never written' hint"
+        failed += 1
+    assert hinted == failed, f"{failed - hinted} of {failed} failing cases lack the 'never written' hint"
 
 
 def _mutates_input(cases):

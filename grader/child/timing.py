@@ -178,6 +178,8 @@ class Timer:
         p = torch.cuda.get_device_properties(self.device)
         return {
             "name": p.name,
+            # which GPU this is (a batch's baseline record is bound to it: grader/performance/baselinerecord.py)
+            "uuid": str(getattr(p, "uuid", "")),
             "sms": p.multi_processor_count,
             "l2_bytes": self.l2_bytes,
             "flush_bytes": self.flush_bytes,

@@ -149,6 +149,32 @@ def explain(e: BaseException, tb: str, source: str | None = None) -> tuple[str, 
     return line + at, cause + full, cause + own if own else ""
 
 
+def _poison_cpu_allocations(torch: Any) -> None:
+    """On a CPU, fill every new floating-point tensor from torch.empty and its kin with the grader's poison (0xFF
+    bytes, the all-ones NaN that grader/correctness/check.py recognises as never written).
+
+    On a GPU, _poison_allocator makes the caching allocator hand back poisoned memory. malloc gives no such
+    promise: memory a kernel never wrote held zeros from a fresh page or an earlier call's values, so a missing
+    mask failed with different values on every run (and a regrade told the student something else) and its
+    "never written" hint came and went. Installed before the submission is imported, so `from torch import empty`
+    gets these too; a submission that undoes it only makes its own unwritten outputs unpredictable again."""
+    ints = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}
+
+    def poisoned(make: Callable[..., Any]) -> Callable[..., Any]:
+        def make_poisoned(*args: Any, **kwargs: Any) -> Any:
+            t = make(*args, **kwargs)
+            if isinstance(t, torch.Tensor) and t.dtype.is_floating_point and t.numel() and t.device.type == "cpu":
+                t.view(ints[t.element_size()]).fill_(-1)  # all bits set, whatever the strides
+            return t
+
+        return make_poisoned
+
+    for name in ("empty", "empty_like", "empty_strided"):
+        setattr(torch, name, poisoned(getattr(torch, name)))
+    for name in ("new_empty", "new_empty_strided"):
+        setattr(torch.Tensor, name, poisoned(getattr(torch.Tensor, name)))
+
+
 class Worker:
     def __init__(self, device: str, timing: bool = False):
         import torch
@@ -169,6 +195,8 @@ class Worker:
         if self.device.type == "cuda":
             init: Callable[[], None] = torch.cuda.init  # torch leaves it unannotated
             init()
+        else:
+            _poison_cpu_allocations(torch)
         if self.device.type == "cuda" and timing:
             from .timing import Timer
 
