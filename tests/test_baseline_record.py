@@ -108,3 +108,44 @@ def test_the_drift_bound_separates_noise_from_a_changed_gpu() -> None:
     assert not br.usable(rec, "fp32_16k", eager * 1.02)
     assert not br.usable(rec, "fp32_16k", eager * 0.97)
     assert not br.usable(rec, "no_such_case", eager)
+
+
+def _info(problem, missing: str | None = None) -> dict:
+    """A performance stage's info as run_performance returns it, for a stage that timed every baseline."""
+    cases = {}
+    for i, c in enumerate(problem.performance.cases):
+        base = {
+            b: {"event": {"median": 0.1 * (i + 1) * (j + 1)}} for j, b in enumerate(problem.baselines) if b != missing
+        }
+        cases[c.name] = {"baselines": base, "baseline_overhead_ms": 0.02}
+    return {
+        "cases": cases,
+        "copy_bytes_per_s": 4.27e12,
+        "read2_write1_bytes_per_s": 4.4e12,
+        "device": {"uuid": "GPU-abcd", "name": "NVIDIA H200"},
+    }
+
+
+def test_a_calibration_becomes_a_record_bound_to_its_gpu_and_problem(tmp_path: Path) -> None:
+    from grader.performance import calibrate
+    from grader.problem.spec import find_problem, load_problem
+
+    problem = load_problem(find_problem(None, Path(__file__).resolve().parent.parent))
+    rec = calibrate.record_from_info(problem, _info(problem))
+    assert rec.key.gpu_uuid == "GPU-abcd" and rec.key.problem == problem.name
+    assert rec.control == calibrate.control_baseline(problem) and rec.control in problem.baselines
+    assert set(rec.cases) == {c.name for c in problem.performance.cases}
+    p = tmp_path / "r.json"
+    br.save(p, rec)
+    assert br.load(p, calibrate.record_key(problem, {"uuid": "GPU-abcd"})).cases == rec.cases
+    with pytest.raises(br.RecordError, match="another gpu_uuid"):
+        br.load(p, calibrate.record_key(problem, {"uuid": "GPU-other"}))
+
+
+def test_a_calibration_that_missed_a_baseline_makes_no_record() -> None:
+    from grader.performance import calibrate
+    from grader.problem.spec import find_problem, load_problem
+
+    problem = load_problem(find_problem(None, Path(__file__).resolve().parent.parent))
+    with pytest.raises(RuntimeError, match="lacks a baseline"):
+        calibrate.record_from_info(problem, _info(problem, missing=next(iter(problem.baselines))))

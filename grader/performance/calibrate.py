@@ -1,0 +1,87 @@
+"""Measure a GPU's baseline record (grader/performance/baselinerecord.py says what it is and who may write one).
+
+`python -m grader calibrate --problem P --record FILE` runs the performance stage with no submission: only the
+trusted baselines' worker times the problem's baselines on every performance case, as a grade would, and the
+medians become the record. The batch engine runs it on a GPU before that GPU's first task and again whenever a
+grade refused the record, with the GPU's slots drained, so no submission process is alive on it meanwhile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from grader.performance.baselinerecord import BaselineRecord, CaseRecord, RecordKey, save
+from grader.performance.gpulock import phase
+from grader.problem.reference import load_reference
+from grader.problem.spec import Problem
+
+
+def _triton_version() -> str:
+    try:
+        import triton
+    except ImportError:
+        return ""
+    return str(triton.__version__)
+
+
+def record_key(problem: Problem, device_info: dict[str, Any]) -> RecordKey:
+    """What a record measured now on this GPU is for: the GPU (its UUID, from the trusted worker's device info),
+    the problem's spec bytes, the grader's code and the torch/Triton versions."""
+    from grader.signing import grader_version
+
+    return RecordKey(
+        gpu_uuid=str(device_info.get("uuid", "")),
+        problem=problem.name,
+        spec_sha256=hashlib.sha256(problem.path.read_bytes()).hexdigest(),
+        grader_code=grader_version(),
+        torch=torch.__version__,
+        triton=_triton_version(),
+    )
+
+
+def control_baseline(problem: Problem) -> str:
+    """The baseline a grade still times beside a record: the spec's tolerance baseline (it also sets the host
+    clock's overhead, so it is timed anyway), else the first baseline."""
+    return problem.tolerance_baseline or next(iter(problem.baselines))
+
+
+def record_from_info(problem: Problem, info: dict[str, Any]) -> BaselineRecord:
+    """The record of a performance stage's info (run_performance's second value) that timed every baseline."""
+    cases: dict[str, CaseRecord] = {}
+    for name, c in info.get("cases", {}).items():
+        medians = {b: float(d["event"]["median"]) for b, d in c.get("baselines", {}).items()}
+        if set(medians) != set(problem.baselines):
+            raise RuntimeError(f"calibration: case {name} lacks a baseline's time ({sorted(medians)})")
+        cases[name] = CaseRecord(medians, float(c["baseline_overhead_ms"]))
+    copy = {k: float(info[k]) for k in ("copy_bytes_per_s", "read2_write1_bytes_per_s")}
+    return BaselineRecord(
+        key=record_key(problem, info.get("device", {})),
+        control=control_baseline(problem),
+        made_at=time.time(),
+        copy=copy,
+        cases=cases,
+    )
+
+
+def calibrate(problem: Problem, out: Path, *, progress: Callable[[str], None] = print) -> BaselineRecord:
+    """Time the problem's baselines alone on this GPU (holding its lock exclusively) and write the record."""
+    from grader.performance.stage import run_performance
+
+    if problem.performance is None:
+        raise RuntimeError(f"problem {problem.name} has no performance cases: nothing to calibrate")
+    if not torch.cuda.is_available():
+        raise RuntimeError("calibration needs a CUDA GPU")
+    with phase(True, progress):
+        _tests, info = run_performance(
+            problem, [], load_reference(problem), device="cuda", secret=secrets.randbits(62), progress=progress
+        )
+    rec = record_from_info(problem, info)
+    save(out, rec)
+    return rec
