@@ -143,10 +143,12 @@ def run_case(glu, impls: dict[str, FakeWorker], case: Case | None = None, baseli
                 boxes[n] = new
             boxes[n].request("time_setup", old.setup_p)  # a fresh worker makes its own input sets
 
-    res = stage._time_case(
-        problem, case, targets, boxes, dead, ref, device="cpu", secret=SECRET, rule=rule, rng=random.Random(0),
-        copy_bps=1e15, ceiling_bps=1e15, progress=lambda s: None, restart=restart, confirmed=confirmed,
+    grade = stage.GradeTiming(
+        problem, targets, ref, boxes, dead, device="cpu", secret=SECRET, rule=rule, rng=random.Random(0),
+        copy_bps=1e15, ceiling_bps=1e15, progress=lambda s: None, restart=restart,
+        confirmed=confirmed if confirmed is not None else {},
     )
+    res = stage._time_case(stage.CaseTiming(grade, case))
     return {t.part: t for t in res["tests"]}, res["info"]
 
 
@@ -329,8 +331,9 @@ def test_each_request_times_one_function(glu):
     problem, case, ref = glu
     boxes = {"baselines": Spy({n: (1.0, 1.0) for n in MS}), "x": Spy({"x": (1.0, 1.0)})}
     rule = stats.StopRule(rel_sem=0.5, min_n=5, max_n=5, max_seconds=60.0)
-    stage._time_case(problem, case, [target("x")], boxes, {}, ref, device="cpu",
-                           secret=SECRET, rule=rule, rng=random.Random(1), copy_bps=1e15, ceiling_bps=1e15, progress=lambda s: None)
+    grade = stage.GradeTiming(problem, [target("x")], ref, boxes, {}, device="cpu", secret=SECRET, rule=rule,
+                              rng=random.Random(1), copy_bps=1e15, ceiling_bps=1e15, progress=lambda s: None)
+    stage._time_case(stage.CaseTiming(grade, case))
     assert seen and all(len(names) == 1 for names in seen)
     # The one round times every function once (a re-timing, if the machine is busy enough to trigger one, follows).
     assert sorted(n for names in seen[: len(MS) + 1] for n in names) == sorted([*MS, "x"])
@@ -357,9 +360,9 @@ def test_setup_tells_every_worker_how_long_to_spin(glu, monkeypatch):
     problem, case, ref = glu
     boxes = {"baselines": Spy({n: (1.0, 1.0) for n in MS}), "x": Spy({"x": (1.0, 1.0)}), "gone": None}
     rule = stats.StopRule(rel_sem=0.5, min_n=5, max_n=5, max_seconds=60.0)
-    res = stage._time_case(problem, case, [target("x")], boxes, {"gone": "died"}, ref,
-                                 device="cpu", secret=SECRET, rule=rule, rng=random.Random(2), copy_bps=1e15, ceiling_bps=1e15,
-                                 progress=lambda s: None)
+    grade = stage.GradeTiming(problem, [target("x")], ref, boxes, {"gone": "died"}, device="cpu", secret=SECRET,
+                              rule=rule, rng=random.Random(2), copy_bps=1e15, ceiling_bps=1e15, progress=lambda s: None)
+    res = stage._time_case(stage.CaseTiming(grade, case))
     assert got == [performance.SPIN_S] * 2
     assert res["info"]["worker_spin_s"] == performance.SPIN_S
     x = res["info"]["impls"]["x"]

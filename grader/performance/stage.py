@@ -10,11 +10,12 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from grader.correctness.stage import Target
 from grader.performance import judgement, rounds, score, stats, verification, workers
-from grader.performance.records import Timing
+from grader.performance.records import FirstPass, Timing
 from grader.problem import inputs, operands
 from grader.problem.reference import Reference
 from grader.problem.spec import Case, Problem
@@ -87,7 +88,6 @@ def run_performance(
     limit = problem.limits.timing_s
     info: dict[str, Any] = {"cases": {}}
     tests: list[TestResult] = []
-    confirmed: dict[str, str] = {}  # implementation -> the case on which its wall-clock excess was confirmed
 
     # Every worker starts at once, so that CUDA start-up and imports overlap (and, started by the pipeline,
     # overlap the correctness stage too).
@@ -108,27 +108,26 @@ def run_performance(
         info["read2_write1_bytes_per_s"] = copy["read2_write1_bytes_per_s"]
         ceiling = max(copy["bytes_per_s"], copy["read2_write1_bytes_per_s"])
 
+        grade = GradeTiming(
+            problem,
+            targets,
+            ref,
+            boxes,
+            dead,
+            device=device,
+            secret=secret,
+            rule=rule,
+            rng=rng,
+            copy_bps=copy["bytes_per_s"],
+            ceiling_bps=ceiling,
+            progress=progress,
+            spares=spares,
+            base_spares=base_spares,
+        )
         for case in perf.cases:
             progress(f"performance: {case.name}")
-            res = _time_case(
-                problem,
-                case,
-                targets,
-                boxes,
-                dead,
-                ref,
-                device=device,
-                secret=secret,
-                rule=rule,
-                rng=rng,
-                copy_bps=copy["bytes_per_s"],
-                ceiling_bps=ceiling,
-                progress=progress,
-                first_calls=info.get("baseline_first_calls_s", {}).get(case.name, {}),
-                spares=spares,
-                base_spares=base_spares,
-                confirmed=confirmed,
-            )
+            first_calls = info.get("baseline_first_calls_s", {}).get(case.name, {})
+            res = _time_case(CaseTiming(grade, case, first_calls))
             info["cases"][case.name] = res["info"]
             tests += res["tests"]
     finally:
@@ -138,247 +137,340 @@ def run_performance(
     return tests, info
 
 
-def _time_case(
-    problem,
-    case,
-    targets,
-    boxes,
-    dead,
-    ref,
-    *,
-    device,
-    secret,
-    rule,
-    rng,
-    copy_bps,
-    ceiling_bps,
-    progress,
-    first_calls=None,
-    restart: Callable[[list[str]], None] | None = None,
-    spares: list[Sandbox] | None = None,
-    base_spares: list[Sandbox] | None = None,
-    confirmed: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """Time one case. `restart(names)` replaces those implementations' workers with fresh processes, set up for
-    the case, before a re-timing (default: workers.restart_workers; the tests give fake workers). `confirmed`
-    (implementation -> case), shared by a grade's cases: what stayed over the wall-clock slack in every re-timing
-    of an earlier case is not re-timed again; this case adds what it confirms."""
-    first_calls = first_calls or {}
-    confirmed = confirmed if confirmed is not None else {}
-    spares = spares if spares is not None else []
-    perf = problem.performance
-    limit = problem.limits.timing_s
-    shape_out = problem.out_shape(case.shape)
-    n_out = 1
-    for d in shape_out:
-        n_out *= d
-    # Every input of the op (spec `inputs:`) in each set, each from its own seed (grader/problem/operands.py).
-    n_sets = rounds.n_sets(operands.input_bytes(problem, case))
-    timing_seeds = operands.timing_seeds(problem, case, secret, n_sets)
-    live_boxes = [w for w, b in boxes.items() if b is not None and w not in dead]
-    digest_seed = inputs.mix_seed(case.seed, secret, "digest")
-    setup_p = {
-        "inputs": timing_seeds,
-        "warmup_ms": 200,
-        "spin_s": workers.spin_budget(len(live_boxes), workers.cpus()),
-        "n_out": n_out,
-        "digest_seed": digest_seed,
-    }
-    names = {"baselines": list(problem.baselines)} | {t.impl.name: [t.impl.name] for t in targets}
-    setup_info: dict[str, Any] = {}
-    t_case = time.monotonic()
-    setup_s = 0.0
+@dataclass(frozen=True)
+class GradeTiming:
+    """What every case of one grade is timed with. Frozen: no field is replaced while the cases run; the
+    containers are the grade's shared state, which the cases update in place: `boxes` and `dead` (a worker that
+    fails, one a re-timing replaces), `spares` and `base_spares` (taken by re-timings), `confirmed`, and `rng`."""
 
-    def setup_workers() -> None:
+    problem: Problem
+    targets: list[Target]
+    ref: Reference
+    boxes: dict[str, Sandbox | None]
+    dead: dict[str, str]  # worker name -> why it failed
+    device: str
+    secret: int
+    rule: stats.StopRule
+    rng: random.Random
+    copy_bps: float
+    ceiling_bps: float
+    progress: Callable[[str], None]
+    # restart(names) replaces those implementations' workers with fresh processes, set up for the case, before a
+    # re-timing. None: workers.restart_workers (the tests give fake workers).
+    restart: Callable[[list[str]], None] | None = None
+    spares: list[Sandbox] = field(default_factory=list)
+    base_spares: list[Sandbox] = field(default_factory=list)
+    # Implementation -> the case on which its wall-clock excess was confirmed: what stayed over the wall-clock
+    # slack in every re-timing of an earlier case is not re-timed again; each case adds what it confirms.
+    confirmed: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CaseTiming:
+    """One case of a grade to time."""
+
+    grade: GradeTiming
+    case: Case
+    # The baselines' first calls on this case (seconds per function), made in `prepare` during the correctness
+    # stage when that ran: reported instead of the first setup's compile times.
+    first_calls: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _WallCheck:
+    """The wall-clock check's outcome (judgement.over_slack, then judgement.retime)."""
+
+    base_overhead: float  # the baselines' overhead per call in the pooled rounds
+    first_pass: dict[str, FirstPass]  # what went over the slack in those rounds
+    retime_base: dict[str, float]  # the baselines' overhead in the pass each implementation was last timed in
+    retime_rounds: int
+
+
+@dataclass(frozen=True)
+class _Scale:
+    """What each function's times are judged against."""
+
+    verified: dict[str, tuple[bool, str]]
+    base_ms: dict[str, float]  # each timed baseline's event median
+    th: score.Thresholds
+    nbytes: int
+    floor: float
+    refname: str | None  # the spec's tolerance_baseline: the host clock's own overhead, the report's "x eager"
+    ref_ms: float | None  # its event median
+    gap_ref: float
+
+
+def _time_case(t: CaseTiming) -> dict[str, Any]:
+    """Time one case: the setups' timed rounds, the wall-clock check's re-timings, verification of the timed
+    outputs, then each implementation's Timing judged into a result row."""
+    run = _CaseRun(t)
+    data = run.time_setups()
+    check = run.wall_clock_check(data)
+    # Verification happens after the rounds, so the parent's own GPU work never overlaps a timed call.
+    t_verify = time.monotonic()
+    verified = verification.verify_case(
+        run.problem, t.case, data, t.grade.ref, t.grade.device, t.grade.secret, run.n_out, run.digest_seed
+    )
+    scale = run.scale(data, verified)
+    case_info = run.case_info(data, scale, check, t_verify)
+    tests = [run.result(target, data, scale, check, case_info) for target in t.grade.targets]
+    return {"tests": tests, "info": case_info}
+
+
+class _CaseRun:
+    """One case being timed: what its steps share."""
+
+    def __init__(self, t: CaseTiming) -> None:
+        self.grade, self.case, self.first_calls = t.grade, t.case, t.first_calls
+        self.problem = problem = t.grade.problem
+        perf = problem.performance
+        assert perf is not None  # run_performance times only a problem with a performance section
+        self.perf = perf
+        self.limit = problem.limits.timing_s
+        self.n_out = 1
+        for d in problem.out_shape(t.case.shape):
+            self.n_out *= d
+        # Every input of the op (spec `inputs:`) in each set, each from its own seed (grader/problem/operands.py).
+        self.n_sets = rounds.n_sets(operands.input_bytes(problem, t.case))
+        timing_seeds = operands.timing_seeds(problem, t.case, t.grade.secret, self.n_sets)
+        boxes, dead = t.grade.boxes, t.grade.dead
+        live_boxes = [w for w, b in boxes.items() if b is not None and w not in dead]
+        self.digest_seed = inputs.mix_seed(t.case.seed, t.grade.secret, "digest")
+        self.setup_p: dict[str, Any] = {
+            "inputs": timing_seeds,
+            "warmup_ms": 200,
+            "spin_s": workers.spin_budget(len(live_boxes), workers.cpus()),
+            "n_out": self.n_out,
+            "digest_seed": self.digest_seed,
+        }
+        self.names = {"baselines": list(problem.baselines)} | {g.impl.name: [g.impl.name] for g in t.grade.targets}
+        self.setup_info: dict[str, Any] = {}
+        self.t_case = time.monotonic()
+        self.setup_s = 0.0
+        # One request times one function: every request has the same shape (rounds.CALLS_PER_ROUND calls of one
+        # function), so the parent's clock over it, less the times reported, is the same fixed overhead for all.
+        self.units = [(w, n) for w in self.names for n in self.names[w]]
+        self.last_k: dict[str, int] = {}
+
+    def setup_workers(self) -> None:
         """Every live worker makes the case's input sets (fresh buffers) and warms up. The first setup's
         compile times are the ones reported (later first calls hit the compiled code)."""
-        nonlocal setup_s
+        dead, name = self.grade.dead, self.case.name
         t0 = time.monotonic()
-        for w, box in boxes.items():
+        for w, box in self.grade.boxes.items():
             if w in dead:
                 continue
+            assert box is not None  # a worker that failed to load is in `dead`
             try:
-                got = box.request("time_setup", setup_p, timeout_s=limit, what=f"warm-up on {case.name}")
+                got = box.request("time_setup", self.setup_p, timeout_s=self.limit, what=f"warm-up on {name}")
                 cs = got.get("compile_s") if isinstance(got, dict) else None
                 rounds.expect_reply(
                     isinstance(cs, dict) and all(isinstance(v, (int, float)) for v in cs.values()),
-                    f"warm-up on {case.name}",
+                    f"warm-up on {name}",
                 )
-                setup_info.setdefault(w, got)
+                self.setup_info.setdefault(w, got)
             except WorkerFailure as e:
                 dead[w] = e.line
-        setup_s += time.monotonic() - t0
+        self.setup_s += time.monotonic() - t0
         if "baselines" in dead:
-            raise RuntimeError(f"the baseline worker failed on {case.name}: {dead['baselines']}")
+            raise RuntimeError(f"the baseline worker failed on {name}: {dead['baselines']}")
 
-    # One request times one function: every request has the same shape (rounds.CALLS_PER_ROUND calls of one function),
-    # so the parent's clock over it, less the times reported, is the same fixed overhead for all of them.
-    units = [(w, n) for w in names for n in names[w]]
-    last_k: dict[str, int] = {}
-
-    def hopeless(n: str, data: rounds.Rounds) -> bool:
+    def hopeless(self, n: str, data: rounds.Rounds) -> bool:
         """An implementation (never a baseline) whose median after its first round is more than HOPELESS_FACTOR
         times the zero-credit time of the baselines' medians so far: it earns nothing, however long it is timed."""
-        if n in problem.baselines or len(data.event.get(n, ())) < rounds.CALLS_PER_ROUND or not data.checks.get(n):
+        baselines = self.problem.baselines
+        if n in baselines or len(data.event.get(n, ())) < rounds.CALLS_PER_ROUND or not data.checks.get(n):
             return False
         try:
             th_now = score.thresholds(
-                perf.curve,
-                perf.margin,
-                {b: rounds.median(data.event[b]) for b in problem.baselines if data.event.get(b)},
+                self.perf.curve,
+                self.perf.margin,
+                {b: rounds.median(data.event[b]) for b in baselines if data.event.get(b)},
             )
         except ValueError:  # a baseline not timed yet
             return False
         return rounds.median(data.event[n]) > judgement.HOPELESS_FACTOR * th_now.zero_ms
 
-    def timed_rounds(units: list[tuple[str, str]]) -> rounds.Rounds:
+    def timed_rounds(self, units: list[tuple[str, str]]) -> rounds.Rounds:
+        g = self.grade
         return rounds.timed_rounds(
-            units, boxes, dead, names, rule, rng, n_out, last_k, limit, case.name, n_sets, hopeless
+            units,
+            g.boxes,
+            g.dead,
+            self.names,
+            g.rule,
+            g.rng,
+            self.n_out,
+            self.last_k,
+            self.limit,
+            self.case.name,
+            self.n_sets,
+            self.hopeless,
         )
 
-    # case.setups > 1 (spec): that many independent setups, each timed to the stop rule, rounds pooled. A short
-    # kernel's median depends a little on where a setup's buffers landed; pooling setups averages that out.
-    setup_workers()
-    data = timed_rounds(units)
-    for _ in range(1, case.setups):
-        setup_workers()
-        data = data.pooled(timed_rounds(units))
+    def time_setups(self) -> rounds.Rounds:
+        """case.setups > 1 (spec): that many independent setups, each timed to the stop rule, rounds pooled. A
+        short kernel's median depends a little on where a setup's buffers landed; pooling setups averages that."""
+        self.setup_workers()
+        data = self.timed_rounds(self.units)
+        for _ in range(1, self.case.setups):
+            self.setup_workers()
+            data = data.pooled(self.timed_rounds(self.units))
+        return data
 
-    # The wall-clock check, confirmed before it costs anything (see judgement.retime).
-    base_overhead = rounds.median([o for n in problem.baselines for o in data.overhead_ms[n]])
-    impl_names = [t.impl.name for t in targets if t.impl.name not in problem.baselines]
-    # Re-timing a kernel that earns nothing (stopped early as hopeless) could only add to its time: not worth a
-    # fresh worker and the GPU's time.
-    first_pass = {
-        n: fp for n, fp in judgement.over_slack(impl_names, data, base_overhead).items() if n not in data.stopped_early
-    }
-    # Re-timing gives an unlucky process a new draw. An implementation whose excess recurred in MAX_RETIMES fresh
-    # processes on an earlier case has had its draws: its excess is the code's (a forged timer, work outside the
-    # events), and more fresh workers would cost the GPU ~10 s each to find it again.
-    for n in first_pass:
-        first_pass[n].confirmed_on = confirmed.get(n)
-    to_retime = {n: fp for n, fp in first_pass.items() if n not in confirmed}
-    by_name = {t.impl.name: t for t in targets}
-
-    def fresh_workers(names: list[str]) -> None:
-        # A fresh process for each: the offset that a worker process carries (where its buffers and threads
-        # landed) is drawn again, so a correct kernel is not judged three times on one unlucky process.
-        progress(
-            f"performance: {case.name}: re-timing {', '.join(names)} in a fresh worker (the grader's clock "
+    def fresh_workers(self, names: list[str]) -> None:
+        """A fresh process for each: the offset that a worker process carries (where its buffers and threads
+        landed) is drawn again, so a correct kernel is not judged three times on one unlucky process."""
+        g = self.grade
+        g.progress(
+            f"performance: {self.case.name}: re-timing {', '.join(names)} in a fresh worker (the grader's clock "
             "disagreed with its reported times)"
         )
-        if restart is not None:
-            restart(names)
+        if g.restart is not None:
+            g.restart(names)
             return
+        by_name = {t.impl.name: t for t in g.targets}
         workers.restart_workers(
-            problem,
+            self.problem,
             [by_name[n] for n in names],
-            boxes,
-            dead,
-            device,
-            limit,
-            setup_p,
-            case.name,
-            spares,
-            base_spares if base_spares is not None else [],
+            g.boxes,
+            g.dead,
+            g.device,
+            self.limit,
+            self.setup_p,
+            self.case.name,
+            g.spares,
+            g.base_spares,
         )
 
-    retime_base, retime_rounds, now_confirmed = judgement.retime(
-        to_retime,
-        data,
-        list(problem.baselines),
-        dead,
-        fresh_workers,
-        lambda names: timed_rounds([u for u in units if u[0] == "baselines" or u[1] in names]),
-    )
-    confirmed.update({n: case.name for n in now_confirmed})
+    def wall_clock_check(self, data: rounds.Rounds) -> _WallCheck:
+        """The wall-clock check, confirmed before it costs anything (see judgement.retime)."""
+        baselines, confirmed = self.problem.baselines, self.grade.confirmed
+        base_overhead = rounds.median([o for n in baselines for o in data.overhead_ms[n]])
+        impl_names = [t.impl.name for t in self.grade.targets if t.impl.name not in baselines]
+        # Re-timing a kernel that earns nothing (stopped early as hopeless) could only add to its time: not worth
+        # a fresh worker and the GPU's time.
+        first_pass = {
+            n: fp
+            for n, fp in judgement.over_slack(impl_names, data, base_overhead).items()
+            if n not in data.stopped_early
+        }
+        # Re-timing gives an unlucky process a new draw. An implementation whose excess recurred in MAX_RETIMES
+        # fresh processes on an earlier case has had its draws: its excess is the code's (a forged timer, work
+        # outside the events), and more fresh workers would cost the GPU ~10 s each to find it again.
+        for n in first_pass:
+            first_pass[n].confirmed_on = confirmed.get(n)
+        to_retime = {n: fp for n, fp in first_pass.items() if n not in confirmed}
+        retime_base, retime_rounds, now_confirmed = judgement.retime(
+            to_retime,
+            data,
+            list(baselines),
+            self.grade.dead,
+            self.fresh_workers,
+            lambda names: self.timed_rounds([u for u in self.units if u[0] == "baselines" or u[1] in names]),
+        )
+        confirmed.update({n: self.case.name for n in now_confirmed})
+        return _WallCheck(base_overhead, first_pass, retime_base, retime_rounds)
 
-    # Verification happens after the rounds, so the parent's own GPU work never overlaps a timed call.
-    t_verify = time.monotonic()
-    verified = verification.verify_case(problem, case, data, ref, device, secret, n_out, digest_seed)
+    def scale(self, data: rounds.Rounds, verified: dict[str, tuple[bool, str]]) -> _Scale:
+        """The thresholds from the baselines' medians, the bytes moved and the physical floor."""
+        problem, dead = self.problem, self.grade.dead
+        base_ms = {n: stats.summarize(data.event[n]).median for n in problem.baselines if data.event[n]}
+        if "baselines" in dead or not base_ms:
+            raise RuntimeError(
+                f"the baseline worker failed on {self.case.name}: {dead.get('baselines', 'no time measured')}"
+            )
+        th = score.thresholds(self.perf.curve, self.perf.margin, base_ms)
+        nbytes = judgement.bytes_moved(problem, self.case)
+        floor = score.physical_floor_ms(nbytes, self.grade.ceiling_bps, slack=judgement.FLOOR_SLACK)
+        # The reference baseline (the spec's tolerance_baseline: eager for GLU) sets the host clock's own overhead
+        # and the "x eager" speed-up in the report.
+        refname = problem.tolerance_baseline
+        ref_ms: float | None = None
+        gap_ref = 0.0
+        if refname is not None:
+            ref_ms = base_ms.get(refname)
+            ref_ev, ref_host = data.event.get(refname, []), data.host.get(refname, [])
+            gap_ref = rounds.median([h - e for h, e in zip(ref_host, ref_ev, strict=False)]) if ref_ev else 0.0
+        return _Scale(verified, base_ms, th, nbytes, floor, refname, ref_ms, gap_ref)
 
-    base_ms = {n: stats.summarize(data.event[n]).median for n in problem.baselines if data.event[n]}
-    if "baselines" in dead or not base_ms:
-        raise RuntimeError(f"the baseline worker failed on {case.name}: {dead.get('baselines', 'no time measured')}")
-    th = score.thresholds(perf.curve, perf.margin, base_ms)
-    nbytes = judgement.bytes_moved(problem, case)
-    floor = score.physical_floor_ms(nbytes, ceiling_bps, slack=judgement.FLOOR_SLACK)
-    # The reference baseline (the spec's tolerance_baseline: eager for GLU) sets the host clock's own overhead
-    # and the "x eager" speed-up in the report.
-    refname = problem.tolerance_baseline
-    ref_ev, ref_host = data.event.get(refname, []), data.host.get(refname, [])
-    gap_ref = rounds.median([h - e for h, e in zip(ref_host, ref_ev, strict=False)]) if ref_ev else 0.0
-
-    def describe(n: str) -> Timing:
+    def describe(self, n: str, data: rounds.Rounds, s: _Scale) -> Timing:
         # A baseline's first call was made in `prepare` (during the correctness stage) when that ran.
-        compile_s = first_calls.get(n, setup_info.get(rounds.owner(names, n), {}).get("compile_s", {}).get(n))
+        compile_s = self.first_calls.get(
+            n, self.setup_info.get(rounds.owner(self.names, n), {}).get("compile_s", {}).get(n)
+        )
         return judgement.describe(
             data,
             n,
-            gap_ref,
-            nbytes,
-            copy_bps,
-            base_ms.get(refname),
+            s.gap_ref,
+            s.nbytes,
+            self.grade.copy_bps,
+            s.ref_ms,
             compile_s,
-            verified.get(n, verification.UNCHECKED)[1],
+            s.verified.get(n, verification.UNCHECKED)[1],
         )
 
-    case_info: dict[str, Any] = {
-        "shape": list(case.shape),
-        "dtype": case.dtype,
-        "bytes": nbytes,
-        "floor_ms": floor,
-        "thresholds": th.as_dict(),
-        "stop": data.why,
-        "rounds": data.rounds,
-        "baselines": {n: describe(n).as_dict() for n in problem.baselines if data.event[n]},
-        "impls": {},
-        "worker_spin_s": setup_p["spin_s"],
-        "setups": case.setups,
-        "wall_s": {
-            "setup": round(setup_s, 2),
-            "rounds": round(t_verify - t_case - setup_s, 2),
-            "verify": round(time.monotonic() - t_verify, 2),
-        },
-        "baseline_overhead_ms": base_overhead,
-        "stopped_early": list(data.stopped_early),
-    }
-    tests: list[TestResult] = []
-    for t in targets:
-        n = t.impl.name
+    def case_info(self, data: rounds.Rounds, s: _Scale, check: _WallCheck, t_verify: float) -> dict[str, Any]:
+        """The case's part of the grade's performance info; each implementation's entry is added to "impls"."""
+        case = self.case
+        return {
+            "shape": list(case.shape),
+            "dtype": case.dtype,
+            "bytes": s.nbytes,
+            "floor_ms": s.floor,
+            "thresholds": s.th.as_dict(),
+            "stop": data.why,
+            "rounds": data.rounds,
+            "baselines": {n: self.describe(n, data, s).as_dict() for n in self.problem.baselines if data.event[n]},
+            "impls": {},
+            "worker_spin_s": self.setup_p["spin_s"],
+            "setups": case.setups,
+            "wall_s": {
+                "setup": round(self.setup_s, 2),
+                "rounds": round(t_verify - self.t_case - self.setup_s, 2),
+                "verify": round(time.monotonic() - t_verify, 2),
+            },
+            "baseline_overhead_ms": check.base_overhead,
+            "stopped_early": list(data.stopped_early),
+        }
+
+    def result(
+        self, target: Target, data: rounds.Rounds, s: _Scale, check: _WallCheck, case_info: dict[str, Any]
+    ) -> TestResult:
+        """One implementation's result row on the case; its timing goes into case_info["impls"]."""
+        n, case, dead = target.impl.name, self.case, self.grade.dead
         if n in dead and not data.event.get(n):
-            tests.append(
-                _perf_test(n, case, 0.0, FAILED, f"not timed: {dead[n]}", Reason.NOT_TIMED, impl_kind=t.impl.kind)
+            return _perf_test(
+                n, case, 0.0, FAILED, f"not timed: {dead[n]}", Reason.NOT_TIMED, impl_kind=target.impl.kind
             )
-            continue
-        timing = describe(n)
-        timing.first_pass = first_pass.get(n)
-        ok, vmsg = verified.get(n, verification.UNCHECKED)
-        judgement.judge(
-            timing, ok, vmsg, retime_base.get(n, base_overhead), floor, th, nbytes, copy_bps, base_ms.get(refname)
-        )
-        case_info["impls"][n] = timing.as_dict(retime_rounds)
+        timing = self.describe(n, data, s)
+        timing.first_pass = check.first_pass.get(n)
+        ok, vmsg = s.verified.get(n, verification.UNCHECKED)
+        base_overhead = check.retime_base.get(n, check.base_overhead)
+        judgement.judge(timing, ok, vmsg, base_overhead, s.floor, s.th, s.nbytes, self.grade.copy_bps, s.ref_ms)
+        case_info["impls"][n] = timing.as_dict(check.retime_rounds)
         c = timing.credit or 0.0
         reason = Reason.FLAGGED if timing.findings else (Reason.OK if c >= 1.0 else Reason.SLOW)
-        tests.append(
-            _perf_test(
-                n,
-                case,
-                c * case.points,
-                PASSED if c > 0 else FAILED,
-                judgement.perf_text(timing, th, ok, refname)
-                + (
-                    f"\nnote: timed on {timing.event.n} calls only: more than {judgement.HOPELESS_FACTOR:g}x the "
-                    "zero-credit time after the first round, so more calls could not change its credit"
-                    if n in data.stopped_early
-                    else ""
-                ),
-                reason,
-                timing.findings,
-                credit=c,
-                flags=[f.text for f in timing.findings],
-                effective_ms=timing.rates.effective_ms,
-                impl_kind=t.impl.kind,
-            )
+        text = judgement.perf_text(timing, s.th, ok, str(s.refname))  # "None" where the spec names none, as before
+        return _perf_test(
+            n,
+            case,
+            c * case.points,
+            PASSED if c > 0 else FAILED,
+            text + _stopped_early_note(n, data, timing),
+            reason,
+            timing.findings,
+            credit=c,
+            flags=[f.text for f in timing.findings],
+            effective_ms=timing.rates.effective_ms,
+            impl_kind=target.impl.kind,
         )
-    return {"tests": tests, "info": case_info}
+
+
+def _stopped_early_note(n: str, data: rounds.Rounds, timing: Timing) -> str:
+    if n not in data.stopped_early:
+        return ""
+    return (
+        f"\nnote: timed on {timing.event.n} calls only: more than {judgement.HOPELESS_FACTOR:g}x the "
+        "zero-credit time after the first round, so more calls could not change its credit"
+    )
