@@ -26,7 +26,7 @@ from grader import availability, identity, signing
 from grader.correctness import static
 from grader.correctness.stage import Target, run_correctness
 from grader.errors import UsageError
-from grader.performance import gpulock, run_performance, skipped_tests, start_workers
+from grader.performance import baselinerecord, gpulock, run_performance, skipped_tests, start_workers
 from grader.performance.workers import settle
 from grader.problem.reference import Reference, load_reference
 from grader.problem.spec import Case, Implementation, Problem, sibling_folders
@@ -617,6 +617,7 @@ def _time_parts(run: GradeRun) -> None:
                 secret=run.opts.secret,
                 progress=run.progress,
                 started=run.early,
+                record_path=_record_path(),
             )
         g.tests += tests
     except (RuntimeError, WorkerFailure) as e:
@@ -624,6 +625,13 @@ def _time_parts(run: GradeRun) -> None:
         g.notes.append(f"performance: not graded this run ({e}); re-run the grader")
     g.phases["timing"] = time.monotonic() - t0
     _first_calls(g)
+
+
+def _record_path() -> Path | None:
+    """The batch's baseline record for this GPU (grader/performance/baselinerecord.py), named by the batch engine
+    as it names the GPU's lock; none in a single grade."""
+    path = os.environ.get(baselinerecord.ENV)
+    return Path(path) if path else None
 
 
 def _first_calls(g: Grade) -> None:

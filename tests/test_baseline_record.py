@@ -133,13 +133,13 @@ def test_a_calibration_becomes_a_record_bound_to_its_gpu_and_problem(tmp_path: P
     problem = load_problem(find_problem(None, Path(__file__).resolve().parent.parent))
     rec = calibrate.record_from_info(problem, _info(problem))
     assert rec.key.gpu_uuid == "GPU-abcd" and rec.key.problem == problem.name
-    assert rec.control == calibrate.control_baseline(problem) and rec.control in problem.baselines
+    assert rec.control == br.control_baseline(problem) and rec.control in problem.baselines
     assert set(rec.cases) == {c.name for c in problem.performance.cases}
     p = tmp_path / "r.json"
     br.save(p, rec)
-    assert br.load(p, calibrate.record_key(problem, {"uuid": "GPU-abcd"})).cases == rec.cases
+    assert br.load(p, br.record_key(problem, {"uuid": "GPU-abcd"})).cases == rec.cases
     with pytest.raises(br.RecordError, match="another gpu_uuid"):
-        br.load(p, calibrate.record_key(problem, {"uuid": "GPU-other"}))
+        br.load(p, br.record_key(problem, {"uuid": "GPU-other"}))
 
 
 def test_a_calibration_that_missed_a_baseline_makes_no_record() -> None:

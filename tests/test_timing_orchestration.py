@@ -83,6 +83,8 @@ class FakeWorker:
         self.kept: dict[str, list[torch.Tensor]] = {}
 
     def request(self, kind: str, p: dict, timeout_s: float = 0.0, what: str = "") -> dict:
+        if kind == "time_round":
+            self.timed = [*getattr(self, "timed", []), *p["names"]]
         if kind == "time_setup":
             self.setup_p = p
             case = Case(**p["inputs"][0]["case"])
@@ -121,7 +123,7 @@ def target(name: str) -> SimpleNamespace:
 
 def run_case(glu, impls: dict[str, FakeWorker], case: Case | None = None, baselines: FakeWorker | None = None,
              fresh: dict[str, list[FakeWorker | None]] | None = None, restarts: list[list[str]] | None = None,
-             confirmed: dict[str, str] | None = None):
+             confirmed: dict[str, str] | None = None, record=None):
     """Time `impls` against the fake baselines. A re-timing restarts a worker (workers.restart_workers): here
     the next of `fresh[name]` takes its place (None: it fails to start), or, with none left, the same fake worker
     stands for a new process that behaves the same. `restarts` collects the names of each restart."""
@@ -146,7 +148,7 @@ def run_case(glu, impls: dict[str, FakeWorker], case: Case | None = None, baseli
     grade = stage.GradeTiming(
         problem, targets, ref, boxes, dead, device="cpu", secret=SECRET, rule=rule, rng=random.Random(0),
         copy_bps=1e15, ceiling_bps=1e15, progress=lambda s: None, restart=restart,
-        confirmed=confirmed if confirmed is not None else {},
+        confirmed=confirmed if confirmed is not None else {}, record=record,
     )
     res = stage._time_case(stage.CaseTiming(grade, case))
     return {t.part: t for t in res["tests"]}, res["info"]
@@ -848,3 +850,52 @@ def test_the_warm_up_lasts_its_budget_of_gpu_time_even_for_a_slow_kernel(glu, mo
     got = t.setup({"slow": slow_kernel}, p)
     assert got["warmup_calls"]["slow"] == 7  # ceil(200 / 29): as many as fit in the budget
     assert now[0] < 0.25, f"the warm-up took {now[0]:.1f} s of the GPU's time"
+
+
+# -- a batch's baseline record (grader/performance/baselinerecord.py) ---------------------------------------------
+
+
+def _record(case: Case, **medians: float):
+    from grader.performance import baselinerecord as br
+
+    key = br.RecordKey("GPU-x", "glu", "0" * 64, "code", "torch", "triton")
+    return br.BaselineRecord(key, "eager", time.time(), {"bytes_per_s": 1e15}, {case.name: br.CaseRecord({**MS, **medians}, 0.3)})
+
+
+def test_with_a_record_only_the_control_baseline_is_timed_and_the_others_come_from_it(glu):
+    _, case, _ = glu
+    base = FakeWorker({n: (ms, ms) for n, ms in MS.items()})
+    # The record says compiled takes 2 ms (timed now it would be 3): the full-credit time follows the record.
+    tests, info = run_case(glu, {"k": FakeWorker({"k": (3.0, 3.0)})}, baselines=base, record=_record(case, compiled=2.0))
+    assert set(base.timed) == {"eager"}, base.timed
+    assert info["baseline_record"]["used"] and info["baseline_record"]["drift"] == 0.0, info["baseline_record"]
+    assert info["thresholds"]["sources"]["compiled"] == 2.0 and info["baselines"]["compiled"]["recorded"]
+    assert info["thresholds"]["full_ms"] == pytest.approx(2.0 * (1 + glu[0].performance.margin))
+    assert tests["k"].extra["credit"] < 1.0  # 3 ms against a 2.06 ms full-credit time
+    assert "compiled, manual from this GPU's baseline record" in tests["k"].output, tests["k"].output
+
+
+def test_a_record_whose_control_drifted_past_the_bound_is_refused_and_every_baseline_timed(glu):
+    from grader.performance import baselinerecord as br
+
+    _, case, _ = glu
+    base = FakeWorker({n: (ms, ms) for n, ms in MS.items()})
+    drifted = MS["eager"] / (1 + 2 * br.DRIFT_BOUND)  # eager now 6 ms; recorded 3% faster than that
+    tests, info = run_case(
+        glu, {"k": FakeWorker({"k": (3.0, 3.0)})}, baselines=base, record=_record(case, eager=drifted, compiled=2.0)
+    )
+    assert set(base.timed) == set(MS), base.timed
+    assert info["baseline_record"]["refused"] and not info["baseline_record"]["used"], info["baseline_record"]
+    # Thresholds from what was timed now (compiled 3 ms), as in a single grade: the 3 ms kernel gets full credit.
+    assert info["thresholds"]["sources"]["compiled"] == 3.0 and "recorded" not in info["baselines"]["compiled"]
+    assert tests["k"].extra["credit"] == 1.0 and "baseline record" not in tests["k"].output
+
+
+def test_a_refused_record_file_is_removed_so_the_batch_recalibrates(tmp_path):
+    f = tmp_path / "gpu0.glu.json"
+    f.write_text("{}")
+    stage._refuse_record(f, {"baseline_record": {"used": True}, "cases": {"a": {"baseline_record": {"used": True}}}})
+    assert f.exists()
+    info = {"baseline_record": {"used": True}, "cases": {"a": {}, "b": {"baseline_record": {"refused": True}}}}
+    stage._refuse_record(f, info)
+    assert not f.exists() and info["baseline_record"]["refused_on"] == ["b"]

@@ -27,13 +27,17 @@ torch/Triton versions. A record that does not match is not used (the grade times
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from grader.problem.spec import Problem
 
 DRIFT_BOUND = 0.015  # the control's relative change that makes the record stale (see the docstring for why 1.5%)
 MAX_AGE_S = 1800.0  # a record older than this is re-calibrated whatever its control says (clocks, heat, neighbours)
@@ -169,3 +173,34 @@ def usable(rec: BaselineRecord, case: str, control_now_ms: float) -> bool:
     now is within DRIFT_BOUND of the recorded one."""
     c = rec.cases.get(case)
     return c is not None and drift(c.medians_ms[rec.control], control_now_ms) <= DRIFT_BOUND
+
+
+def _triton_version() -> str:
+    try:
+        import triton
+    except ImportError:
+        return ""
+    return str(triton.__version__)
+
+
+def record_key(problem: Problem, device_info: dict[str, Any]) -> RecordKey:
+    """What a record measured now on this GPU is for: the GPU (its UUID, from the trusted worker's device info),
+    the problem's spec bytes, the grader's code and the torch/Triton versions."""
+    import torch
+
+    from grader.signing import grader_version
+
+    return RecordKey(
+        gpu_uuid=str(device_info.get("uuid", "")),
+        problem=problem.name,
+        spec_sha256=hashlib.sha256(problem.path.read_bytes()).hexdigest(),
+        grader_code=grader_version(),
+        torch=torch.__version__,
+        triton=_triton_version(),
+    )
+
+
+def control_baseline(problem: Problem) -> str:
+    """The baseline a grade still times beside a record: the spec's tolerance baseline (it also sets the host
+    clock's overhead, so it is timed anyway), else the first baseline."""
+    return problem.tolerance_baseline or next(iter(problem.baselines))

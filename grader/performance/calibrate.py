@@ -8,7 +8,6 @@ grade refused the record, with the GPU's slots drained, so no submission process
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 import time
 from collections.abc import Callable
@@ -17,39 +16,10 @@ from typing import Any
 
 import torch
 
-from grader.performance.baselinerecord import BaselineRecord, CaseRecord, RecordKey, save
+from grader.performance.baselinerecord import BaselineRecord, CaseRecord, control_baseline, record_key, save
 from grader.performance.gpulock import phase
 from grader.problem.reference import load_reference
 from grader.problem.spec import Problem
-
-
-def _triton_version() -> str:
-    try:
-        import triton
-    except ImportError:
-        return ""
-    return str(triton.__version__)
-
-
-def record_key(problem: Problem, device_info: dict[str, Any]) -> RecordKey:
-    """What a record measured now on this GPU is for: the GPU (its UUID, from the trusted worker's device info),
-    the problem's spec bytes, the grader's code and the torch/Triton versions."""
-    from grader.signing import grader_version
-
-    return RecordKey(
-        gpu_uuid=str(device_info.get("uuid", "")),
-        problem=problem.name,
-        spec_sha256=hashlib.sha256(problem.path.read_bytes()).hexdigest(),
-        grader_code=grader_version(),
-        torch=torch.__version__,
-        triton=_triton_version(),
-    )
-
-
-def control_baseline(problem: Problem) -> str:
-    """The baseline a grade still times beside a record: the spec's tolerance baseline (it also sets the host
-    clock's overhead, so it is timed anyway), else the first baseline."""
-    return problem.tolerance_baseline or next(iter(problem.baselines))
 
 
 def record_from_info(problem: Problem, info: dict[str, Any]) -> BaselineRecord:

@@ -7,14 +7,16 @@ of the timed outputs (verification.py), then each implementation's Timing judged
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from grader.correctness.stage import Target
-from grader.performance import judgement, rounds, score, stats, verification, workers
+from grader.performance import baselinerecord, judgement, rounds, score, stats, verification, workers
 from grader.performance.records import FirstPass, Timing
 from grader.problem import inputs, operands
 from grader.problem.reference import Reference
@@ -76,8 +78,12 @@ def run_performance(
     rule: stats.StopRule | None = None,
     progress: Callable[[str], None] = lambda s: None,
     started: dict[str, Sandbox] | None = None,
+    record_path: Path | None = None,
 ) -> tuple[list[TestResult], dict[str, Any]]:
-    """Time every target against the baselines. `started`: workers from start_workers (closed here, always)."""
+    """Time every target against the baselines. `started`: workers from start_workers (closed here, always).
+    `record_path`: a batch's baseline record for this GPU (grader/performance/baselinerecord.py): if it is usable,
+    only the control baseline is timed beside the targets; a case whose control drifted past the bound times every
+    baseline, and the file is removed so that the batch re-calibrates the GPU."""
     perf = problem.performance
     if perf is None:
         for b in (started or {}).values():
@@ -107,6 +113,7 @@ def run_performance(
         info["copy_bytes_per_s"] = copy["bytes_per_s"]
         info["read2_write1_bytes_per_s"] = copy["read2_write1_bytes_per_s"]
         ceiling = max(copy["bytes_per_s"], copy["read2_write1_bytes_per_s"])
+        record = _load_record(problem, record_path, info)
 
         grade = GradeTiming(
             problem,
@@ -123,6 +130,7 @@ def run_performance(
             progress=progress,
             spares=spares,
             base_spares=base_spares,
+            record=record,
         )
         for case in perf.cases:
             progress(f"performance: {case.name}")
@@ -130,11 +138,41 @@ def run_performance(
             res = _time_case(CaseTiming(grade, case, first_calls))
             info["cases"][case.name] = res["info"]
             tests += res["tests"]
+        _refuse_record(record_path, info)
     finally:
         # boxes: also the workers a re-timing started in place of the first ones
         for box in [*started.values(), *(b for b in boxes.values() if b is not None)]:
             box.close()
     return tests, info
+
+
+def _load_record(problem: Problem, path: Path | None, info: dict[str, Any]) -> baselinerecord.BaselineRecord | None:
+    """The batch's record for this GPU if there is one and it is usable here (info["baseline_record"] says)."""
+    if path is None:
+        return None
+    try:
+        rec = baselinerecord.load(path, baselinerecord.record_key(problem, info.get("device", {})))
+    except baselinerecord.RecordError as e:
+        info["baseline_record"] = {"used": False, "why": str(e)}
+        return None
+    if set(rec.cases) != {c.name for c in (problem.performance.cases if problem.performance else ())}:
+        info["baseline_record"] = {"used": False, "why": "its cases are not this problem's"}
+        return None
+    info["baseline_record"] = {"used": True, "control": rec.control, "made_at": rec.made_at}
+    return rec
+
+
+def _refuse_record(path: Path | None, info: dict[str, Any]) -> None:
+    """A case's control drifted past the bound: the record no longer stands for this GPU. Removing it makes the
+    next grades time every baseline until the batch re-calibrates (a grade never writes a record)."""
+    drifted = [n for n, c in info["cases"].items() if c.get("baseline_record", {}).get("refused")]
+    if path is None or not drifted:
+        return
+    info["baseline_record"]["refused_on"] = drifted
+    try:
+        os.unlink(path)
+    except OSError:
+        pass  # already gone: another grade on this GPU refused it too
 
 
 @dataclass(frozen=True)
@@ -163,6 +201,8 @@ class GradeTiming:
     # Implementation -> the case on which its wall-clock excess was confirmed: what stayed over the wall-clock
     # slack in every re-timing of an earlier case is not re-timed again; each case adds what it confirms.
     confirmed: dict[str, str] = field(default_factory=dict)
+    # A batch's baseline record for this GPU (grader/performance/baselinerecord.py), already checked: usable here.
+    record: baselinerecord.BaselineRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -243,7 +283,11 @@ class _CaseRun:
             "n_out": self.n_out,
             "digest_seed": self.digest_seed,
         }
-        self.names = {"baselines": list(problem.baselines)} | {g.impl.name: [g.impl.name] for g in t.grade.targets}
+        # With a usable record, the baselines' worker times the control only; the others' medians are recorded.
+        self.recorded = _recorded(t.grade.record, t.case, problem)
+        self.record_info: dict[str, Any] = {}
+        timed = [b for b in problem.baselines if b not in self.recorded]
+        self.names = {"baselines": timed} | {g.impl.name: [g.impl.name] for g in t.grade.targets}
         self.setup_info: dict[str, Any] = {}
         self.t_case = time.monotonic()
         self.setup_s = 0.0
@@ -285,7 +329,7 @@ class _CaseRun:
             th_now = score.thresholds(
                 self.perf.curve,
                 self.perf.margin,
-                {b: rounds.median(data.event[b]) for b in baselines if data.event.get(b)},
+                {b: rounds.median(data.event[b]) for b in baselines if data.event.get(b)} | self.recorded,
             )
         except ValueError:  # a baseline not timed yet
             return False
@@ -316,7 +360,30 @@ class _CaseRun:
         for _ in range(1, self.case.setups):
             self.setup_workers()
             data = data.pooled(self.timed_rounds(self.units))
-        return data
+        return self.check_record(data)
+
+    def check_record(self, data: rounds.Rounds) -> rounds.Rounds:
+        """With a record: the control timed now against the recorded one. Within the drift bound, the record's
+        medians stand for the other baselines; past it, they are timed now, as in a single grade."""
+        rec = self.grade.record
+        if rec is None or not self.recorded:
+            return data
+        recorded_control = rec.cases[self.case.name].medians_ms[rec.control]
+        now = rounds.median(data.event.get(rec.control, [])) if data.event.get(rec.control) else float("nan")
+        d = baselinerecord.drift(recorded_control, now) if now == now else float("inf")
+        self.record_info = {"control": rec.control, "recorded_ms": recorded_control, "now_ms": now, "drift": d}
+        if d <= baselinerecord.DRIFT_BOUND:
+            self.record_info["used"] = True
+            return data
+        self.record_info |= {"used": False, "refused": True}
+        self.grade.progress(
+            f"performance: {self.case.name}: {rec.control} moved {100 * d:.1f}% from the GPU's baseline record "
+            f"(bound {100 * baselinerecord.DRIFT_BOUND:g}%): timing every baseline"
+        )
+        self.recorded = {}
+        self.names["baselines"] = list(self.problem.baselines)
+        self.units = [("baselines", b) for b in self.problem.baselines] + [u for u in self.units if u[0] != "baselines"]
+        return data.pooled(self.timed_rounds([("baselines", b) for b in self.problem.baselines]))
 
     def fresh_workers(self, names: list[str]) -> None:
         """A fresh process for each: the offset that a worker process carries (where its buffers and threads
@@ -346,7 +413,7 @@ class _CaseRun:
     def wall_clock_check(self, data: rounds.Rounds) -> _WallCheck:
         """The wall-clock check, confirmed before it costs anything (see judgement.retime)."""
         baselines, confirmed = self.problem.baselines, self.grade.confirmed
-        base_overhead = rounds.median([o for n in baselines for o in data.overhead_ms[n]])
+        base_overhead = rounds.median([o for n in baselines for o in data.overhead_ms.get(n, [])])
         impl_names = [t.impl.name for t in self.grade.targets if t.impl.name not in baselines]
         # Re-timing a kernel that earns nothing (stopped early as hopeless) could only add to its time: not worth
         # a fresh worker and the GPU's time.
@@ -364,7 +431,7 @@ class _CaseRun:
         retime_base, retime_rounds, now_confirmed = judgement.retime(
             to_retime,
             data,
-            list(baselines),
+            list(self.names["baselines"]),
             self.grade.dead,
             self.fresh_workers,
             lambda names: self.timed_rounds([u for u in self.units if u[0] == "baselines" or u[1] in names]),
@@ -375,11 +442,12 @@ class _CaseRun:
     def scale(self, data: rounds.Rounds, verified: dict[str, tuple[bool, str]]) -> _Scale:
         """The thresholds from the baselines' medians, the bytes moved and the physical floor."""
         problem, dead = self.problem, self.grade.dead
-        base_ms = {n: stats.summarize(data.event[n]).median for n in problem.baselines if data.event[n]}
+        base_ms = {n: stats.summarize(data.event[n]).median for n in problem.baselines if data.event.get(n)}
         if "baselines" in dead or not base_ms:
             raise RuntimeError(
                 f"the baseline worker failed on {self.case.name}: {dead.get('baselines', 'no time measured')}"
             )
+        base_ms |= {n: ms for n, ms in self.recorded.items() if n not in base_ms}  # a record's, when used
         th = score.thresholds(self.perf.curve, self.perf.margin, base_ms)
         nbytes = judgement.bytes_moved(problem, self.case)
         floor = score.physical_floor_ms(nbytes, self.grade.ceiling_bps, slack=judgement.FLOOR_SLACK)
@@ -410,6 +478,17 @@ class _CaseRun:
             s.verified.get(n, verification.UNCHECKED)[1],
         )
 
+    def record_note(self) -> str:
+        """Where the thresholds' baselines came from when a batch's record gave some of them."""
+        r = self.record_info
+        if not r.get("used"):
+            return ""
+        return (
+            f"\nnote: {', '.join(sorted(self.recorded))} from this GPU's baseline record (measured without any "
+            f"submission running); {r['control']}, timed now, is within {100 * r['drift']:.2f}% of its record "
+            f"(bound {100 * baselinerecord.DRIFT_BOUND:g}%)"
+        )
+
     def case_info(self, data: rounds.Rounds, s: _Scale, check: _WallCheck, t_verify: float) -> dict[str, Any]:
         """The case's part of the grade's performance info; each implementation's entry is added to "impls"."""
         case = self.case
@@ -421,7 +500,13 @@ class _CaseRun:
             "thresholds": s.th.as_dict(),
             "stop": data.why,
             "rounds": data.rounds,
-            "baselines": {n: self.describe(n, data, s).as_dict() for n in self.problem.baselines if data.event[n]},
+            "baselines": {
+                n: self.describe(n, data, s).as_dict()
+                if data.event.get(n)
+                else {"event": {"median": self.recorded[n]}, "recorded": True}
+                for n in self.problem.baselines
+                if data.event.get(n) or n in self.recorded
+            },
             "impls": {},
             "worker_spin_s": self.setup_p["spin_s"],
             "setups": case.setups,
@@ -432,7 +517,7 @@ class _CaseRun:
             },
             "baseline_overhead_ms": check.base_overhead,
             "stopped_early": list(data.stopped_early),
-        }
+        } | ({"baseline_record": self.record_info} if self.record_info else {})
 
     def result(
         self, target: Target, data: rounds.Rounds, s: _Scale, check: _WallCheck, case_info: dict[str, Any]
@@ -457,7 +542,7 @@ class _CaseRun:
             case,
             c * case.points,
             PASSED if c > 0 else FAILED,
-            text + _stopped_early_note(n, data, timing),
+            text + _stopped_early_note(n, data, timing) + self.record_note(),
             reason,
             timing.findings,
             credit=c,
@@ -465,6 +550,16 @@ class _CaseRun:
             effective_ms=timing.rates.effective_ms,
             impl_kind=target.impl.kind,
         )
+
+
+def _recorded(rec: baselinerecord.BaselineRecord | None, case: Case, problem: Problem) -> dict[str, float]:
+    """The record's medians of the baselines other than its control, on CASE ({} without a usable record)."""
+    if rec is None or case.name not in rec.cases or rec.control not in problem.baselines:
+        return {}
+    medians = rec.cases[case.name].medians_ms
+    if set(medians) != set(problem.baselines):
+        return {}
+    return {b: ms for b, ms in medians.items() if b != rec.control}
 
 
 def _stopped_early_note(n: str, data: rounds.Rounds, timing: Timing) -> str:
