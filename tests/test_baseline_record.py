@@ -149,3 +149,12 @@ def test_a_calibration_that_missed_a_baseline_makes_no_record() -> None:
     problem = load_problem(find_problem(None, Path(__file__).resolve().parent.parent))
     with pytest.raises(RuntimeError, match="lacks a baseline"):
         calibrate.record_from_info(problem, _info(problem, missing=next(iter(problem.baselines))))
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the no-GPU refusal")
+def test_calibrating_without_a_gpu_is_one_line_and_exit_1(tmp_path: Path, capsys) -> None:
+    from grader.performance import calibrate
+
+    assert calibrate.main(["--out", str(tmp_path / "r.json")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["calibration failed: calibration needs a CUDA GPU"] and not (tmp_path / "r.json").exists()

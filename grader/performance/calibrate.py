@@ -55,3 +55,31 @@ def calibrate(problem: Problem, out: Path, *, progress: Callable[[str], None] = 
     rec = record_from_info(problem, info)
     save(out, rec)
     return rec
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m grader.performance.calibrate --problem NAME --out FILE`: what the batch engine runs per GPU (with
+    that GPU's CUDA_VISIBLE_DEVICES and lock). Exit 0 with the record written; 1 with one line saying why not."""
+    import argparse
+    import sys
+
+    from grader.errors import UsageError
+    from grader.problem.spec import find_problem, load_problem
+
+    ap = argparse.ArgumentParser(prog="python -m grader.performance.calibrate", description=__doc__.split("\n")[0])
+    ap.add_argument("--problem", default=None, help="a problem under reference/ (default: the course's default)")
+    ap.add_argument("--out", type=Path, required=True, metavar="FILE", help="the record to write (mode 0600)")
+    a = ap.parse_args(argv)
+    root = Path(__file__).resolve().parents[2]
+    try:
+        problem = load_problem(find_problem(a.problem, root))
+        rec = calibrate(problem, a.out, progress=lambda s: print(s, file=sys.stderr))
+    except (UsageError, RuntimeError, OSError) as e:
+        print(f"calibration failed: {e}", file=sys.stderr)
+        return 1
+    print(f"baseline record for {problem.name} on {rec.key.gpu_uuid}: {len(rec.cases)} cases -> {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
