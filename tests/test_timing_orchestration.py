@@ -899,3 +899,38 @@ def test_a_refused_record_file_is_removed_so_the_batch_recalibrates(tmp_path):
     info = {"baseline_record": {"used": True}, "cases": {"a": {}, "b": {"baseline_record": {"refused": True}}}}
     stage._refuse_record(f, info)
     assert not f.exists() and info["baseline_record"]["refused_on"] == ["b"]
+
+
+# -- each timing request's limit (rounds.RequestLimits) ------------------------------------------------------------
+
+
+class Timeouts(FakeWorker):
+    """Records the limit the parent gave each of its timing requests."""
+
+    def request(self, kind, p, timeout_s=0.0, what=""):
+        if kind in ("time_round", "time_samples"):
+            self.timeouts = [*getattr(self, "timeouts", []), (kind, timeout_s)]
+        return super().request(kind, p, timeout_s, what)
+
+
+def test_a_timing_request_past_its_own_earlier_requests_is_a_hang_in_seconds_not_the_stages_limit(glu):
+    problem = glu[0]
+    k = Timeouts({"k": (3.0, 3.0)})  # 5 calls of 3 ms a round: 15 ms a request on the fake clock
+    run_case(glu, {"k": k})
+    first, *later = [t for kind, t in k.timeouts if kind == "time_round"]
+    # the first round: the spec's limit for one case, not the stage's 600 s
+    assert first == min(problem.limits.case_s, problem.limits.timing_s) < problem.limits.timing_s
+    # later rounds (and every round's samples): the floor plus 10x the slowest request seen (15 ms)
+    expected = rounds.ROUND_FLOOR_S + rounds.ROUND_FACTOR * 0.015
+    assert later and all(t == pytest.approx(expected) for t in later), later
+    assert max(t for _, t in k.timeouts[1:]) < 21.0
+
+
+def test_request_limits_never_exceed_the_stages_limit():
+    lim = rounds.RequestLimits(cap_s=30.0, first_s=120.0)
+    assert lim.of("f") == 30.0
+    lim.saw("f", 0.5)
+    lim.saw("f", 0.1)  # the slowest request counts
+    assert lim.of("f") == min(30.0, rounds.ROUND_FLOOR_S + rounds.ROUND_FACTOR * 0.5) == 25.0
+    lim.saw("f", 5.0)
+    assert lim.of("f") == 30.0 and lim.of("g") == 30.0

@@ -100,6 +100,34 @@ class Rounds:
         )
 
 
+# A timing request (one round of one function, or its samples) that runs far past that function's own earlier
+# requests is a hang (a kernel that deadlocks on a timing-size shape, or on its 50th call), not a slow kernel:
+# it is stopped after ROUND_FLOOR_S plus ROUND_FACTOR times the slowest earlier request, not after the stage's
+# whole limit (the spec's timing_s, 600 s: the GPU held alone all that time). Floor and factor as for a
+# correctness case after others passed (grader/correctness/stage.py: CASE_FLOOR_S, CASE_FACTOR).
+ROUND_FLOOR_S = 20.0
+ROUND_FACTOR = 10.0
+
+
+@dataclass
+class RequestLimits:
+    """The time limit of each timing request of a case. A function's first request has the spec's limit for one
+    case (`case_s`: no earlier request to scale from); later ones ROUND_FLOOR_S + ROUND_FACTOR x its slowest
+    earlier request; never more than the stage's limit (`timing_s`)."""
+
+    cap_s: float  # the spec's timing_s
+    first_s: float  # the spec's case_s
+    slowest_s: dict[str, float] = field(default_factory=dict)  # function -> its slowest request so far
+
+    def of(self, fn: str) -> float:
+        if fn not in self.slowest_s:
+            return min(self.cap_s, self.first_s)
+        return min(self.cap_s, ROUND_FLOOR_S + ROUND_FACTOR * self.slowest_s[fn])
+
+    def saw(self, fn: str, seconds: float) -> None:
+        self.slowest_s[fn] = max(self.slowest_s.get(fn, 0.0), seconds)
+
+
 def timed_rounds(
     units: list[tuple[str, str]],
     boxes: dict[str, Any],
@@ -109,7 +137,7 @@ def timed_rounds(
     rng: random.Random,
     n_out: int,
     last_k: dict[str, int],
-    limit: float,
+    limit: float | RequestLimits,
     case_name: str,
     sets: int = MIN_SETS,
     hopeless: Callable[[str, Rounds], bool] | None = None,
@@ -118,6 +146,7 @@ def timed_rounds(
     rounds so far), asked after each round: True stops timing that function (it is so slow that more calls could
     not change its credit: a slow kernel would otherwise hold the GPU for the whole time cap, at ~0.5 s a call)."""
     fns = [n for _, n in units]
+    limits = limit if isinstance(limit, RequestLimits) else RequestLimits(limit, limit)
     out = Rounds(
         {n: [] for n in fns},
         {n: [] for n in fns},
@@ -142,15 +171,16 @@ def timed_rounds(
             try:
                 t_req = time.monotonic()
                 r = boxes[w].request(
-                    "time_round", {"names": [n], "plan": plan}, timeout_s=limit, what=f"timing {case_name}"
+                    "time_round", {"names": [n], "plan": plan}, timeout_s=limits.of(n), what=f"timing {case_name}"
                 )
                 wall = (time.monotonic() - t_req) * 1e3
+                limits.saw(n, wall / 1e3)
                 expect_reply(_is_round_reply(r, n, len(plan)), f"timing {case_name}")
                 out.overhead_ms[n].append((wall - sum(r[n]["event_ms"])) / len(plan))
                 got = boxes[w].request(
                     "time_samples",
                     {n: [(j, idx) for j, _, _, idx in want]},
-                    timeout_s=limit,
+                    timeout_s=limits.of(n),
                     what=f"checking {case_name}",
                 )
                 expect_reply(

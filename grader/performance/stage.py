@@ -267,6 +267,8 @@ class _CaseRun:
         assert perf is not None  # run_performance times only a problem with a performance section
         self.perf = perf
         self.limit = problem.limits.timing_s
+        # Each timing request's own limit (rounds.RequestLimits): a hang in a round costs seconds, not timing_s.
+        self.request_limits = rounds.RequestLimits(problem.limits.timing_s, problem.limits.case_s)
         self.n_out = 1
         for d in problem.out_shape(t.case.shape):
             self.n_out *= d
@@ -346,7 +348,7 @@ class _CaseRun:
             g.rng,
             self.n_out,
             self.last_k,
-            self.limit,
+            self.request_limits,
             self.case.name,
             self.n_sets,
             self.hopeless,
