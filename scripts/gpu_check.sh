@@ -2,7 +2,9 @@
 # One batched GPU session: versions, staff grade (correctness + timing), bench table, stub grade, gpu tests.
 # Usage (on a GPU host, in the repo root):
 #   OUT=DIR bash scripts/gpu_check.sh [steps...]
-# Steps: env staff bench stub tests large (default: all but large). Logs go to $OUT/<step>.log.
+# Steps: env staff bench stub tests large calibrate recorded (default: env staff bench stub tests). Logs go to
+# $OUT/<step>.log. `calibrate` writes this GPU's baseline record ($OUT/record.json); `recorded` grades the staff
+# kernels with it (docs/performance.md, "A batch's baselines"): compare its timing phase and score with `staff`.
 # Measures what docs/performance.md quotes from runs 1-2 (the copy ceiling, a staff grade's times and phases, the
 # bench table) and checks the GPU test tier; "Reproducing the figures" there lists it.
 set -uo pipefail
@@ -19,4 +21,6 @@ for s in $steps; do case $s in
   stub) TAIL=15 run stub python3 -m grader grade --out "$OUT/stub" --no-perf ;;
   tests) run tests python3 -m pytest -q -m gpu -x ;;
   large) run large python3 scripts/large_cases.py ;;
+  calibrate) run calibrate python3 -m grader.performance.calibrate --out "$OUT/record.json" ;;
+  recorded) GRADER_BASELINE_RECORD="$OUT/record.json" run recorded python3 -m grader grade --staff --out "$OUT/recorded" ;;
 esac; done
