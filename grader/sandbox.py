@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from grader import identity, wire
-from grader.child.wire import MalformedMessage
+from grader.child.wire import ERROR_CATEGORIES, MalformedMessage
 
 _SIGNAL_HELP = {
     signal.SIGSEGV: "segmentation fault: an invalid memory access on the host side",
@@ -109,21 +109,7 @@ class WorkerFailure(Exception):
         self.own = own  # the same with only the submission's own frames ('' when none, or the worker sent none)
         self.fatal = fatal  # True: the process is gone (or killed); a new one must be started
         self.reason = reason
-        self.category = category  # for reason "error": one of ERROR_CATEGORIES, as the worker classified it
-
-
-# What a worker's error reply may say it was (grader/child/worker.py CATEGORIES; tests/test_boundary.py checks they
-# agree). Anything else is read as "call".
-ERROR_CATEGORIES = (
-    "load",
-    "not-implemented",
-    "call",
-    "cuda-fault",
-    "out-of-bounds",
-    "misaligned",
-    "undefined-behavior",
-    "race",
-)
+        self.category = category  # for reason "error": one of child/wire.py ERROR_CATEGORIES, the worker's word
 
 
 def describe_exit(code: int | None) -> str:

@@ -298,10 +298,41 @@ def test_every_profiled_call_on_a_gpu_is_checked_not_only_the_kernel_check_s():
     assert _malformed_run_reply(three_calls) == "'call_kernels' is not a list of kernel names per call"
 
 
-def test_the_worker_s_error_categories_are_the_ones_the_parent_accepts():
+def test_error_categories_are_spelled_once_in_the_child_wire():
     """The parent decides a failure's reason by the category a worker's error reply names (grader/sandbox.py), never
-    by its text; both sides must list the same categories, and anything else reads as an ordinary raised call."""
-    from grader.child.worker import CATEGORIES
-    from grader.sandbox import ERROR_CATEGORIES
+    by its text. The words are defined once, in grader/child/wire.py, which both sides import; every category the
+    child code writes as a literal (an error's second argument or `category=`, a sanitizer explanation's second
+    field, `category_of`'s answer) must be one of them, or the parent would read it as an ordinary raised call."""
+    import grader.child.worker as worker
+    from grader import sandbox
+    from grader.child import wire
+    from grader.correctness import stage
 
-    assert CATEGORIES == ERROR_CATEGORIES
+    assert sandbox.ERROR_CATEGORIES is wire.ERROR_CATEGORIES
+    assert stage.ERROR_CATEGORIES is wire.ERROR_CATEGORIES
+    assert not hasattr(worker, "CATEGORIES")  # no second copy on the child side
+
+    def literal(node: ast.AST | None) -> str | None:
+        return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+    used: dict[str, str] = {}
+    for path in sorted((ROOT / "grader" / "child").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id.endswith("Error"):
+                args = [node.args[1]] if len(node.args) > 1 else []
+                args += [k.value for k in node.keywords if k.arg == "category"]
+                for a in args:
+                    if (word := literal(a)) is not None:
+                        used[word] = f"{path.name}:{node.lineno}"
+            if isinstance(node, ast.FunctionDef) and (node.name.startswith("explain") or node.name == "category_of"):
+                for ret in ast.walk(node):
+                    if not isinstance(ret, ast.Return) or ret.value is None:
+                        continue
+                    value = ret.value.body if isinstance(ret.value, ast.IfExp) else ret.value
+                    field = value.elts[1] if isinstance(value, ast.Tuple) and len(value.elts) == 2 else value
+                    if (word := literal(field)) is not None and word:
+                        used[word] = f"{path.name}:{ret.lineno}"
+    assert {"load", "not-implemented", "cuda-fault", "out-of-bounds", "misaligned", "race"} <= set(used), used
+    unknown = {w: at for w, at in used.items() if w not in wire.ERROR_CATEGORIES}
+    assert not unknown, unknown

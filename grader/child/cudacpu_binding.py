@@ -46,7 +46,7 @@ MAX_REPORT = 16000
 
 
 class CpuKernelError(KernelCallError):
-    """A call failed in a way the parent must tell apart: `category` is one of worker.CATEGORIES."""
+    """A call failed in a way the parent must tell apart: `category` is one of wire.ERROR_CATEGORIES."""
 
     def __init__(self, line: str, category: str, detail: str = ""):
         super().__init__(line)

@@ -33,6 +33,23 @@ class MalformedMessage(Exception):
     """The bytes are not a message the grader wrote: forged, truncated, or not data."""
 
 
+# What a worker's error reply can say it was (the fourth field of ("error", line, detail, category, own)); the parent
+# (grader/sandbox.py) decides a failure's reason by this word, never by the line, and reads any other word as "call".
+# "load": the file does not import, parse, or have the function; "not-implemented": the stub's NotImplementedError;
+# "call": the call raised; "cuda-fault": a CUDA error that poisons this process's context (the parent starts a fresh
+# worker for the remaining cases); from the CUDA-on-CPU layer (child/cudacpu_binding.py): "out-of-bounds",
+# "misaligned", "undefined-behavior" (its sanitizers' reports) and "race" (two launch orders gave different outputs).
+ERROR_CATEGORIES = (
+    "load",
+    "not-implemented",
+    "call",
+    "cuda-fault",
+    "out-of-bounds",
+    "misaligned",
+    "undefined-behavior",
+    "race",
+)
+
 MAX_STR = 64 << 10  # characters in one string of a reply (a worker caps its tracebacks well below this)
 MAX_FLOAT = 1e300  # a float in a reply beyond this (or NaN, inf) travels tagged (`_FLOAT`), never as a float
 

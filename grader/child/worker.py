@@ -730,7 +730,7 @@ class _LaunchCounter:
 
 class UserError(Exception):
     """A problem with the submission, explained in one line for the student; `category` says which kind (one of
-    CATEGORIES, sent with the error so that the parent never reads the line to decide)."""
+    wire.ERROR_CATEGORIES, sent with the error so that the parent never reads the line to decide)."""
 
     def __init__(self, line: str, category: str = "call", detail: str = ""):
         super().__init__(line)
@@ -738,21 +738,6 @@ class UserError(Exception):
         self.detail = detail
 
 
-# What an error reply can say it was: "load" (the file does not import, parse, or have the function), "not-implemented"
-# (the stub's NotImplementedError), "call" (the call raised), "cuda-fault" (a CUDA error that poisons this process's
-# context: the parent starts a fresh worker for the remaining cases); from the CUDA-on-CPU layer
-# (child/cudacpu_binding.py): "out-of-bounds", "misaligned", "undefined-behavior" (its sanitizers' reports) and "race"
-# (two launch orders gave different outputs).
-CATEGORIES = (
-    "load",
-    "not-implemented",
-    "call",
-    "cuda-fault",
-    "out-of-bounds",
-    "misaligned",
-    "undefined-behavior",
-    "race",
-)
 _STICKY_CUDA_ERROR = re.compile(
     r"illegal (memory )?(access|address|instruction)|unspecified launch failure|device-side assert|"
     r"misaligned address|cudaErrorIllegal|cudaErrorLaunchFailure|CUDA error",
@@ -761,7 +746,7 @@ _STICKY_CUDA_ERROR = re.compile(
 
 
 def category_of(e: BaseException, line: str) -> str:
-    """The category of an exception raised while running the submission (see CATEGORIES)."""
+    """The category of an exception raised while running the submission (one of wire.ERROR_CATEGORIES)."""
     if isinstance(e, UserError):
         return e.category
     return "cuda-fault" if _STICKY_CUDA_ERROR.search(line) else "call"

@@ -17,12 +17,13 @@ from typing import Any
 import torch
 
 from grader.child.launches import MAX_LAUNCHES
+from grader.child.wire import ERROR_CATEGORIES
 from grader.correctness import check, gpucompile, kernelcheck, patterns
 from grader.problem import hints, inputs, operands
 from grader.problem.reference import Reference
 from grader.problem.spec import Case, Implementation, Problem
 from grader.results import FAILED, PASSED, SKIPPED, VIOLATION, Code, Finding, Kind, Reason, TestResult
-from grader.sandbox import ERROR_CATEGORIES, Sandbox, WorkerFailure
+from grader.sandbox import Sandbox, WorkerFailure
 
 MAX_RESTARTS = 3
 # A CUDA fault (an illegal or misaligned address) is one case's bug, cleanly reported, that poisons only its process:
