@@ -11,6 +11,7 @@
     nox -s gradescope -- --out ZIP      staff: Gradescope's autograder zip (CPU checks; GPU points graded later)
     nox -s similarity -- OUT           TA: pairs of submissions with similar code (similarity.html, pairs.csv)
     nox -s audit     -- [--only NAME]   staff: the exploit corpus graded officially (root); fails on any that wins
+    nox -s bench-grading -- --out DIR   staff: a class graded by batch and singly: throughput, phases, agreement
     nox -s tests     -- [pytest args]   the grader's own tests (includes the lint checks)
     nox -s lint                         hadolint on the Dockerfile + the workflow checks
 
@@ -203,6 +204,15 @@ def audit(session: nox.Session) -> None:
     Needs root. Args after `--` go to the script (--only NAME, --jobs N, --device cuda on a GPU machine)."""
     bindir = _env(session)
     session.run(_exe(bindir, "python"), "scripts/audit.py", *session.posargs, external=True)
+
+
+@nox.session(name="bench-grading")
+def bench_grading(session: nox.Session) -> None:
+    """The grading benchmark (scripts/bench_grading.py, issue 32): a class of the repository's correct and broken
+    kernels graded by the batch and singly; prints submissions per hour, the per-phase breakdown and the score
+    agreement, writes OUT/bench.json. Args after `--` go to the script (--out DIR, --device cpu|cuda, --size N)."""
+    bindir = _env(session)
+    session.run(_exe(bindir, "python"), "scripts/bench_grading.py", *session.posargs, external=True)
 
 
 @nox.session
