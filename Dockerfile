@@ -1,9 +1,9 @@
 # The grader in an NVIDIA CUDA container (nvcc inside: student .cu files are built at grading time).
 #
-# Build:  docker build -t glu-grader .
+# Build:  docker build -t kernel-grader .
 # Run:    docker run --rm --gpus all --network none --read-only --tmpfs /scratch:mode=1777,exec \
 #           -v "$PWD/assignment:/submission:ro" -v "$PWD/out:/results" \
-#           [-v /path/to/grader_key:/run/secrets/grader_key:ro] glu-grader
+#           [-v /path/to/grader_key:/run/secrets/grader_key:ro] kernel-grader
 # Needs an NVIDIA driver >= 580 on the host (CUDA 13.0; checked at start) and the NVIDIA container toolkit. /scratch
 # must allow exec (built kernels are loaded from it; Docker's --tmpfs is noexec unless told).
 # Gives /results/results.json (Gradescope's format). The key: `python -m grader keygen --out grader_key`, once (a new
@@ -62,5 +62,5 @@ ENV GRADER_STUDENT_UID=10001 \
 # Start-up check: this CUDA 13.0 image needs an NVIDIA driver >= 580 on the host. One line on stderr when no GPU
 # is visible (no --gpus, no NVIDIA container toolkit) or the driver is older; the grade still runs (on CPU, where
 # GPU points cannot be earned, or fails with --device cuda). Then the grader, with the arguments given (CMD).
-ENTRYPOINT ["/bin/sh", "-c", "d=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n 1); case \"$d\" in [0-9]*) [ \"${d%%.*}\" -ge 580 ] || echo \"glu-grader: NVIDIA driver $d is too old for this CUDA 13.0 image (needs >= 580): update the host driver; GPU parts cannot run\" >&2 ;; *) echo 'glu-grader: no NVIDIA GPU visible (run with --gpus and the NVIDIA container toolkit; host driver >= 580): GPU parts cannot run' >&2 ;; esac; exec python -m grader autograde \"$@\"", "glu-grader"]
+ENTRYPOINT ["/bin/sh", "-c", "d=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n 1); case \"$d\" in [0-9]*) [ \"${d%%.*}\" -ge 580 ] || echo \"kernel-grader: NVIDIA driver $d is too old for this CUDA 13.0 image (needs >= 580): update the host driver; GPU parts cannot run\" >&2 ;; *) echo 'kernel-grader: no NVIDIA GPU visible (run with --gpus and the NVIDIA container toolkit; host driver >= 580): GPU parts cannot run' >&2 ;; esac; exec python -m grader autograde \"$@\"", "kernel-grader"]
 CMD ["--submission", "/submission", "--out", "/results", "--secret-file", "/run/secrets/grader_key"]

@@ -13,7 +13,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-IMAGE = "glu-grader"
+IMAGE = "kernel-grader"
 # The README's container command (its options: tests/test_install.py checks that they agree).
 DOCKER_RUN = (
     "docker",

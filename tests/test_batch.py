@@ -440,16 +440,16 @@ def test_slurm_scripts_array_and_containers(tmp_path, fake, capsys):
     # The time limit is the spec's stage limits (180 + 600 + 600 s) plus the grade's start and the task's margin.
     assert "#SBATCH --time=33" in task and '--index "$SLURM_ARRAY_TASK_ID" --engine slurm' in task
     m = state.read_manifest(out)
-    m["slurm"].update(image="registry/glu-grader@sha256:abc", runtime="pyxis")
+    m["slurm"].update(image="registry/kernel-grader@sha256:abc", runtime="pyxis")
     t, _ = engines.write_scripts(out, m)
-    assert "srun --ntasks=1 --container-image=registry/glu-grader@sha256:abc" in t.read_text()
+    assert "srun --ntasks=1 --container-image=registry/kernel-grader@sha256:abc" in t.read_text()
     assert f"{out}:{out}" in t.read_text() and f"{subs}:{subs}" in t.read_text()
     assert "--container-workdir=/grader python -m grader.batch task" in t.read_text()
     m["slurm"].update(image="/images/glu.sif", runtime="apptainer")
     t, c = engines.write_scripts(out, m)
     assert "apptainer exec --nv --bind" in t.read_text() and "--nv" not in c.read_text()
     assert engines.array_spec([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8" and engines.array_spec([4]) == "4"
-    assert state.image_digest("registry/glu-grader@sha256:abc") == "sha256:abc"
+    assert state.image_digest("registry/kernel-grader@sha256:abc") == "sha256:abc"
 
 
 def _task(out: Path, index: int) -> subprocess.CompletedProcess:

@@ -145,7 +145,7 @@ def test_entrypoint_checks_the_driver_in_one_line(tmp_path, driver, message):
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0, r.stderr
     assert "autograde" in r.stdout  # the grader ran after the check
-    lines = [l for l in r.stderr.splitlines() if l.startswith("glu-grader:")]
+    lines = [l for l in r.stderr.splitlines() if l.startswith("kernel-grader:")]
     if message is None:
         assert lines == [], r.stderr
     else:
@@ -211,7 +211,7 @@ def test_entry_command_grades_with_a_read_only_tree_and_a_writable_scratch_only(
         r = subprocess.run([*read_only, *cmd], cwd=tree, env=env, capture_output=True, text=True,
                            timeout=300, check=False)
         assert r.returncode == 0, f"read-only root: {bool(read_only)}\n" + r.stdout[-3000:] + r.stderr[-3000:]
-        assert "glu-grader: no NVIDIA GPU visible" in r.stderr  # the start-up check, then the grade
+        assert "kernel-grader: no NVIDIA GPU visible" in r.stderr  # the start-up check, then the grade
         results = json.loads((out / "results.json").read_text())
         assert results["score"] > 0 and results["tests"]
         assert not (tree / "reference" / "glu" / "solution_triton.py").exists()

@@ -165,7 +165,6 @@ PROBLEM_WORD = re.compile(r"(?<![a-z])(glu|gelu|swiglu|geglu|glu_backward)(?![a-
 # anything by problem: they are the product's own name, a default, and texts in files other engineers are rewriting
 # (see the issue 20 report for the change each needs).
 KNOWN_REMNANTS = {
-    "grader/availability.py": ("glu-grader",),  # the container image's name (the product's, not a problem's)
     "grader/batch/cli.py": ("glu",),  # the same default problem as grade's
     "grader/child/cuda_binding.py": ("GLU_ERR_",),  # the library's error names, shown for every problem
     "grader/report/studentreport.py": ("The file does not load: run `python -c 'import glu_triton'`",),  # a hint's text
