@@ -160,7 +160,7 @@ def test_error_lines_picks_errors_and_source_context() -> None:
 def test_not_implemented_message_names_the_handout_section() -> None:
     msg = describe_return_code(-2, SYMBOL, HANDOUT, SECTION)
     assert msg == (
-        "glu_cuda_forward returned GLU_ERR_NOT_IMPLEMENTED (-2): not implemented yet; "
+        "glu_cuda_forward returned ERR_NOT_IMPLEMENTED (-2): not implemented yet; "
         "see assignment/README.md, section 'Part 2: the CUDA kernel'"
     )
     assert "\n" not in msg
@@ -170,5 +170,5 @@ def test_cuda_error_codes_are_named() -> None:
     assert "cudaErrorNoKernelImageForDevice (209)" in describe_return_code(209, SYMBOL, HANDOUT, SECTION)
     assert "cudaErrorX (5)" in describe_return_code(5, SYMBOL, HANDOUT, SECTION, lambda c: "cudaErrorX")
     assert "cudaError_t 12345" in describe_return_code(12345, SYMBOL, HANDOUT, SECTION, lambda c: None)
-    assert "GLU_ERR_ARGS (-3)" in describe_return_code(-3, SYMBOL, HANDOUT, SECTION)
-    assert "GLU_ERR_DTYPE (-1)" in describe_return_code(-1, SYMBOL, HANDOUT, SECTION)
+    assert "ERR_ARGS (-3)" in describe_return_code(-3, SYMBOL, HANDOUT, SECTION)
+    assert "ERR_DTYPE (-1)" in describe_return_code(-1, SYMBOL, HANDOUT, SECTION)

@@ -166,7 +166,6 @@ PROBLEM_WORD = re.compile(r"(?<![a-z])(glu|gelu|swiglu|geglu|glu_backward)(?![a-
 # (see the issue 20 report for the change each needs).
 KNOWN_REMNANTS = {
     "grader/batch/cli.py": ("glu",),  # the same default problem as grade's
-    "grader/child/cuda_binding.py": ("GLU_ERR_",),  # the library's error names, shown for every problem
     "grader/report/studentreport.py": ("The file does not load: run `python -c 'import glu_triton'`",),  # a hint's text
     "grader/report/tareport.py": ("GLU",),  # a report title's default
 }

@@ -26,8 +26,10 @@ import torch
 
 DTYPE_CODES: dict[torch.dtype, int] = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 
-# The library's own error codes (documented at the top of assignment/glu_cuda.cu).
-ERROR_NAMES: dict[int, str] = {-1: "GLU_ERR_DTYPE", -2: "GLU_ERR_NOT_IMPLEMENTED", -3: "GLU_ERR_ARGS"}
+# The library's own error codes. Every problem's stub defines the same three values under its own prefix
+# (GLU_ERR_ARGS, GELU_ERR_ARGS, GATED_ERR_ARGS, ...); only the value crosses the ABI, so a message names the part
+# that every stub shares.
+ERROR_NAMES: dict[int, str] = {-1: "ERR_DTYPE", -2: "ERR_NOT_IMPLEMENTED", -3: "ERR_ARGS"}
 ERROR_TEXT: dict[int, str] = {
     -1: "unsupported dtype code",
     -2: "not implemented yet",
@@ -109,7 +111,7 @@ def describe_return_code(
 ) -> str:
     """One line explaining a nonzero return code of `symbol`.
 
-    Negative codes are the library's own (GLU_ERR_*); positive ones are cudaError_t values from the launch.
+    Negative codes are the library's own (the stub's *_ERR_*); positive ones are cudaError_t values from the launch.
     """
     if code in ERROR_NAMES:
         line = f"{symbol} returned {ERROR_NAMES[code]} ({code}): {ERROR_TEXT[code]}"
