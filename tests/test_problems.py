@@ -162,12 +162,9 @@ def test_the_bench_prints_the_lecture_figures_beside_the_measured_ones():
 
 PROBLEM_WORD = re.compile(r"(?<![a-z])(glu|gelu|swiglu|geglu|glu_backward)(?![a-z])", re.IGNORECASE)
 # What the grader still says that names GLU, file -> the strings, each with why it stays. None of them decides
-# anything by problem: they are the product's own name, a default, and texts in files other engineers are rewriting
-# (see the issue 20 report for the change each needs).
+# anything by problem.
 KNOWN_REMNANTS = {
     "grader/batch/cli.py": ("glu",),  # the same default problem as grade's
-    "grader/report/studentreport.py": ("The file does not load: run `python -c 'import glu_triton'`",),  # a hint's text
-    "grader/report/tareport.py": ("GLU",),  # a report title's default
 }
 
 
