@@ -188,6 +188,22 @@ def phase_sums(results: dict[str, dict[str, Any]]) -> dict[str, float]:
     return {k: round(v, 2) for k, v in sorted(sums.items(), key=lambda kv: -kv[1])}
 
 
+def task_walls(batch_out: Path) -> dict[str, float]:
+    """Each submission's task wall time in the batch (its last attempt with a wall time, from the batch's attempt
+    log OUT/.batch/attempts/<id>.jsonl, what grader/batch/collect.py counts GPU time from). The batch's wall minus
+    their sum is what the batch itself costs: its start, the gaps between tasks, the TA report at the end."""
+    walls: dict[str, float] = {}
+    for f in sorted((batch_out / ".batch" / "attempts").glob("*.jsonl")):
+        for line in f.read_text(encoding="utf-8").splitlines():
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(d, dict) and isinstance(d.get("wall_s"), (int, float)):
+                walls[f.stem] = float(d["wall_s"])
+    return walls
+
+
 def throughput(n: int, wall_s: float, device: str, gpus: int) -> float | None:
     """Submissions per hour per GPU (cuda) or per hour on this machine (cpu), over the batch's wall time."""
     if n <= 0 or wall_s <= 0:
@@ -293,7 +309,7 @@ def run_batch(a: argparse.Namespace, b: Bench, cls_dir: Path, n: int, key: list[
     wall = time.monotonic() - t0
     print(f"batch: exit {rc}, {n} submissions in {wall:.0f} s wall", flush=True)
     b.doc["batch"] = {"command": cmd[1:], "rc": rc, "wall_s": round(wall, 2)}
-    b.doc["batch"].update({"results": b.results("batch"), "summary": b.summary()})
+    b.doc["batch"].update({"results": b.results("batch"), "summary": b.summary(), "task_walls_s": task_walls(dest)})
     b.save()
     return rc
 
@@ -334,6 +350,7 @@ def compare(a: argparse.Namespace, b: Bench, singles: list[str]) -> int:
     gpus = _gpu_count(a.gpus) if a.device == "cuda" else 0
     per_hour = throughput(len(batch), wall, a.device, gpus)
     walls = b.doc.get("single", {}).get("walls_s") or {}
+    tasks = b.doc.get("batch", {}).get("task_walls_s") or {}
     figures = {
         "device": a.device,
         "gpus": gpus,
@@ -342,6 +359,7 @@ def compare(a: argparse.Namespace, b: Bench, singles: list[str]) -> int:
         "per_hour": per_hour,
         "per_hour_means": "submissions per hour per GPU" if a.device == "cuda" else "submissions per hour here",
         "batch_submissions_per_gpu_hour": summary.get("submissions_per_gpu_hour") if summary else None,
+        "batch_tasks_s": round(sum(tasks.values()), 2),
         "single_graded": len(walls),
         "single_wall_s": round(sum(walls.values()), 2),
         "single_mean_s": round(sum(walls.values()) / len(walls), 2) if walls else None,
@@ -369,6 +387,8 @@ def print_figures(f: dict[str, Any], summary: dict[str, Any] | None) -> None:
     if f["batch_wall_s"]:
         print(f"batch: {f['batch_graded']} graded in {f['batch_wall_s']:.0f} s wall: {f['per_hour']} "
               f"{f['per_hour_means']}" + (f" ({f['gpus']} GPU(s))" if f["device"] == "cuda" else ""))  # fmt: skip
+    if f["batch_tasks_s"]:
+        print(f"batch tasks: {f['batch_tasks_s']:.1f} s summed (the batch's own start, gaps and report: the rest)")
     if f["single_graded"]:
         print(f"single grades: {f['single_graded']} in {f['single_wall_s']:.0f} s ({f['single_mean_s']:.1f} s each)")
     for side in ("batch", "single"):

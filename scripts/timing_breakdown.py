@@ -5,8 +5,8 @@ and per implementation its credit, whether it stopped early and what its re-timi
     python3 scripts/timing_breakdown.py DIR [DIR ...]
 
 It only reads results.json files, so it runs on any machine (CPU is enough); the grades themselves come from a GPU
-host, e.g. `python3 scripts/batch_gpu_check.py --out D --phase batch`, then `python3 scripts/timing_breakdown.py
-D/batch`. Backs docs/performance.md "Grade cost with the sanitizer pass cut, and grades sharing a GPU" (the warm-up's
+host, e.g. `python3 scripts/bench_grading.py --out D --phase batch` (or `scripts/batch_gpu_check.py`, its
+10-submission class), then `python3 scripts/timing_breakdown.py D/batch`. Backs docs/performance.md "Grade cost with the sanitizer pass cut, and grades sharing a GPU" (the warm-up's
 queued launches, the hopeless-implementation cut and the confirmed-excess rule were each found from its output).
 """
 

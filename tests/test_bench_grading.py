@@ -163,6 +163,7 @@ def test_a_tiny_class_on_cpu_agrees_and_writes_its_figures(tmp_path):
     doc = json.loads((tmp_path / "bench.json").read_text())
     f = doc["figures"]
     assert f["batch_graded"] == 2 and f["single_graded"] == 2 and f["disagreeing"] == 0
+    assert 0 < f["batch_tasks_s"] <= f["batch_wall_s"]
     assert f["per_hour"] > 0 and "correctness" in f["phases_batch_s"] and "correctness" in f["phases_single_s"]
     assert [a["sid"] for a in f["agreement"]] == ["staff", "broken_chained_error"]
     assert set(doc["batch"]["results"]) == set(doc["single"]["results"]) == {"staff", "broken_chained_error"}
