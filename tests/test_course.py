@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from grader.problem.course import (
+    PARTIAL,
     CourseError,
     load_course,
     run,
@@ -121,6 +122,46 @@ def test_the_summary_scales_each_problem_to_its_points_and_reports_a_section_eac
     assert 'href="gelu/' not in page  # no report there: no link
 
 
+def test_a_partial_course_grade_is_read_from_each_problems_partial_folder_and_says_so(tmp_path):
+    """`grade --course C --case NAME` writes each problem's (partial) grade to OUT/<problem>/partial/ (grader/cli.py):
+    the course total is made from those, never 0 from a missing OUT/<problem>/results.json, nor from an earlier full
+    grade left there, and course.json, report.md, report.html and the printed total say the grade is partial."""
+    from grader import cli
+
+    assert cli.PARTIAL == PARTIAL  # where the CLI writes a partial grade is where the course reads it
+    c = _course(tmp_path, "name: T\nproblems:\n  - {problem: glu, points: 60}\n  - {problem: gelu, points: 40}\n")
+    out = tmp_path / "out"
+    (out / "glu").mkdir(parents=True)  # an earlier full grade: not this run's
+    (out / "glu" / "results.json").write_text(json.dumps({"score": 120, "max_score": 120}))
+    (out / "glu" / "report.md").write_text("# glu report: the earlier full grade\n")
+
+    def grade_one(ns):  # as the CLI's grade: a --case grade goes to OUT/<problem>/partial/
+        assert ns.cases == ["tiny_1x*/float32"]
+        where = ns.out / PARTIAL
+        where.mkdir(parents=True)
+        (where / "results.json").write_text(json.dumps({"score": 1, "max_score": 2}))
+        (where / "report.md").write_text(f"# {ns.out.name} report: 1 / 2 points (partial)\n")
+        (where / "report.html").write_text("<html></html>")
+        return 0
+
+    args = argparse.Namespace(course=str(c), submission=str(tmp_path / "sub"), out=str(out), problem=None,
+                              cases=["tiny_1x*/float32"])
+    assert run(args, ROOT, grade_one) == 0
+    summary = json.loads((out / "course.json").read_text())
+    glu, gelu = summary["problems"]
+    assert summary["earned"] == pytest.approx(50.0) and (glu["earned"], gelu["earned"]) == (30, 20)
+    assert summary["partial"] == ["tiny_1x*/float32"] and glu["results"] == "glu/partial/results.json"
+    assert glu["note"] == "a partial grade: only the cases matching --case tiny_1x*/float32 were graded", glu
+    md = (out / "report.md").read_text()
+    assert "> partial grade: only the cases matching --case tiny_1x*/float32 were graded; this total is not" in md
+    assert "## glu report: 1 / 2 points (partial)" in md and "earlier full grade" not in md
+    page = html.unescape((out / "report.html").read_text())
+    assert 'href="glu/partial/report.html"' in page and "this total is not the course grade" in page
+    # A full grade's course.json has no "partial" key and reads OUT/<problem>/results.json, as before.
+    full = summarize(load_course(c, ROOT), out)
+    assert "partial" not in full and full["problems"][0]["earned"] == 60 and full["problems"][0]["note"] == ""
+
+
 @pytest.mark.slow
 def test_the_cli_grades_a_course(tmp_path):
     course = _course(tmp_path, f"name: T\nproblems:\n  - {{problem: {SCALE}, points: 10}}\n")
@@ -176,3 +217,8 @@ def test_the_cli_grades_an_old_layout_course_submission_as_glu_with_a_note(tmp_p
     assert glu["score"] == 1 and gelu["score"] == 1, (glu["score"], gelu["score"])
     assert "partial grade" in glu["output"] and "not graded" not in glu["output"], glu["output"]  # gelu/: no mistake
     assert "> glu: glu's files were found at the top" in (out / "report.md").read_text()
+    course_doc = json.loads((out / "course.json").read_text())  # made from the partial grades, and says so
+    assert course_doc["partial"] == ["tiny_1x*/float32"], course_doc
+    assert course_doc["earned"] == pytest.approx(60 * glu["score"] / glu["max_score"] + 40 * gelu["score"] / gelu[
+        "max_score"]) and course_doc["earned"] > 0
+    assert "this total is not the course grade" in r.stdout

@@ -11,7 +11,10 @@ glu/, gelu's in gelu/; grader/problem/layout.py, which also grades a problem's f
 courses published before GLU had its folder, with a note), into OUT/<problem>/ (results.json, report.md,
 report.html: nothing per problem changes). Then OUT/course.json holds every problem's score scaled to its course
 points and the total, and OUT/report.md is the student report with one section per problem (each problem's own
-report.md under its heading); OUT/report.html the total table with a link to each problem's report.html."""
+report.md under its heading); OUT/report.html the total table with a link to each problem's report.html.
+
+With --case each problem's grade is partial and is written to OUT/<problem>/partial/ (grader/cli.py), so the
+course's files are made from those, and every one of them says that the total is of a partial grade."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ import copy
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +33,10 @@ import yaml
 from grader.errors import UsageError
 from grader.problem import layout
 from grader.problem.spec import SpecError, find_problem, load_problem
+
+# A partial grade's folder under OUT/<problem>/: grader/cli.py's PARTIAL (not imported: the CLI imports this module;
+# tests/test_course.py checks the two agree).
+PARTIAL = "partial"
 
 
 class CourseError(UsageError):
@@ -109,14 +116,20 @@ def _write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def summarize(course: Course, out: Path, layout_notes: dict[str, str] | None = None) -> dict[str, Any]:
+def summarize(
+    course: Course, out: Path, layout_notes: dict[str, str] | None = None, partial: Sequence[str] = ()
+) -> dict[str, Any]:
     """course.json's content from each problem's OUT/<problem>/results.json (a missing one counts 0, and says so).
     layout_notes: problem -> where its files were found when not in its folder (`submission_dir`), said in the
-    row's note."""
+    row's note. partial: the --case patterns when only the matching cases were graded: each problem's grade is then
+    OUT/<problem>/partial/results.json (OUT/<problem>/results.json is an earlier full grade, or none), and each
+    row's note and the summary's "partial" say the total is of a partial grade."""
     rows = []
+    folder = f"{PARTIAL}/" if partial else ""  # relative to OUT/<problem>/, where this run's grade was written
+    part = f"a partial grade: only the cases matching --case {' '.join(partial)} were graded" if partial else ""
     for p in course.problems:
         moved = (layout_notes or {}).get(p.name, "")
-        res = out / p.name / "results.json"
+        res = out / p.name / folder / "results.json"
         try:
             doc = json.loads(res.read_text(encoding="utf-8"))
             score, max_score = float(doc["score"]), float(doc["max_score"])
@@ -131,17 +144,33 @@ def summarize(course: Course, out: Path, layout_notes: dict[str, str] | None = N
                 "max_score": max_score,
                 "points": p.points,
                 "earned": earned,
-                "results": f"{p.name}/results.json",
-                "note": "; ".join(n for n in (moved, why) if n),
+                "results": f"{p.name}/{folder}results.json",
+                "note": "; ".join(n for n in (moved, part, why) if n),
                 "layout": moved,
             }
         )
-    return {
+    summary: dict[str, Any] = {
         "course": course.name,
         "problems": rows,
         "earned": sum(r["earned"] for r in rows),
         "points": sum(r["points"] for r in rows),
     }
+    if partial:  # only then: a full grade's course.json is unchanged
+        summary["partial"] = list(partial)
+    return summary
+
+
+def _partial_line(summary: dict[str, Any]) -> str:
+    """The one line that says a course total is of a partial grade ("" for a full one)."""
+    if not summary.get("partial"):
+        return ""
+    cases = " ".join(summary["partial"])
+    return f"partial grade: only the cases matching --case {cases} were graded; this total is not the course grade"
+
+
+def _grade_dir(row: dict[str, Any]) -> str:
+    """The folder (relative to OUT) of the grade a summary row was made from: <problem>, or <problem>/partial."""
+    return str(row["results"]).rpartition("/")[0]
 
 
 def student_report(course: Course, summary: dict[str, Any], out: Path) -> str:
@@ -151,10 +180,12 @@ def student_report(course: Course, summary: dict[str, Any], out: Path) -> str:
     for r in summary["problems"]:
         lines.append(f"| {r['problem']} | {r['score']:g} / {r['max_score']:g} | {r['earned']:.2f} / {r['points']:g} |")
     lines += [f"| **total** | | **{summary['earned']:.2f} / {summary['points']:g}** |", ""]
+    if summary.get("partial"):
+        lines += [f"> {_partial_line(summary)}\n"]
     lines += [f"> {r['problem']}: {r['layout']}\n" for r in summary["problems"] if r.get("layout")]
     for r in summary["problems"]:
         try:  # each report starts with its own '# <problem> report' heading: it becomes this section's
-            body = (out / r["problem"] / "report.md").read_text(encoding="utf-8")
+            body = (out / _grade_dir(r) / "report.md").read_text(encoding="utf-8")
         except OSError:
             body = f"# {r['problem']}\n\n" + (r["note"] or "no report was written for this problem")
         lines += [("#" + ln) if ln.startswith("#") else ln for ln in body.splitlines()] + [""]
@@ -165,14 +196,14 @@ def student_page(course: Course, summary: dict[str, Any], out: Path) -> str:
     """report.html: the same total table, as the report's own HTML page (grader/report's templates), each problem
     linked to its own report.html (OUT/<problem>/report.html, a relative link)."""
     from grader.report import html
-    from grader.report.blocks import Cell, Page, Row, Section, Table, Text
+    from grader.report.blocks import Block, Cell, Page, Row, Section, Table, Text
 
     rows = [
         Row(
             [
                 Cell(
                     r["problem"],
-                    href=f"{r['problem']}/report.html" if (out / r["problem"] / "report.html").is_file() else "",
+                    href=f"{_grade_dir(r)}/report.html" if (out / _grade_dir(r) / "report.html").is_file() else "",
                 ),
                 Cell(f"{r['score']:g} / {r['max_score']:g}"),
                 Cell(f"{r['earned']:.2f} / {r['points']:g}"),
@@ -183,9 +214,10 @@ def student_page(course: Course, summary: dict[str, Any], out: Path) -> str:
     rows.append(Row([Cell("total"), Cell(""), Cell(f"{summary['earned']:.2f} / {summary['points']:g}")]))
     notes = [Text(f"{r['problem']}: {r['note']}", "note") for r in summary["problems"] if r.get("note")]
     section = Section("Problems", [Table(["problem", "score", "course points"], rows), *notes])
-    return html.render(
-        Page(course.name, [Text("each problem's own report is linked from its name", "facts")], [section])
-    )
+    facts: list[Block] = [Text("each problem's own report is linked from its name", "facts")]
+    if summary.get("partial"):
+        facts.append(Text(_partial_line(summary), "facts"))
+    return html.render(Page(course.name, facts, [section]))
 
 
 def run(args: argparse.Namespace, root: Path, grade_one: Callable[[argparse.Namespace], int]) -> int:
@@ -207,10 +239,13 @@ def run(args: argparse.Namespace, root: Path, grade_one: Callable[[argparse.Name
         ns.submission = where.path
         ns.out = out / p.name
         rc = max(rc, grade_one(ns))
-    summary = summarize(course, out, notes)
+    # --case: each problem's grade was partial, written to OUT/<problem>/partial/ (grader/cli.py _out_dir).
+    summary = summarize(course, out, notes, partial=tuple(getattr(args, "cases", None) or ()))
     _write(out / "course.json", json.dumps(summary, indent=2) + "\n")
     _write(out / "report.md", student_report(course, summary, out))
     _write(out / "report.html", student_page(course, summary, out))
     total = f"{summary['earned']:.2f} / {summary['points']:g} points"
+    if summary.get("partial"):
+        total += f" ({_partial_line(summary)})"
     print(f"course {course.name}: {total}; {out / 'report.md'} and {out / 'report.html'}")
     return rc
