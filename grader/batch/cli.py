@@ -19,14 +19,18 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from grader import identity
 from grader.batch import EXIT_INCOMPLETE, EXIT_INFRA, EXIT_NOT_GRADABLE, EXIT_OK, EXIT_USAGE, collect, engines, state
-from grader.batch.discover import DiscoverError, discover
+from grader.batch.discover import DiscoverError, Found, discover
 from grader.batch.progress import Counts, Progress
 from grader.batch.state import Status
 from grader.batch.task import ROOT, run_task
+
+if TYPE_CHECKING:
+    from grader.keyfile import Key
+    from grader.problem.spec import Problem
 
 SUBCOMMANDS = ("status", "resubmit", "collect", "task")
 
@@ -298,10 +302,56 @@ def _preflight(args: argparse.Namespace, problem: Any) -> int | None:
 
 
 def _run(args: argparse.Namespace, argv: list[str]) -> int:
+    out: Path = args.out.resolve()
+    checked = _check_args(args)
+    if isinstance(checked, int):
+        return checked
+    problem, key = checked
+    lock = _make_out(out, args.engine)  # the batch's lock on OUT: held (this reference) until _run returns
+    if isinstance(lock, int):
+        return lock
+    _warn_without_jsonschema(out)
+    files = tuple(i.file for i in problem.implementations.values())
+    try:
+        found = discover(args.submissions, files, state.inputs_dir(out), args.deadline)
+    except DiscoverError as e:
+        return _usage(str(e))
+    if found.metadata is not None:  # the TA report names each folder's submitters from it
+        shutil.copyfile(found.metadata, out / "submission_metadata.yml")
+    for skip in found.skipped:
+        print(f"not graded: {skip.sid}: {skip.why}", file=sys.stderr)
+    placed = _slots_and_device(args, out)
+    if isinstance(placed, int):
+        return placed
+    slots, device = placed
+    manifest = _manifest(args, argv, out, problem, key, found, device)
+    state.write_manifest(out, manifest)
+    items: list[dict[str, Any]] = manifest["items"]
+    # Done, or refused by the grader with the same key (it would refuse it again): skipped.
+    todo = [
+        it
+        for it in items
+        if not state.is_done(out, it["sid"], it["key"]) and not state.is_refused(out, it["sid"], it["key"])
+    ]
+    run = uuid.uuid4().hex[:12]
+    print(
+        f"batch: {len(items)} submission(s) from {args.submissions} ({found.kind}); {len(items) - len(todo)} already "
+        f"done with this grader, spec and options; {len(todo)} to grade ({args.engine}, device {device})"
+    )
+    if args.engine == "slurm":
+        return _submit_slurm(out, manifest, todo, run, args.dry_run)
+    code = _grade_local(out, manifest, todo, slots, run, device)
+    if found.skipped and code == EXIT_OK:
+        code = EXIT_NOT_GRADABLE
+    return code
+
+
+def _check_args(args: argparse.Namespace) -> tuple[Problem, Key | None] | int:
+    """The problem and the key, after every check that needs nothing made under OUT; else the exit code (a usage
+    error, said on stderr)."""
     from grader import keyfile
     from grader.problem.spec import SpecError, find_problem, load_problem
 
-    out: Path = args.out.resolve()
     if args.retries < 0:
         return _usage(f"--retries {args.retries}: 0 or more")
     try:
@@ -330,6 +380,12 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
             f"{args.submissions} can be read by every user of this machine, so a submission's code could read its "
             f"classmates' work there: make it private (chmod 700 it, or a folder above it) and run again"
         )
+    return problem, key
+
+
+def _make_out(out: Path, engine: str) -> TextIO | int:
+    """OUT and the inputs' folder, the grader's only, and the batch's lock on OUT, held (the open file returned)
+    for the whole run; else the exit code (a usage error, said on stderr)."""
     try:
         (state.batch_dir(out)).mkdir(parents=True, exist_ok=True)
         os.chmod(out, 0o700)  # OUT holds every student's grade, report and log: the grader's only
@@ -344,9 +400,12 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return _usage(f"another `batch` is running on {out} (wait for it, or use another --out)")
-    if args.engine == "slurm" and engines.live_indices(out):
+    if engine == "slurm" and engines.live_indices(out):
         return _usage(f"{out}: tasks of an earlier submission are still queued or running (`batch status {out}`)")
+    return lock
 
+
+def _warn_without_jsonschema(out: Path) -> None:
     if importlib.util.find_spec("jsonschema") is None:  # said now, not after hours of grading
         from grader.report.validate import NEEDS_JSONSCHEMA
 
@@ -356,30 +415,32 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
             f"`python -m grader report {out}`)",
             file=sys.stderr,
         )
-    files = tuple(i.file for i in problem.implementations.values())
-    try:
-        found = discover(args.submissions, files, state.inputs_dir(out), args.deadline)
-    except DiscoverError as e:
-        return _usage(str(e))
-    if found.metadata is not None:  # the TA report names each folder's submitters from it
-        shutil.copyfile(found.metadata, out / "submission_metadata.yml")
-    for skip in found.skipped:
-        print(f"not graded: {skip.sid}: {skip.why}", file=sys.stderr)
 
-    if args.engine == "local":
-        try:
-            slots = engines.make_slots(args.gpus, args.slots, args.per_gpu, state.batch_dir(out) / "locks")
-        except engines.EngineError as e:
-            return _usage(str(e))
-        if not slots:
-            print("no GPU found (nvidia-smi lists none): grading on CPU with 1 slot (--slots N for more)")
-            slots = [engines.Slot("cpu0", "")]
-        gpu_slots = any(s.cuda for s in slots)
-        device = args.device if args.device != "auto" else ("cuda" if gpu_slots else "cpu")
-        if device == "cuda" and not gpu_slots:
-            return _usage("--device cuda with CPU slots: give --gpus (or drop --device cuda)")
-    else:
-        device = args.device if args.device != "auto" else ("cpu" if args.gres in ("", "none") else "cuda")
+
+def _slots_and_device(args: argparse.Namespace, out: Path) -> tuple[list[engines.Slot], str] | int:
+    """The local engine's slots (none under Slurm) and the grades' device (--device auto: cuda with GPU slots or a
+    GPU gres); else the exit code (a usage error, said on stderr)."""
+    if args.engine != "local":
+        return [], args.device if args.device != "auto" else ("cpu" if args.gres in ("", "none") else "cuda")
+    try:
+        slots = engines.make_slots(args.gpus, args.slots, args.per_gpu, state.batch_dir(out) / "locks")
+    except engines.EngineError as e:
+        return _usage(str(e))
+    if not slots:
+        print("no GPU found (nvidia-smi lists none): grading on CPU with 1 slot (--slots N for more)")
+        slots = [engines.Slot("cpu0", "")]
+    gpu_slots = any(s.cuda for s in slots)
+    device = args.device if args.device != "auto" else ("cuda" if gpu_slots else "cpu")
+    if device == "cuda" and not gpu_slots:
+        return _usage("--device cuda with CPU slots: give --gpus (or drop --device cuda)")
+    return slots, device
+
+
+def _manifest(
+    args: argparse.Namespace, argv: list[str], out: Path, problem: Problem, key: Key | None, found: Found, device: str
+) -> dict[str, Any]:
+    """The batch's manifest (grader/batch/state.py): its options, each submission's item and result key, and the
+    Slurm settings under Slurm."""
     image_digest = state.image_digest(args.container_image, args.image_digest)
     key_parts = {
         "grader": state.grader_version(),
@@ -419,44 +480,45 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         "rerun": f"cd {shlex.quote(os.getcwd())} && {shlex.join([sys.executable, '-m', 'grader', 'batch', *argv])}",
     }
     if args.engine == "slurm":
-        runtime = args.container_runtime or (
-            "apptainer" if args.container_image and args.container_image.endswith((".sif", ".img")) else "pyxis"
-        )
-        # What the task reads and writes, at the same paths inside the image: the submissions, OUT, the key.
-        src = args.submissions.resolve()
-        mounts = {str(src if src.is_dir() else src.parent), str(out)}
-        if options["secret_file"]:
-            mounts.add(str(Path(options["secret_file"]).parent))
-        manifest["slurm"] = {
-            "gres": args.gres,
-            "max_parallel": args.max_parallel,
-            "partition": args.partition,
-            "account": args.account,
-            "qos": args.qos,
-            "cpus": args.cpus_per_task,
-            "mem": args.mem,
-            "time_min": args.time or engines._minutes(grade_timeout + 300),
-            "sbatch_args": args.sbatch_arg,
-            "job_name": args.job_name,
-            "image": args.container_image,
-            "runtime": runtime,
-            "workdir": args.container_workdir,
-            "mounts": sorted(mounts),
-        }
-    state.write_manifest(out, manifest)
-    # Done, or refused by the grader with the same key (it would refuse it again): skipped.
-    todo = [
-        it
-        for it in items
-        if not state.is_done(out, it["sid"], it["key"]) and not state.is_refused(out, it["sid"], it["key"])
-    ]
-    run = uuid.uuid4().hex[:12]
-    print(
-        f"batch: {len(items)} submission(s) from {args.submissions} ({found.kind}); {len(items) - len(todo)} already "
-        f"done with this grader, spec and options; {len(todo)} to grade ({args.engine}, device {device})"
+        manifest["slurm"] = _slurm_settings(args, out, options, grade_timeout)
+    return manifest
+
+
+def _slurm_settings(
+    args: argparse.Namespace, out: Path, options: dict[str, Any], grade_timeout: float
+) -> dict[str, Any]:
+    """The manifest's "slurm": the sbatch options, the container and the folders mounted in it."""
+    runtime = args.container_runtime or (
+        "apptainer" if args.container_image and args.container_image.endswith((".sif", ".img")) else "pyxis"
     )
-    if args.engine == "slurm":
-        return _submit_slurm(out, manifest, todo, run, args.dry_run)
+    # What the task reads and writes, at the same paths inside the image: the submissions, OUT, the key.
+    src = args.submissions.resolve()
+    mounts = {str(src if src.is_dir() else src.parent), str(out)}
+    if options["secret_file"]:
+        mounts.add(str(Path(options["secret_file"]).parent))
+    return {
+        "gres": args.gres,
+        "max_parallel": args.max_parallel,
+        "partition": args.partition,
+        "account": args.account,
+        "qos": args.qos,
+        "cpus": args.cpus_per_task,
+        "mem": args.mem,
+        "time_min": args.time or engines._minutes(grade_timeout + 300),
+        "sbatch_args": args.sbatch_arg,
+        "job_name": args.job_name,
+        "image": args.container_image,
+        "runtime": runtime,
+        "workdir": args.container_workdir,
+        "mounts": sorted(mounts),
+    }
+
+
+def _grade_local(
+    out: Path, manifest: dict[str, Any], todo: list[dict[str, Any]], slots: list[engines.Slot], run: str, device: str
+) -> int:
+    """Grade `todo` on this host's slots, then collect (the TA report and the summary); 130 on Ctrl-C."""
+    items = manifest["items"]
     for it in todo:
         state.new_run(out, it["sid"], run)
     prog = Progress(Counts(total=len(items), skipped=len(items) - len(todo)))
@@ -470,10 +532,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         )
         return 130
     elapsed = time.monotonic() - t0
-    code = _collect(out, manifest, elapsed_slot_s=elapsed * len(slots) if todo and device == "cuda" else None)
-    if found.skipped and code == EXIT_OK:
-        code = EXIT_NOT_GRADABLE
-    return code
+    return _collect(out, manifest, elapsed_slot_s=elapsed * len(slots) if todo and device == "cuda" else None)
 
 
 def _submit_slurm(out: Path, manifest: dict[str, Any], todo: list[dict[str, Any]], run: str, dry: bool) -> int:

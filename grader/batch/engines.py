@@ -122,116 +122,150 @@ def task_command(out: Path, index: int, engine: str, slot: str | None = None) ->
     return cmd + (["--slot", slot] if slot else [])
 
 
+# A running task: its process, its item, how many attempts its submission had recorded when it started, and the
+# slots it is to avoid (those it had infrastructure faults on).
+_Running = tuple[subprocess.Popen[bytes], dict[str, Any], int, set[str]]
+
+
 def run_local(
     out: Path, manifest: dict[str, Any], todo: list[dict[str, Any]], slots: list[Slot], prog: Progress
 ) -> dict[str, Outcome]:
     """Grade `todo` (manifest items) on `slots`; returns each sid's final outcome for this run."""
-    retries = int(manifest["options"].get("retries", 0))
-    queue: collections.deque[tuple[dict[str, Any], set[str]]] = collections.deque((it, set()) for it in todo)
-    running: dict[str, tuple[subprocess.Popen, dict[str, Any], int, set[str]]] = {}
-    faults: collections.Counter[str] = collections.Counter()
-    final: dict[str, Outcome] = {}
-    logs = state.batch_dir(out) / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
+    run = _LocalRun(out, int(manifest["options"].get("retries", 0)), slots, prog, todo)
+    run.logs.mkdir(parents=True, exist_ok=True)
+    try:
+        while run.queue or run.running:
+            run.start_free_slots()
+            run.reap_finished()
+            run.give_up_without_slots()
+            prog.update()  # once a round, after the free slots were given work: the counts as they stand
+            time.sleep(0.1)
+    except KeyboardInterrupt:
+        run.stop_running()
+        raise
+    return run.final
 
-    def pick(slot: Slot) -> int | None:
-        usable = {s.name for s in slots if not s.retired}
-        for i, (_, avoid) in enumerate(queue):
+
+class _LocalRun:
+    """run_local's state between its rounds: the queue, the running tasks, each submission's infrastructure faults
+    and final outcome."""
+
+    def __init__(self, out: Path, retries: int, slots: list[Slot], prog: Progress, todo: list[dict[str, Any]]) -> None:
+        self.out, self.retries, self.slots, self.prog = out, retries, slots, prog
+        self.queue: collections.deque[tuple[dict[str, Any], set[str]]] = collections.deque((it, set()) for it in todo)
+        self.running: dict[str, _Running] = {}
+        self.faults: collections.Counter[str] = collections.Counter()
+        self.final: dict[str, Outcome] = {}
+        self.logs = state.batch_dir(out) / "logs"
+
+    def pick(self, slot: Slot) -> int | None:
+        usable = {s.name for s in self.slots if not s.retired}
+        for i, (_, avoid) in enumerate(self.queue):
             if slot.name not in avoid or usable <= avoid:  # another slot first; this one when no other is left
                 return i
         return None
 
-    try:
-        while queue or running:
-            for slot in slots:
-                if slot.retired or slot.name in running or not queue:
-                    continue
-                i = pick(slot)
-                if i is None:
-                    continue
-                it, avoid = queue[i]
-                del queue[i]
-                n_before = len(state.attempts(out, it["sid"]))
-                # PCI order: CUDA's index then names the GPU nvidia-smi lists under the same index (CUDA's default
-                # order, fastest first, may differ on a host of mixed GPUs).
-                env = {**os.environ, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": slot.cuda,
-                       "GRADER_BATCH_SLOT": slot.name}  # fmt: skip
-                env.pop(gpulock.ENV, None)
-                if slot.lock:
-                    env[gpulock.ENV] = slot.lock
-                with open(logs / f"{it['sid']}.log", "ab") as lf:
-                    p = subprocess.Popen(
-                        task_command(out, int(it["index"]), "local", slot.name),
-                        stdout=lf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=ROOT,
-                        start_new_session=True,
-                    )  # fmt: skip
-                running[slot.name] = (p, it, n_before, avoid)
-                prog.c.running += 1
-            for name, (p, it, n_before, avoid) in list(running.items()):
-                rc = p.poll()
-                if rc is None:
-                    continue
-                del running[name]
-                prog.c.running -= 1
-                slot = next(s for s in slots if s.name == name)
-                sid = it["sid"]
-                if rc == TASK_OK:
-                    slot.faults_in_row.clear()
-                    final[sid] = Outcome.GRADED
-                    prog.c.done += 1
-                    continue
-                if rc == TASK_REFUSED:
-                    slot.faults_in_row.clear()
-                    final[sid] = Outcome.REFUSED
-                    prog.c.failed += 1
-                    prog.event(f"{sid}: not gradable (the grader refused it; see {out / sid / 'grade.log'})")
-                    continue
-                # Anything else is the machine's or the grader's fault, never the submission's grade.
-                if len(state.attempts(out, sid)) == n_before:  # the task died before it could record it
-                    why = f"task killed by signal {-rc}" if rc < 0 else f"task exited {rc}"
-                    state.append_attempt(
-                        out, sid, {"key": it["key"], "engine": "local", "slot": name, "outcome": str(Outcome.INFRA),
-                                   "why": why},
-                    )  # fmt: skip
-                last = state.last_attempt(state.attempts(out, sid), it["key"]) or {}
-                faults[sid] += 1
-                slot.faults_in_row.append(sid)
-                if len(set(slot.faults_in_row)) >= RETIRE_AFTER and not slot.retired:
-                    slot.retired = True
-                    prog.event(
-                        f"slot {name} retired: infrastructure faults in a row on {RETIRE_AFTER} different submissions"
-                    )
-                if faults[sid] <= retries and any(not s.retired for s in slots):
-                    queue.append((it, avoid | {name}))
-                    prog.event(f"{sid}: infrastructure fault on {name} ({last.get('why', '')}); retry {faults[sid]}")
-                else:
-                    final[sid] = Outcome.INFRA
-                    prog.c.failed += 1
-                    prog.event(f"{sid}: not graded: infrastructure ({last.get('why', '')})")
-            if queue and all(s.retired for s in slots) and not running:
-                for it, _ in queue:
-                    state.append_attempt(
-                        out, it["sid"], {"key": it["key"], "engine": "local", "outcome": str(Outcome.INFRA),
-                                         "why": "no working slot left"},
-                    )  # fmt: skip
-                    final[it["sid"]] = Outcome.INFRA
-                    prog.c.failed += 1
-                queue.clear()
-            prog.update()  # once a round, after the free slots were given work: the counts as they stand
-            time.sleep(0.1)
-    except KeyboardInterrupt:
-        for p, *_ in running.values():
+    def start_free_slots(self) -> None:
+        for slot in self.slots:
+            if slot.retired or slot.name in self.running or not self.queue:
+                continue
+            i = self.pick(slot)
+            if i is None:
+                continue
+            it, avoid = self.queue[i]
+            del self.queue[i]
+            self.start(slot, it, avoid)
+
+    def start(self, slot: Slot, it: dict[str, Any], avoid: set[str]) -> None:
+        n_before = len(state.attempts(self.out, it["sid"]))
+        # PCI order: CUDA's index then names the GPU nvidia-smi lists under the same index (CUDA's default
+        # order, fastest first, may differ on a host of mixed GPUs).
+        env = {**os.environ, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": slot.cuda,
+               "GRADER_BATCH_SLOT": slot.name}  # fmt: skip
+        env.pop(gpulock.ENV, None)
+        if slot.lock:
+            env[gpulock.ENV] = slot.lock
+        with open(self.logs / f"{it['sid']}.log", "ab") as lf:
+            p = subprocess.Popen(
+                task_command(self.out, int(it["index"]), "local", slot.name),
+                stdout=lf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=ROOT,
+                start_new_session=True,
+            )  # fmt: skip
+        self.running[slot.name] = (p, it, n_before, avoid)
+        self.prog.c.running += 1
+
+    def reap_finished(self) -> None:
+        for name, (p, it, n_before, avoid) in list(self.running.items()):
+            rc = p.poll()
+            if rc is None:
+                continue
+            del self.running[name]
+            self.prog.c.running -= 1
+            slot = next(s for s in self.slots if s.name == name)
+            sid = it["sid"]
+            if rc == TASK_OK:
+                slot.faults_in_row.clear()
+                self.final[sid] = Outcome.GRADED
+                self.prog.c.done += 1
+            elif rc == TASK_REFUSED:
+                slot.faults_in_row.clear()
+                self.final[sid] = Outcome.REFUSED
+                self.prog.c.failed += 1
+                self.prog.event(f"{sid}: not gradable (the grader refused it; see {self.out / sid / 'grade.log'})")
+            else:  # anything else is the machine's or the grader's fault, never the submission's grade
+                self.infra_fault(slot, it, rc, n_before, avoid)
+
+    def infra_fault(self, slot: Slot, it: dict[str, Any], rc: int, n_before: int, avoid: set[str]) -> None:
+        """A task ended in an infrastructure fault: recorded, its slot retired after RETIRE_AFTER in a row, and the
+        submission queued again for another slot while it has retries left."""
+        out, sid, name = self.out, it["sid"], slot.name
+        if len(state.attempts(out, sid)) == n_before:  # the task died before it could record it
+            why = f"task killed by signal {-rc}" if rc < 0 else f"task exited {rc}"
+            state.append_attempt(
+                out, sid, {"key": it["key"], "engine": "local", "slot": name, "outcome": str(Outcome.INFRA),
+                           "why": why},
+            )  # fmt: skip
+        last = state.last_attempt(state.attempts(out, sid), it["key"]) or {}
+        self.faults[sid] += 1
+        slot.faults_in_row.append(sid)
+        if len(set(slot.faults_in_row)) >= RETIRE_AFTER and not slot.retired:
+            slot.retired = True
+            self.prog.event(
+                f"slot {name} retired: infrastructure faults in a row on {RETIRE_AFTER} different submissions"
+            )
+        if self.faults[sid] <= self.retries and any(not s.retired for s in self.slots):
+            self.queue.append((it, avoid | {name}))
+            self.prog.event(f"{sid}: infrastructure fault on {name} ({last.get('why', '')}); retry {self.faults[sid]}")
+        else:
+            self.final[sid] = Outcome.INFRA
+            self.prog.c.failed += 1
+            self.prog.event(f"{sid}: not graded: infrastructure ({last.get('why', '')})")
+
+    def give_up_without_slots(self) -> None:
+        """Every slot retired and nothing running: what is queued is not graded (an infrastructure fault each)."""
+        if self.queue and all(s.retired for s in self.slots) and not self.running:
+            for it, _ in self.queue:
+                state.append_attempt(
+                    self.out, it["sid"], {"key": it["key"], "engine": "local", "outcome": str(Outcome.INFRA),
+                                          "why": "no working slot left"},
+                )  # fmt: skip
+                self.final[it["sid"]] = Outcome.INFRA
+                self.prog.c.failed += 1
+            self.queue.clear()
+
+    def stop_running(self) -> None:
+        """Ctrl-C: each running task is sent SIGTERM (it records "killed" and stops its grade), then SIGKILL after
+        15 s."""
+        for p, *_ in self.running.values():
             try:
                 os.killpg(p.pid, signal.SIGTERM)  # the task records "killed" and stops its grade
             except OSError:
                 pass
-        for p, *_ in running.values():
+        for p, *_ in self.running.values():
             try:
                 p.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
-        raise
-    return final
 
 
 # --- slurm -------------------------------------------------------------------------------------------------------

@@ -133,6 +133,8 @@ def read_manifest(out: Path) -> dict[str, Any]:
         m = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise FileNotFoundError(f"{out}: no batch here ({p} missing): run `python -m grader batch ...` first") from None
+    if not isinstance(m, dict):  # the grader writes an object; anything else is not its manifest
+        raise ValueError(f"{p}: not a batch manifest (a JSON object), got {type(m).__name__}")
     if m.get("version") != MANIFEST_VERSION:
         raise ValueError(f"{p}: manifest version {m.get('version')!r}, this grader reads {MANIFEST_VERSION}")
     return m
