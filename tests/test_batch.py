@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from grader import cli, keyfile, signing
-from grader.batch import EXIT_INFRA, EXIT_NOT_GRADABLE, EXIT_OK, discover, engines, progress, state
+from grader.batch import EXIT_INFRA, EXIT_NOT_GRADABLE, EXIT_OK, EXIT_USAGE, discover, engines, progress, state
+from grader.problem.spec import load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE = Path(__file__).resolve().parent / "batch_fake_grade.py"
@@ -450,6 +451,25 @@ def test_slurm_scripts_array_and_containers(tmp_path, fake, capsys):
     assert "apptainer exec --nv --bind" in t.read_text() and "--nv" not in c.read_text()
     assert engines.array_spec([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8" and engines.array_spec([4]) == "4"
     assert state.image_digest("registry/kernel-grader@sha256:abc") == "sha256:abc"
+
+
+def test_without_problem_the_batch_grades_the_spec_marked_default(tmp_path, fake):
+    """No --problem: the spec marked `default: true` (grader/problem/spec.py default_problem), as `grade` does; the
+    batch names no problem of its own."""
+    from grader.problem.spec import default_problem
+
+    subs = make_class(tmp_path / "class", {"s0": {}})
+    out = tmp_path / "out"
+    assert batch(subs, "--out", out, "--engine", "slurm", "--dry-run") == EXIT_OK
+    assert state.read_manifest(out)["options"]["problem"] == str(load_problem(default_problem(ROOT)).path)
+
+
+def test_a_manifest_that_is_not_an_object_is_one_usage_error(tmp_path, capsys):
+    out = tmp_path / "out"
+    state.batch_dir(out).mkdir(parents=True)
+    (state.batch_dir(out) / "manifest.json").write_text("[1, 2]")
+    assert batch("status", out) == EXIT_USAGE
+    assert "not a batch manifest (a JSON object), got list" in capsys.readouterr().err
 
 
 def _task(out: Path, index: int) -> subprocess.CompletedProcess:

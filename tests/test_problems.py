@@ -164,7 +164,6 @@ PROBLEM_WORD = re.compile(r"(?<![a-z])(glu|gelu|swiglu|geglu|glu_backward)(?![a-
 # What the grader still says that names GLU, file -> the strings, each with why it stays. None of them decides
 # anything by problem.
 KNOWN_REMNANTS = {
-    "grader/batch/cli.py": ("glu",),  # the same default problem as grade's
 }
 
 

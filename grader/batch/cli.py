@@ -51,7 +51,11 @@ def _run_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", type=Path, required=True, help="results: one folder per student, the TA report")
     p.add_argument("--engine", choices=("local", "slurm"), default="local")
-    p.add_argument("--problem", default="glu", help="problem name under reference/, or a spec.yaml path")
+    p.add_argument(
+        "--problem",
+        default=None,  # find_problem(None): the spec marked `default: true`, as grade's --problem
+        help="problem name under reference/, or a spec.yaml path (default: the spec marked default: true)",
+    )
     p.add_argument("--only", action="append", default=[], help="grade only this implementation; repeatable")
     p.add_argument("--no-perf", action="store_true", help="correctness only (no timing)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="default: cuda with GPU slots")
