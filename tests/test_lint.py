@@ -44,3 +44,23 @@ def test_mypy_is_clean(tmp_path):
     # Its files come from pyproject.toml's [tool.mypy]; the cache goes outside the checkout.
     r = _run("mypy", "--cache-dir", str(tmp_path / "mypy-cache"), timeout=600)
     assert r.returncode == 0, f"mypy:\n{r.stdout[-6000:]}{r.stderr[-2000:]}"
+
+
+def test_the_complexity_gate_fails_a_function_above_15(tmp_path):
+    """pyproject.toml's [tool.ruff.lint] turns on C901 at 15 (issue 31): a 16-branch function fails ruff check."""
+    src = tmp_path / "complex.py"
+    body = "".join(f"    if x == {i}:\n        return {i}\n" for i in range(16))
+    src.write_text(f"def f(x: int) -> int:\n{body}    return -1\n")
+    r = _run("ruff", "check", "--no-cache", "--config", str(ROOT / "pyproject.toml"), str(src))
+    assert r.returncode == 1 and "C901" in r.stdout and "(17 > 15)" in r.stdout, r.stdout
+
+
+@pytest.mark.slow  # a mypy start, ~5-10 s
+def test_the_strict_types_gate_fails_an_untyped_function(tmp_path):
+    """pyproject.toml's [tool.mypy] is strict (issue 31): a function without annotations fails mypy."""
+    src = tmp_path / "untyped.py"
+    src.write_text("def f(x):\n    return x\n")
+    r = _run(
+        "mypy", "--config-file", str(ROOT / "pyproject.toml"), "--cache-dir", str(tmp_path / "c"), str(src), timeout=600
+    )
+    assert r.returncode == 1 and "no-untyped-def" in r.stdout, r.stdout
