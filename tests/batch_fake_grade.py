@@ -8,6 +8,8 @@ on purpose. It takes grade's arguments, and
 - sleeps $FAKE_GRADE_SLEEP seconds (default 0.2) while "grading";
 - with FAKE_GRADE_REAL=1, runs the real `python -m grader grade` with the same arguments once no fault is due
   (the Slurm test: real grades, and one injected grader fault);
+- logs GRADER_BASELINE_RECORD too, and removes that file when the submission has a `refuse_record` file (as a
+  grade whose control baseline drifted does);
 - injects faults from the submission's `faults` file: one word per attempt, in order: an exit code ("3": a grader
   fault, "2": a refusal), "kill" (SIGKILL its own task wrapper, as a node's OOM killer would) or "ok".
 """
@@ -71,7 +73,11 @@ entry = {
     "start": t0,
     "end": time.time(),
     "fault": fault,
+    "record": os.environ.get("GRADER_BASELINE_RECORD"),
 }
+if (sub / "refuse_record").exists() and os.environ.get("GRADER_BASELINE_RECORD"):
+    # as a grade whose control baseline drifted past the bound (grader/performance/stage.py _refuse_record)
+    Path(os.environ["GRADER_BASELINE_RECORD"]).unlink(missing_ok=True)
 with open(log / "calls.jsonl", "a") as f:
     f.write(json.dumps(entry) + "\n")
 if fault == "kill":

@@ -614,3 +614,74 @@ def test_gpu_hours_count_a_shared_gpu_once(tmp_path):
     state.append_attempt(out, "s3", {"key": "k", "outcome": "graded", "wall_s": 7.0})  # before ended_at_s existed
     state.append_attempt(out, "s3", {"key": "old", "outcome": "graded", "wall_s": 99.0})  # another key: not counted
     assert collect.gpu_seconds(out, {"items": items}) == pytest.approx(15.0 + 10.0 + 7.0)
+
+
+FAKE_CALIBRATE = """
+import json, os, sys, time
+args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+log = os.environ["FAKE_CALIBRATE_LOG"]
+t0 = time.time()
+time.sleep(0.3)
+if os.environ.get("FAKE_CALIBRATE_FAIL") == "1":
+    sys.exit(1)
+fd = os.open(args["--out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+os.write(fd, b"{}")
+os.close(fd)
+with open(log, "a") as f:
+    f.write(json.dumps({"cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), "lock": os.environ.get("GRADER_GPU_LOCK"),
+                        "problem": args["--problem"], "out": args["--out"], "start": t0, "end": time.time()}) + "\\n")
+"""
+
+
+@pytest.fixture
+def fake_calibrate(tmp_path, monkeypatch):
+    script = tmp_path / "fake_calibrate.py"
+    script.write_text(FAKE_CALIBRATE)
+    log = tmp_path / "calibrations.jsonl"
+    monkeypatch.setenv("GRADER_BATCH_CALIBRATE_COMMAND", json.dumps([sys.executable, str(script)]))
+    monkeypatch.setenv("FAKE_CALIBRATE_LOG", str(log))
+    return log
+
+
+@pytest.mark.slow  # ~11 s: ten fake grades and three calibrations
+def test_shared_baselines_calibrate_each_gpu_drained_and_again_after_a_refused_record(tmp_path, fake, fake_calibrate):
+    """--shared-baselines: each GPU's record is measured before its first task, with none of its slots busy; every
+    grade is told the record's file; a grade that refuses the record (removes it) makes the engine drain that GPU
+    and measure it again before its next task."""
+    subs = make_class(tmp_path / "class", {f"s{i}": {} for i in range(10)})
+    # the first task refuses: its GPU is re-measured while most of the class is still queued (a refusal near the
+    # end, with nothing left to grade, needs no new record)
+    (subs / "s0" / "refuse_record").write_text("")
+    out = tmp_path / "out"
+    assert batch(subs, "--out", out, "--gpus", "3,5", "--per-gpu", "2", "--device", "cpu", "--shared-baselines") == 0
+    cal = [json.loads(x) for x in fake_calibrate.read_text().splitlines()]
+    got = calls(fake)
+    assert len(got) == 10
+    refused_on = next(c["cuda"] for c in got if c["submission"].endswith("s0"))
+    assert sorted(c["cuda"] for c in cal) == sorted(["3", "5", refused_on]), cal
+    for c in cal:
+        assert c["out"].endswith(f"gpu{c['cuda']}.json") and c["lock"].endswith(f"gpu{c['cuda']}.lock")
+        mine = [g for g in got if g["cuda"] == c["cuda"]]
+        assert not any(g["start"] < c["end"] and c["start"] < g["end"] for g in mine), "a grade ran during calibration"
+    assert all(g["record"] and g["record"].endswith(f"gpu{g['cuda']}.json") for g in got), got
+    first = {gpu: min(c["start"] for c in cal if c["cuda"] == gpu) for gpu in ("3", "5")}
+    assert all(g["start"] > first[g["cuda"]] for g in got)  # no grade before its GPU's first record
+    assert json.loads((out / ".batch" / "manifest.json").read_text())["options"]["shared_baselines"] is True
+
+
+@pytest.mark.slow  # ~6 s
+def test_a_gpu_whose_calibration_fails_grades_without_a_record(tmp_path, fake, fake_calibrate, monkeypatch, capsys):
+    monkeypatch.setenv("FAKE_CALIBRATE_FAIL", "1")
+    subs = make_class(tmp_path / "class", {f"s{i}": {} for i in range(3)})
+    out = tmp_path / "out"
+    assert batch(subs, "--out", out, "--gpus", "3", "--device", "cpu", "--shared-baselines") == 0
+    got = calls(fake)
+    assert len(got) == 3 and not any(g["record"] for g in got), got
+    said = capsys.readouterr()
+    assert "GPU 3: its baselines could not be measured" in " ".join((said.out + said.err).split())
+
+
+def test_without_shared_baselines_no_record_is_named(tmp_path, fake, fake_calibrate):
+    subs = make_class(tmp_path / "class", {"s0": {}})
+    assert batch(subs, "--out", tmp_path / "out", "--gpus", "3", "--device", "cpu") == 0
+    assert not calls(fake)[0]["record"] and not fake_calibrate.exists()

@@ -77,6 +77,13 @@ def _run_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="grades at once on each GPU, their timing stages one at a time (default 2; 1: one grade per GPU)",
     )
+    lo.add_argument(
+        "--shared-baselines",
+        action="store_true",
+        help="measure the baselines once per GPU (drained, no submission running) and time only the control "
+        "baseline in each grade, re-measuring when it drifts past 1.5%% (docs/performance.md, \"A batch's "
+        'baselines"; not yet measured on a GPU, so off by default)',
+    )
     sl = p.add_argument_group("slurm engine")
     sl.add_argument("--gres", default="gpu:1", help="per task (default gpu:1; 'none' on a CPU partition)")
     sl.add_argument("--max-parallel", type=int, default=16, help="K in --array=0-N%%K (default 16; 0: no limit)")
@@ -427,7 +434,8 @@ def _slots_and_device(args: argparse.Namespace, out: Path) -> tuple[list[engines
     if args.engine != "local":
         return [], args.device if args.device != "auto" else ("cpu" if args.gres in ("", "none") else "cuda")
     try:
-        slots = engines.make_slots(args.gpus, args.slots, args.per_gpu, state.batch_dir(out) / "locks")
+        records = state.batch_dir(out) / "baselines" if args.shared_baselines and not args.no_perf else None
+        slots = engines.make_slots(args.gpus, args.slots, args.per_gpu, state.batch_dir(out) / "locks", records)
     except engines.EngineError as e:
         return _usage(str(e))
     if not slots:
@@ -471,6 +479,7 @@ def _manifest(
         "image": args.container_image,
         "image_digest": image_digest,
         "grade_timeout_s": grade_timeout,
+        "shared_baselines": bool(getattr(args, "shared_baselines", False)),
     }
     manifest: dict[str, Any] = {
         "engine": args.engine,

@@ -40,12 +40,16 @@ from grader.batch import state
 from grader.batch.progress import Progress
 from grader.batch.state import Outcome
 from grader.batch.task import ROOT, TASK_OK, TASK_REFUSED
-from grader.performance import gpulock
+from grader.performance import baselinerecord, gpulock
 from grader.report import write_json_atomic, write_text_atomic
 
 # A local slot is taken out of the batch after infrastructure faults in a row on this many different submissions
 # (one submission that always faults, a grader bug, retires nothing: it fails on every slot).
 RETIRE_AFTER = 3
+# --shared-baselines: a GPU is calibrated at most this many times in a batch (its first record, then once per record a
+# grade refused); past that its grades time every baseline, as without the option, rather than drain it again.
+MAX_CALIBRATIONS = 4
+CALIBRATE_COMMAND_ENV = "GRADER_BATCH_CALIBRATE_COMMAND"  # tests: a JSON argv that stands in for the calibration
 
 
 class EngineError(Exception):
@@ -60,6 +64,7 @@ class Slot:
     name: str  # "gpu0", "cpu1": what the task records as its slot
     cuda: str  # the task's CUDA_VISIBLE_DEVICES: a GPU index or UUID, or "" (no GPU)
     lock: str = ""  # the GPU's lock file, shared by its slots (GRADER_GPU_LOCK); "" for a CPU slot
+    record: str = ""  # --shared-baselines: the GPU's baseline record (GRADER_BASELINE_RECORD), shared by its slots
     faults_in_row: list[str] = field(default_factory=list)  # the submissions of its faults since its last grade
     retired: bool = False
 
@@ -86,9 +91,16 @@ def host_gpus(with_uuids: bool = False) -> list[str]:
     return [x for row in rows for x in (row[:2] if with_uuids else row[:1])]
 
 
-def make_slots(gpus: str | None, slots: int | None, per_gpu: int = 1, locks: Path | None = None) -> list[Slot]:
+def make_slots(
+    gpus: str | None,
+    slots: int | None,
+    per_gpu: int = 1,
+    locks: Path | None = None,
+    records: Path | None = None,
+) -> list[Slot]:
     """CPU slots (--slots), or per_gpu slots for each GPU, named gpu<id> (one per GPU) or gpu<id>.<k>; the slots of
-    one GPU share the lock file locks/gpu<id>.lock."""
+    one GPU share the lock file locks/gpu<id>.lock and, with `records` (--shared-baselines), the baseline record
+    records/gpu<id>.json."""
     if per_gpu < 1:
         raise EngineError(f"--per-gpu {per_gpu}: at least 1")
     if gpus is not None and slots is not None:
@@ -104,17 +116,40 @@ def make_slots(gpus: str | None, slots: int | None, per_gpu: int = 1, locks: Pat
     unknown = [g for g in ids if known and g not in known]
     if unknown:
         raise EngineError(f"--gpus: no GPU {', '.join(unknown)} on this host (nvidia-smi lists {', '.join(known)})")
-    if locks is not None and ids:
-        locks.mkdir(parents=True, exist_ok=True)
+    for d in (locks, records):
+        if d is not None and ids:
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    def safe(g: str) -> str:
+        return re.sub(r"[^A-Za-z0-9_-]", "_", g)
+
     return [
         Slot(
             f"gpu{g}" if per_gpu == 1 else f"gpu{g}.{k}",
             g,
-            str(locks / f"gpu{re.sub(r'[^A-Za-z0-9_-]', '_', g)}.lock") if locks is not None else "",
+            str(locks / f"gpu{safe(g)}.lock") if locks is not None else "",
+            str(records / f"gpu{safe(g)}.json") if records is not None else "",
         )
         for g in ids
         for k in range(per_gpu)
     ]
+
+
+def calibrate_command(problem: str, record: str) -> list[str]:
+    """The calibration of one GPU's baseline record (grader/performance/calibrate.py)."""
+    raw = os.environ.get(CALIBRATE_COMMAND_ENV)
+    base = json.loads(raw) if raw else [sys.executable, "-m", "grader.performance.calibrate"]
+    return [*base, "--problem", problem, "--out", record]
+
+
+def record_fresh(record: str, now: float | None = None) -> bool:
+    """Whether a GPU's record file is there and young enough to outlive a grade that starts now (a record is
+    refused after baselinerecord.MAX_AGE_S; a grade's timing starts a few minutes after its task)."""
+    try:
+        age = (time.time() if now is None else now) - os.stat(record).st_mtime
+    except OSError:
+        return False
+    return age < baselinerecord.MAX_AGE_S - 600
 
 
 def task_command(out: Path, index: int, engine: str, slot: str | None = None) -> list[str]:
@@ -132,11 +167,13 @@ def run_local(
 ) -> dict[str, Outcome]:
     """Grade `todo` (manifest items) on `slots`; returns each sid's final outcome for this run."""
     run = _LocalRun(out, int(manifest["options"].get("retries", 0)), slots, prog, todo)
+    run.problem = str(manifest["options"].get("problem", ""))
     run.logs.mkdir(parents=True, exist_ok=True)
     try:
-        while run.queue or run.running:
+        while run.queue or run.running or run.calibrating:
             run.start_free_slots()
             run.reap_finished()
+            run.reap_calibrations()
             run.give_up_without_slots()
             prog.update()  # once a round, after the free slots were given work: the counts as they stand
             time.sleep(0.1)
@@ -157,6 +194,12 @@ class _LocalRun:
         self.faults: collections.Counter[str] = collections.Counter()
         self.final: dict[str, Outcome] = {}
         self.logs = state.batch_dir(out) / "logs"
+        self.problem = ""  # the spec file, for the calibration (manifest options)
+        # --shared-baselines, per GPU (a slot's `cuda`): its calibration running (process, start), how many it had,
+        # and the GPUs whose grades time every baseline (a calibration failed, or MAX_CALIBRATIONS were made)
+        self.calibrating: dict[str, tuple[subprocess.Popen[bytes], float]] = {}
+        self.calibrations: collections.Counter[str] = collections.Counter()
+        self.no_record: set[str] = set()
 
     def pick(self, slot: Slot) -> int | None:
         usable = {s.name for s in self.slots if not s.retired}
@@ -169,12 +212,65 @@ class _LocalRun:
         for slot in self.slots:
             if slot.retired or slot.name in self.running or not self.queue:
                 continue
+            if not self.record_ready(slot):
+                continue
             i = self.pick(slot)
             if i is None:
                 continue
             it, avoid = self.queue[i]
             del self.queue[i]
             self.start(slot, it, avoid)
+
+    def record_ready(self, slot: Slot) -> bool:
+        """--shared-baselines: whether a task may start on SLOT as far as its GPU's baseline record goes. A GPU
+        without a fresh record is drained (no new task on any of its slots) and then calibrated, so that no
+        submission process is alive on it while its baselines are measured (grader/performance/baselinerecord.py)."""
+        gpu = slot.cuda
+        if not slot.record or gpu in self.no_record:
+            return True
+        if gpu in self.calibrating:
+            return False
+        if record_fresh(slot.record):
+            return True
+        if any(s.cuda == gpu and s.name in self.running for s in self.slots):
+            return False  # drain first
+        if self.calibrations[gpu] >= MAX_CALIBRATIONS:
+            self.no_record.add(gpu)
+            self.prog.event(
+                f"GPU {gpu}: its baseline record was refused {MAX_CALIBRATIONS - 1} times (the GPU drifts): its "
+                "grades time every baseline from now on"
+            )
+            return True
+        self.calibrations[gpu] += 1
+        env = {**os.environ, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": gpu}
+        env.pop(baselinerecord.ENV, None)
+        env.pop(gpulock.ENV, None)
+        if slot.lock:
+            env[gpulock.ENV] = slot.lock
+        with open(self.logs / f"calibrate-gpu{re.sub(r'[^A-Za-z0-9_-]', '_', gpu)}.log", "ab") as lf:
+            p = subprocess.Popen(
+                calibrate_command(self.problem, slot.record),
+                stdout=lf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=ROOT,
+                start_new_session=True,
+            )  # fmt: skip
+        self.calibrating[gpu] = (p, time.monotonic())
+        return False
+
+    def reap_calibrations(self) -> None:
+        for gpu, (p, t0) in list(self.calibrating.items()):
+            rc = p.poll()
+            if rc is None:
+                continue
+            del self.calibrating[gpu]
+            record = next(s.record for s in self.slots if s.cuda == gpu)
+            if rc == 0 and record_fresh(record):
+                self.prog.event(f"GPU {gpu}: baselines measured for the batch ({time.monotonic() - t0:.0f} s)")
+            else:
+                self.no_record.add(gpu)
+                self.prog.event(
+                    f"GPU {gpu}: its baselines could not be measured (exit {rc}; see "
+                    f"{self.logs}/calibrate-gpu{gpu}.log): its grades time every baseline"
+                )
 
     def start(self, slot: Slot, it: dict[str, Any], avoid: set[str]) -> None:
         n_before = len(state.attempts(self.out, it["sid"]))
@@ -185,6 +281,9 @@ class _LocalRun:
         env.pop(gpulock.ENV, None)
         if slot.lock:
             env[gpulock.ENV] = slot.lock
+        env.pop(baselinerecord.ENV, None)
+        if slot.record and slot.cuda not in self.no_record:
+            env[baselinerecord.ENV] = slot.record
         with open(self.logs / f"{it['sid']}.log", "ab") as lf:
             p = subprocess.Popen(
                 task_command(self.out, int(it["index"]), "local", slot.name),
@@ -256,6 +355,11 @@ class _LocalRun:
     def stop_running(self) -> None:
         """Ctrl-C: each running task is sent SIGTERM (it records "killed" and stops its grade), then SIGKILL after
         15 s."""
+        for p, _ in self.calibrating.values():
+            try:
+                os.killpg(p.pid, signal.SIGKILL)  # nothing of a calibration is kept but a whole record
+            except OSError:
+                pass
         for p, *_ in self.running.values():
             try:
                 os.killpg(p.pid, signal.SIGTERM)  # the task records "killed" and stops its grade
