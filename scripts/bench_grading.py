@@ -14,11 +14,12 @@ What it measures:
   moves < 2% between grades on the H200, docs/performance.md, and 2% of the time moves the credit by ~0.03 between
   the thresholds). On CPU there is no performance stage, so every row must agree.
 
-The class (`--size N`, default all): the staff solutions first, then in turn one each of the broken kernels
-(tests/broken), the correct kernels of other designs (tests/correct), the CUDA kernels run through the CPU layer
-(tests/cuda_cpu), the exploits (a few CPU-gradable ones of tests/exploits, and on a GPU the ones the batch check
-used), and the assignment's stubs; the first N of that order, so any N is a mix of honest and broken kernels and
-the same N gives the same class. `--problem P` builds it from P's files (default: the default problem).
+The class (`--size N`, default all): the staff solutions first, then in turn one each of the problem's broken
+kernels (tests/data/problems/<problem>/broken), its correct kernels of other designs (.../correct), its CUDA kernels
+run through the CPU layer (.../cuda_cpu), the exploits (a few CPU-gradable ones of tests/exploits, and on a GPU the
+ones the batch check used), and the assignment's stubs; the first N of that order, so any N is a mix of honest and
+broken kernels and the same N gives the same class. `--problem P` builds it from P's files (default: the default
+problem).
 
 Both sides grade with one key file (`--secret-file KEY`, or one made in DIR): the same secret, so the same inputs,
 and grades as the batch makes them (signed, `--allow-advisory` because a benchmark is not an official grade).
@@ -54,13 +55,14 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 T = ROOT / "tests"
+DATA = T / "data" / "problems"  # each problem's test submissions: DATA/<problem>/<kind>/<name>/
 CREDIT_NOISE = 0.05  # of a performance row's points: two grades' timing noise (see the docstring)
 # Exploits that grade on CPU with the default options (scripts/compare_grades.py CPU_EXPLOITS): a few that attack
 # the grader in different ways and finish quickly, then the one that hangs a case (it costs its case limit).
 CPU_EXPLOITS = ("negated_output", "patch_timers", "nan_wildcard", "inplace_view", "numpy_with_alibi_kernel",
                 "reach_staff", "hang_one_case")  # fmt: skip
 GPU_EXPLOITS = ("numpy_compute", "cache_by_ptr", "gpu_side_stream")  # the batch GPU check's (issue 19)
-SOURCES = ("correct", "broken", "cuda_cpu", "exploits")  # folders of tests/ a class is built from
+SOURCES = ("correct", "broken", "cuda_cpu", "exploits")  # the problem's folders of DATA, and tests/exploits
 PREFIX = {"correct": "correct", "broken": "broken", "cuda_cpu": "cuda_cpu", "exploits": "exploit"}
 PHASES = ("batch", "single")
 
@@ -80,8 +82,9 @@ def _files(folder: Path, problem: str) -> dict[str, Path]:
 
 
 def candidates(problem: str, device: str) -> dict[str, dict[str, dict[str, Path]]]:
-    """Every submission the repository has for `problem`, by kind: id -> files. Folders under tests/<kind>/ one or
-    two levels deep (tests/cuda_cpu/glu_backward/correct) whose files are the problem's."""
+    """Every submission the repository has for `problem`, by kind: id -> files. Folders under
+    tests/data/problems/<problem>/<kind>/ (tests/exploits/ for the exploits) one or two levels deep whose files are
+    the problem's."""
     out: dict[str, dict[str, dict[str, Path]]] = {}
     ref, stub = ROOT / "reference" / problem, ROOT / "assignment" / problem
     staff = {
@@ -91,7 +94,7 @@ def candidates(problem: str, device: str) -> dict[str, dict[str, dict[str, Path]
     out["stubs"] = {"stubs": _files(stub, problem)} if _files(stub, problem) else {}
     for kind in SOURCES:
         found: dict[str, dict[str, Path]] = {}
-        base = T / kind
+        base = T / kind if kind == "exploits" else DATA / problem / kind
         folders = sorted(p for p in [*base.glob("*/"), *base.glob("*/*/")] if p.is_dir())
         if kind == "exploits":
             wanted = (*GPU_EXPLOITS, *CPU_EXPLOITS) if device == "cuda" else CPU_EXPLOITS

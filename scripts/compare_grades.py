@@ -9,14 +9,16 @@ signatures, versions/code hashes, host info; absolute paths of the temporary tre
 and compared as `json.dumps(sort_keys=True)`: scores, states, every reason/message/finding and their order must match.
 
 Each commit is exported with `git archive` into a temporary folder and graded there (cwd and PYTHONPATH = that
-tree): the working tree is never graded. The submissions are copied once, from BEFORE's tree, and both graders
-grade that same copy.
+tree): the working tree is never graded. The submissions are copied once, from BEFORE's tree (from AFTER's where
+BEFORE has no such folder: one moved between the two commits, such as GLU's test submissions, which were tests/broken,
+tests/correct and tests/cuda_cpu before they moved to tests/data/problems/glu/), and both graders grade that same
+copy.
 
 Command (from the repository root):
 
     python scripts/compare_grades.py --before 11d2083 --after HEAD            # the default (representative) corpus
     python scripts/compare_grades.py --before 11d2083 --after HEAD --all      # every CPU-gradable folder
-    python scripts/compare_grades.py --before A --after B tests/broken/row_tail reference/glu
+    python scripts/compare_grades.py --before A --after B tests/data/problems/glu/broken/row_tail reference/glu
 
 A CORPUS is a folder relative to the repository root: a submission folder (its files say its problem and parts:
 <problem>_triton.py, <problem>_cuda.cu), or reference/<problem> (the staff solutions, graded with --staff).
@@ -31,7 +33,8 @@ differences are all unstable paths, with the same score, is reported as `same*` 
 unstable paths); any other difference is `NO`.
 
 Duration on 2 cores (--jobs 2): a CPU grade takes 5-15 s, so the default corpus (DEFAULT below, 14 submissions, 28
-grades) takes about 3-4 minutes; --all (about 80 folders) about 15-20 minutes.
+grades) takes about 3-4 minutes; --all (about 85 folders: every problem's test submissions, the CPU exploits and
+the staff solutions) about 20-25 minutes at that rate (not timed since it took in the other problems' folders).
 """
 
 from __future__ import annotations
@@ -59,20 +62,26 @@ PROBLEMS = tuple(sorted(p.parent.name for p in (ROOT / "reference").glob("*/spec
 # and syntax errors, a mutated input, sys.exit), CUDA kernels through the CPU layer, exploits that attack the grader
 # around a correct kernel or return wrong values, and every problem's staff solutions.
 DEFAULT = (
-    "tests/correct/tiles_2d",
-    "tests/correct/cuda_pairs",
-    "tests/broken/row_tail",
-    "tests/broken/import_error",
-    "tests/broken/syntax_error",
-    "tests/broken/mutates_input",
-    "tests/broken/sys_exit",
-    "tests/cuda_cpu/scalar",
-    "tests/cuda_cpu/oob_write",
+    "tests/data/problems/glu/correct/tiles_2d",
+    "tests/data/problems/glu/correct/cuda_pairs",
+    "tests/data/problems/glu/broken/row_tail",
+    "tests/data/problems/glu/broken/import_error",
+    "tests/data/problems/glu/broken/syntax_error",
+    "tests/data/problems/glu/broken/mutates_input",
+    "tests/data/problems/glu/broken/sys_exit",
+    "tests/data/problems/glu/cuda_cpu/scalar",
+    "tests/data/problems/glu/cuda_cpu/oob_write",
     "tests/exploits/patch_timers",
     "tests/exploits/negated_output",
     *(f"reference/{p}" for p in PROBLEMS),
 )
-ALL_DIRS = ("tests/correct", "tests/broken", "tests/cuda_cpu")
+# --all: every problem's test submissions (tests/data/problems/<problem>/{correct,broken,cuda_cpu}/<name>/).
+ALL_KINDS = ("correct", "broken", "cuda_cpu")
+ALL_DIRS = tuple(
+    f"tests/data/problems/{p.parent.name}/{p.name}"
+    for p in sorted((ROOT / "tests" / "data" / "problems").glob("*/*"))
+    if p.is_dir() and p.name in ALL_KINDS
+)
 # Exploits that grade on CPU with the default options (tests/exploits/audit.yaml's CPU entries).
 CPU_EXPLOITS = (
     "fake_results_daemon", "fork_hopper_daemon", "fork_sleeper", "kill_grader", "patch_timers",
@@ -270,8 +279,10 @@ def main(argv: list[str] | None = None) -> int:
         for i, c in enumerate(corpus):
             if not c.startswith("reference/"):
                 src = trees["before"] / c
+                if not src.is_dir():  # a folder that moved between BEFORE and AFTER: the same files, at AFTER's path
+                    src = trees["after"] / c
                 if not src.is_dir():
-                    sys.exit(f"compare_grades: {c} is not a folder at {a.before}")
+                    sys.exit(f"compare_grades: {c} is not a folder at {a.before} nor at {a.after}")
                 shutil.copytree(src, subs / str(i) / Path(c).name)
         paths = {str(trees["before"]): "<tree>", str(trees["after"]): "<tree>", str(subs): "<subs>", str(work): "<out>"}
 

@@ -4,7 +4,8 @@ reports, which is what grader/child/cudacpu_binding.py's explain_sanitizer parse
 On a GPU host with compute-sanitizer (CUDA 13.0 on the H200 for the wording quoted in the tests), from the
 repository root:
 
-    python3 scripts/sanitizer_log.py tests/cuda_cpu/misaligned_float4 --shape 3 2002 [--tool memcheck] [--dtype float32]
+    python3 scripts/sanitizer_log.py tests/data/problems/glu/cuda_cpu/misaligned_float4 --shape 3 2002 \
+        [--tool memcheck] [--dtype float32]
 
 Backs the wording tests/test_cuda_cpu.py expects ("Access to ... is misaligned"); listed in docs/performance.md,
 "Reproducing the figures".

@@ -581,7 +581,7 @@ def test_batch_scores_equal_single_grades_on_cpu(tmp_path):
     subs = tmp_path / "class"
     for sid, src in (("stub", ROOT / "assignment" / "glu" / "glu_triton.py"),
                      ("staff", ROOT / "reference" / "glu" / "solution_triton.py"),
-                     ("swapped", ROOT / "tests" / "broken" / "swapped_halves" / "glu_triton.py")):  # fmt: skip
+                     ("swapped", ROOT / "tests/data/problems/glu/broken/swapped_halves/glu_triton.py")):  # fmt: skip
         (subs / sid).mkdir(parents=True)
         shutil.copy(src, subs / sid / "glu_triton.py")
     out = tmp_path / "out"

@@ -72,7 +72,7 @@ def test_slurm_batch_kill_status_resubmit_and_report(slurm, tmp_path, monkeypatc
     subs = tmp_path / "class"
     for sid, src in (("alice", ROOT / "assignment" / "glu" / "glu_triton.py"),
                      ("bob", ROOT / "reference" / "glu" / "solution_triton.py"),
-                     ("carol", ROOT / "tests" / "broken" / "swapped_halves" / "glu_triton.py"),
+                     ("carol", ROOT / "tests/data/problems/glu/broken/swapped_halves/glu_triton.py"),
                      ("dave", ROOT / "assignment" / "glu" / "glu_triton.py")):  # fmt: skip
         (subs / sid).mkdir(parents=True)
         shutil.copy(src, subs / sid / "glu_triton.py")

@@ -76,7 +76,7 @@ def test_size_ids_and_another_problem():
     with pytest.raises(ValueError, match="no_such"):
         B.select("glu", "cpu", None, ["no_such"])
     back = B.select("glu_backward", "cpu", None)
-    assert list(back)[0] == "staff" and "cuda_cpu_glu_backward_correct" in back
+    assert list(back)[0] == "staff" and {"cuda_cpu_correct", "broken_forgets_a", "correct_two_pass_rows"} <= set(back)
     assert set(back["staff"]) == {"glu_backward_triton.py", "glu_backward_cuda.cu"}
 
 

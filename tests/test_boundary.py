@@ -183,7 +183,7 @@ def locked_problem(tmp_path):
 
 @pytest.mark.slow
 def test_separated_grade_runs_a_correct_kernel_as_another_uid(separated, tmp_path, locked_problem):
-    g = _grade(tmp_path, ROOT / "tests" / "correct" / "rows_2d_grid", "triton", problem=locked_problem)
+    g = _grade(tmp_path, ROOT / "tests/data/problems/glu/correct/rows_2d_grid", "triton", problem=locked_problem)
     score, rows = _correctness(g)
     assert score == sum(t.max_score for t in rows if t.state != "skipped") > 0, _text(g)
     assert not any("uid" in w for w in g.official_why), g.official_why  # separated, and nothing readable
@@ -254,7 +254,8 @@ def test_an_official_grade_end_to_end_is_signed_and_verifies(separated, tmp_path
     r = subprocess.run([*run, "keygen", "--out", str(key)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     out = tmp_path / "out"
-    r = subprocess.run([*run, "grade", "--problem", str(locked_problem), "--submission", str(ROOT / "tests" / "correct" / "rows_2d_grid"),
+    sub = ROOT / "tests/data/problems/glu/correct/rows_2d_grid"
+    r = subprocess.run([*run, "grade", "--problem", str(locked_problem), "--submission", str(sub),
                         "--only", "triton", "--device", "cpu", "--no-perf", "--secret-file", str(key), "--out", str(out),
                         "--student-id", "out"],  # the folder the TA report finds it in: its row
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)

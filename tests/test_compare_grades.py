@@ -67,7 +67,7 @@ def test_a_changed_score_message_order_or_field_is_reported_with_its_path(change
 def test_head_against_head_is_identical():
     p = subprocess.run(
         [sys.executable, "scripts/compare_grades.py", "--before", "HEAD", "--after", "HEAD",
-         "tests/broken/row_tail", "reference/gelu"],
+         "tests/data/problems/glu/broken/row_tail", "reference/gelu"],
         cwd=ROOT, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert p.returncode == 0, p.stdout + p.stderr

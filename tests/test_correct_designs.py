@@ -1,4 +1,5 @@
-"""Correct submissions of other designs (tests/correct/<name>/) earn every correctness point the machine allows.
+"""Correct submissions of other designs (tests/data/problems/glu/correct/<name>/) earn every correctness point the
+machine allows.
 
 The grader is only fair if it grades the function, not the shape of the staff kernel: a 2-D grid, 2-D tiles, a
 persistent loop, autotune, exp2 or a where-based stable sigmoid, a wrapper that reshapes or views differently,
@@ -21,7 +22,7 @@ from grader.cuda.build import find_nvcc
 from grader.pipeline import Options, grade
 from grader.results import PASSED, SKIPPED
 
-CORRECT = Path(__file__).resolve().parent / "correct"
+CORRECT = Path(__file__).resolve().parent / "data" / "problems" / "glu" / "correct"
 TRITON_DESIGNS = sorted(p.name for p in CORRECT.iterdir() if (p / "glu_triton.py").is_file())
 CUDA_DESIGNS = sorted(p.name for p in CORRECT.iterdir() if (p / "glu_cuda.cu").is_file())
 

@@ -2,7 +2,8 @@
 
 Every submission is graded once per session (conftest.grade_dir caches); the tests then ask the resulting
 Grade about the *class* of the bug ("every strided case fails, every other case passes"), not exact numbers.
-The broken submissions live in tests/broken/<name>/glu_triton.py, each with its bug described at the top.
+The broken submissions live in tests/data/problems/glu/broken/<name>/glu_triton.py, each with its bug described at
+the top.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pytest
 
 from grader.results import FAILED, PASSED, SKIPPED, Code, Reason
 
-BROKEN = Path(__file__).resolve().parent / "broken"
+BROKEN = Path(__file__).resolve().parent / "data" / "problems" / "glu" / "broken"
 BROKEN_NAMES = sorted(p.name for p in BROKEN.iterdir() if (p / "glu_triton.py").is_file())
 # The fast tier grades one wrong kernel end to end (and the two cheap load failures); every other broken submission
 # is a grade of 7-20 s on a 2-core CPU, so it runs in the full tier (`pytest --all`, CI=true: tests/conftest.py).
@@ -128,7 +129,9 @@ def test_stub_scores_zero_and_points_to_the_handout(problem, grade_dir, repo_roo
 
 
 def test_every_broken_submission_has_a_diagnosis():
-    assert set(BROKEN_NAMES) == set(DIAGNOSES), "add a diagnosis for each tests/broken/<name>/ (and vice versa)"
+    assert set(BROKEN_NAMES) == set(DIAGNOSES), (
+        "add a diagnosis for each tests/data/problems/glu/broken/<name>/ (and vice versa)"
+    )
 
 
 @pytest.mark.parametrize("name", tiered(BROKEN_NAMES))
@@ -214,7 +217,7 @@ def _partial_output(cases):
     assert hinted == failed, f"{failed - hinted} of {failed} failing cases lack the 'never written' hint"
 
 
-BLOCK = {"float32": 1024, "float16": 2048, "bfloat16": 2048}  # as in tests/broken/missing_mask/glu_triton.py
+BLOCK = {"float32": 1024, "float16": 2048, "bfloat16": 2048}  # as in BROKEN/missing_mask/glu_triton.py
 
 
 def _missing_mask(cases):

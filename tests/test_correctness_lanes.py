@@ -55,7 +55,8 @@ def _comparable(g: Grade) -> list[tuple[Any, ...]]:
 
 
 @pytest.mark.slow  # four CPU grades of the Triton part: ~30-60 s on 2 cores
-@pytest.mark.parametrize("sub", ["tests/correct/tiles_2d", "tests/broken/forgets_gate", "tests/broken/sys_exit"])
+@pytest.mark.parametrize("sub", [f"tests/data/problems/glu/{s}" for s in ("correct/tiles_2d", "broken/forgets_gate",
+                                                                          "broken/sys_exit")])
 def test_two_correctness_workers_give_the_results_of_one(problem, tmp_path, monkeypatch, sub):
     lanes: list[int] = []
     second_lane = stage._PartRun.second_lane
@@ -132,7 +133,8 @@ def test_an_idle_worker_closes_at_once_without_a_grace_period():
 
 @pytest.mark.slow  # one CPU grade of the Triton stub
 def test_a_watch_grade_that_stopped_does_not_run_the_gpu_compile_check(problem, tmp_path, monkeypatch):
-    g = _grade(problem, ROOT / "tests" / "broken" / "forgets_gate", tmp_path, 1, monkeypatch, stop_at_failure=True)
+    sub = ROOT / "tests/data/problems/glu/broken/forgets_gate"
+    g = _grade(problem, sub, tmp_path, 1, monkeypatch, stop_at_failure=True)
     assert any(t.extra.get("stopped") for t in g.tests)
     row = next(t for t in g.tests if t.kind == Kind.COMPILE_CHECK)
     assert (row.state, row.reason, row.output) == (SKIPPED, Reason.NOT_RUN, stage.COMPILE_STOPPED)

@@ -1,9 +1,9 @@
 """The CUDA-on-CPU layer (grader/cuda/cudacpu.py, grader/child/cudacpu/, grader/child/cudacpu_binding.py): a CUDA part
 graded on a machine without a GPU runs its CPU-runnable cases through the same correctness engine as on a GPU.
 
-Submissions of our own are in tests/cuda_cpu/<name>/glu_cuda.cu: correct kernels of the common designs (scalar,
-grid-stride, float4 with a scalar tail, row per block) earn every CPU-runnable point; broken ones lose points with a
-reason that names the bug class; one that needs __syncthreads is "needs a GPU", never passed or failed."""
+Submissions of our own are in tests/data/problems/glu/cuda_cpu/<name>/glu_cuda.cu: correct kernels of the common designs
+(scalar, grid-stride, float4 with a scalar tail, row per block) earn every CPU-runnable point; broken ones lose points
+with a reason that names the bug class; one that needs __syncthreads is "needs a GPU", never passed or failed."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from grader.cuda.build import find_nvcc
 from grader.pipeline import Options, grade
 from grader.results import FAILED, PASSED, SKIPPED, Kind, Reason
 
-SUBS = Path(__file__).resolve().parent / "cuda_cpu"
-CORRECT = Path(__file__).resolve().parent / "correct"
+SUBS = Path(__file__).resolve().parent / "data" / "problems" / "glu" / "cuda_cpu"
+CORRECT = Path(__file__).resolve().parent / "data" / "problems" / "glu" / "correct"
 STAFF = Path(__file__).resolve().parent.parent / "reference" / "glu" / "solution_cuda.cu"
 needs_cxx = pytest.mark.skipif(cudacpu.find_compiler() is None, reason="no C++ compiler (g++ or clang++)")
 
@@ -320,7 +320,7 @@ def test_compute_sanitizer_reports_become_typed_failures_with_file_and_line():
     hazard = "========= Error: Potential WAR hazard detected at __shared__ 0x40 in block (0,0,0) :\n"
     assert explain_sanitizer(hazard, "glu_cuda.cu")[1] == "race"
     # A clean racecheck run ends with its summary, which says "hazards": no race there (the shared-memory kernel
-    # of tests/cuda_cpu/shared_sync was flagged by that word alone on the H200).
+    # of tests/data/problems/glu/cuda_cpu/shared_sync was flagged by that word alone on the H200).
     clean = "========= COMPUTE-SANITIZER\n========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n"
     assert explain_sanitizer(clean, "glu_cuda.cu") == ("", "")
     assert sanitizer.tools_for((SUBS / "shared_sync" / "glu_cuda.cu").read_text()) == ["memcheck", "racecheck"]
@@ -359,9 +359,9 @@ def test_the_sanitizer_row_counts_only_what_the_sanitizer_found(problem):
 
 
 def test_a_case_the_sanitizer_flagged_loses_its_points_even_when_its_values_were_right(problem):
-    """On a GPU an over-read past a row's end (tests/cuda_cpu/overread_past_row) leaves every value right, and the
-    graded run cannot see it; the CPU layer's AddressSanitizer fails those cases. The compute-sanitizer pass sees it
-    on the same cases: `charge` fails exactly those graded cases of that part: both machines agree."""
+    """On a GPU an over-read past a row's end (tests/data/problems/glu/cuda_cpu/overread_past_row) leaves every value
+    right, and the graded run cannot see it; the CPU layer's AddressSanitizer fails those cases. The compute-sanitizer
+    pass sees it on the same cases: `charge` fails exactly those graded cases of that part: both machines agree."""
     from grader.results import TestResult
 
     impl = problem.implementations["cuda"]

@@ -2,9 +2,9 @@
 the entry point's signature comes from the spec (reference/glu_backward/spec.yaml: inputs x and dy, output dx), so
 glu_backward's CUDA part gets CPU feedback like the one-input problems.
 
-Submissions of our own are in tests/cuda_cpu/glu_backward/<name>/glu_backward_cuda.cu: `correct` (the stub's TODOs
-done) earns every CPU-runnable case; `overread_dy` reads one element past dy's end on every non-empty case (an
-out-of-bounds verdict naming dy); `forgets_one_minus_s` computes db wrong (wrong values everywhere). The stub itself
+Submissions of our own are in tests/data/problems/glu_backward/cuda_cpu/<name>/glu_backward_cuda.cu: `correct` (the
+stub's TODOs done) earns every CPU-runnable case; `overread_dy` reads one element past dy's end on every non-empty case
+(an out-of-bounds verdict naming dy); `forgets_one_minus_s` computes db wrong (wrong values everywhere). The stub itself
 fails every case as not implemented. The harness protocol (grader/child/cudacpu/protocol.h) is tested directly."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from grader.cuda.build import find_nvcc
 from grader.results import FAILED, PASSED, SKIPPED, Kind, Reason
 
 ROOT = Path(__file__).resolve().parent.parent
-SUBS = Path(__file__).resolve().parent / "cuda_cpu" / "glu_backward"
+SUBS = Path(__file__).resolve().parent / "data" / "problems" / "glu_backward" / "cuda_cpu"
 STUB = ROOT / "assignment" / "glu_backward"
 ENTRY = "glu_backward_cuda"
 needs_cxx = pytest.mark.skipif(cudacpu.find_compiler() is None, reason="no C++ compiler (g++ or clang++)")

@@ -21,7 +21,7 @@ from grader.cuda import build, cudacpu, runner
 from grader.cuda.part import BuildFor, BuildRequest, State, build_part
 
 ROOT = Path(__file__).resolve().parent.parent
-CORRECT = ROOT / "tests" / "correct" / "cuda_row_blocks" / "glu_cuda.cu"
+CORRECT = ROOT / "tests" / "data" / "problems" / "glu" / "correct" / "cuda_row_blocks" / "glu_cuda.cu"
 
 
 def _alive(pid: int) -> bool:

@@ -1,7 +1,7 @@
 """grader/cuda/cudainfo.py: the CUDA compiler report of CPU grades (global access widths, registers, spills).
 
 The parsers are tested on PTX and ptxas text of the form nvcc 13 writes; with nvcc present, the staff kernel
-(16-byte vector path) and a correct scalar design (tests/correct/cuda_row_blocks) are told apart.
+(16-byte vector path) and a correct scalar design (tests/data/problems/glu/correct/cuda_row_blocks) are told apart.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def test_the_staff_kernel_has_16_byte_accesses_and_a_scalar_design_gets_the_hint
     assert info["wide_loads"], text
     assert all(k["registers"] for k in info["kernels"]), text
     assert "hint: no 16-byte" not in text
-    text, info = cudainfo.report(repo_root / "tests" / "correct" / "cuda_row_blocks" / "glu_cuda.cu")
+    text, info = cudainfo.report(repo_root / "tests/data/problems/glu/correct/cuda_row_blocks/glu_cuda.cu")
     assert not info["wide_loads"] and "hint: no 16-byte (v4) global loads" in text, text
     assert "glu_rows" in text, text  # named per kernel (demangled where c++filt is installed)
 

@@ -1,9 +1,9 @@
 """The GPU compile check of CPU grades (grader/correctness/gpucompile.py): kernels that only the interpreter accepts.
 
-End to end on CPU: a submission in tests/compile_fail/ earns every CPU correctness point (the interpreter runs
-it) and its "triton / GPU compile check" row fails, naming the file line that Triton's compiler points at. Correct
-kernels of any design pass that row (tests/test_correct_designs.py, and the staff in test_correctness.py). The
-check never blames the submission for its own limits: those give SKIPPED.
+End to end on CPU: a submission in tests/data/problems/glu/compile_fail/ earns every CPU correctness point (the
+interpreter runs it) and its "triton / GPU compile check" row fails, naming the file line that Triton's compiler points
+at. Correct kernels of any design pass that row (tests/test_correct_designs.py, and the staff in test_correctness.py).
+The check never blames the submission for its own limits: those give SKIPPED.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch
 from grader.correctness import gpucompile
 from grader.results import FAILED, PASSED, SKIPPED
 
-COMPILE_FAIL = Path(__file__).resolve().parent / "compile_fail"
+COMPILE_FAIL = Path(__file__).resolve().parent / "data" / "problems" / "glu" / "compile_fail"
 NAMES = sorted(p.name for p in COMPILE_FAIL.iterdir() if (p / "glu_triton.py").is_file())
 cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="the check runs on CPU grades only")
 
@@ -51,7 +51,7 @@ def test_an_interpreter_only_kernel_passes_on_cpu_and_fails_the_compile_check(na
 
 
 @cpu_only
-@pytest.mark.slow  # grades tests/correct/tiles_2d too (~8 s; a full-tier grade of test_correct_designs.py)
+@pytest.mark.slow  # grades glu's correct/tiles_2d too (~8 s; a full-tier grade of test_correct_designs.py)
 def test_the_student_report_shows_the_compile_error_before_the_lost_points(grade_dir, tmp_path):
     from grader.report import studentreport
 

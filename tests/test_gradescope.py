@@ -93,8 +93,9 @@ def test_run_autograder_end_to_end_on_cpu(tmp_path):
             dst.chmod((info.external_attr >> 16) & 0o777)
     (src / "grader_key").chmod(0o644)  # run_autograder makes it 0600 again (an unzip may not keep the mode)
     sub.mkdir(parents=True)
-    (sub / "glu_triton.py").write_bytes((ROOT / "tests/correct/rows_2d_grid/glu_triton.py").read_bytes())
-    (sub / "glu_cuda.cu").write_bytes((ROOT / "tests/correct/cuda_pairs/glu_cuda.cu").read_bytes())
+    correct = ROOT / "tests/data/problems/glu/correct"
+    (sub / "glu_triton.py").write_bytes((correct / "rows_2d_grid/glu_triton.py").read_bytes())
+    (sub / "glu_cuda.cu").write_bytes((correct / "cuda_pairs/glu_cuda.cu").read_bytes())
     # Gradescope's own record of whose submission this is: signed into results.json (grader/signing.py identity)
     (ag / "submission_metadata.json").write_text(json.dumps(
         {"id": 4242, "users": [{"email": "ada@uni.edu", "id": 7, "name": "Ada", "sid": "S1001"}]}))

@@ -25,8 +25,8 @@ from grader.publish import handout
 ROOT = Path(__file__).resolve().parent.parent
 STAFF = sorted((ROOT / "reference").glob("*/solution_*"))
 # Staff-only by where they are: never a file under these in the handout.
-STAFF_DIRS = ("docs/", "scripts/", ".github/", ".ci/", "tests/correct/", "tests/exploits/", "tests/broken/",
-              "tests/compile_fail/", "tests/data/")
+# tests/data/ holds every problem's test submissions (tests/data/problems/<name>/: correct, broken, compile_fail).
+STAFF_DIRS = ("docs/", "scripts/", ".github/", ".ci/", "tests/exploits/", "tests/data/")
 # What students need: the stubs, the handout, the grader, the public problem files, the tooling.
 MUST_HAVE = ("assignment/README.md", "assignment/glu/glu_triton.py", "assignment/glu/glu_cuda.cu", "grader/__init__.py",
              "grader/__main__.py", "grader/cli.py", "grader/child/worker.py", "grader/results.schema.json",
@@ -91,7 +91,8 @@ def test_nothing_staff_only_is_in_the_handout(export):
     marked = {f: m for f, t in texts.items() for m in STAFF_MARKERS if m in t}
     assert not marked, marked
     # Not the exploit catalogue nor the correct designs' or broken submissions' notes, by their titles either.
-    for readme in ("tests/exploits/README.md", "tests/correct/README.md", "tests/compile_fail/README.md"):
+    glu = "tests/data/problems/glu"
+    for readme in ("tests/exploits/README.md", f"{glu}/correct/README.md", f"{glu}/compile_fail/README.md"):
         title = (ROOT / readme).read_text(encoding="utf-8").splitlines()[0]
         assert title.startswith("# ") and not [f for f, t in texts.items() if title in t.splitlines()], (readme, title)
 

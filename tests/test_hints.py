@@ -2,8 +2,8 @@
 and values, as a typed Finding (code, severity hint) whose text names the case, one index and expected vs got.
 
 Two levels: the detectors on tensors made here (every pattern, and outputs whose errors have no pattern get none),
-and live grades of broken submissions of each kind (tests/broken/), on the few cases that show the pattern (a
-partial grade, --case)."""
+and live grades of broken submissions of each kind (tests/data/problems/glu/broken/), on the few cases that show
+the pattern (a partial grade, --case)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from grader.problem import hints
 from grader.results import HINT, Code
 
 ROOT = Path(__file__).resolve().parent.parent
-BROKEN = ROOT / "tests" / "broken"
+BROKEN = ROOT / "tests" / "data" / "problems" / "glu" / "broken"
 WORDS = hints.load("glu")
 AT = re.compile(r"at index \(([\d, ]+)\): expected (\S+), got (\S+)")
 

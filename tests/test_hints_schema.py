@@ -98,7 +98,7 @@ def test_overflowing_sigmoid_gets_the_special_values_advice_once(grade_dir, tmp_
     """End to end on the CPU: an exp-overflow kernel graded on the inf/NaN cases; the report says the problem's
     special-values words (dist: special), each hint once with the cases it covers, no internal ids, and only
     commands that run in a fresh shell."""
-    g = grade_dir(ROOT / "tests" / "broken" / "overflowing_sigmoid", cases=("inf_nan/*",))
+    g = grade_dir(ROOT / "tests/data/problems/glu/broken/overflowing_sigmoid", cases=("inf_nan/*",))
     md_path, _ = write_student_report(g, tmp_path)
     md = md_path.read_text()
     special = hints.text(hints.load("glu"), "dist", "special")

@@ -89,7 +89,7 @@ def test_a_cached_library_whose_bytes_changed_is_rebuilt(tmp_path, repo_root):
     if build.find_nvcc() is None:
         pytest.skip("needs nvcc")
     src = tmp_path / "glu_cuda.cu"
-    shutil.copy(repo_root / "tests" / "correct" / "cuda_row_blocks" / "glu_cuda.cu", src)
+    shutil.copy(repo_root / "tests/data/problems/glu/correct/cuda_row_blocks/glu_cuda.cu", src)
     first = build.build_cuda(src, cache_dir=tmp_path / "cache", timeout_s=300)
     assert first.ok and not first.cached and first.lib is not None
     again = build.build_cuda(src, cache_dir=tmp_path / "cache", timeout_s=300)

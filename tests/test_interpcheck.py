@@ -1,8 +1,8 @@
 """grader/child/interpcheck.py: on the CPU path, out-of-bounds lanes fail loudly, before they touch memory.
 
 These tests run kernels in this process, in Triton's interpreter (conftest sets TRITON_INTERPRET=1 on machines
-without a GPU), with the check installed as the CPU workers install it. End to end, tests/broken/unmasked_store
-covers the graded path (tests/test_correctness.py).
+without a GPU), with the check installed as the CPU workers install it. End to end,
+tests/data/problems/glu/broken/unmasked_store covers the graded path (tests/test_correctness.py).
 """
 
 from __future__ import annotations

@@ -19,9 +19,10 @@ def case_output(g, case: str) -> str:
 
 @pytest.mark.parametrize("case", ["tiny_1x2/float32", "odd_h_1001/float32"])
 def test_an_overread_names_the_buffer_asan_names_with_block_thread_and_line(grade_dir, case):
-    """tests/cuda_cpu/overread_past_row reads one element past each row: on the last row, just past the end of x.
-    On tiny_1x2 the output y is allocated 24 bytes after x, and the message used to say "24 bytes before y"."""
-    g = grade_dir(ROOT / "tests" / "cuda_cpu" / "overread_past_row", only=("cuda",), cases=(case,))
+    """tests/data/problems/glu/cuda_cpu/overread_past_row reads one element past each row: on the last row, just past
+    the end of x. On tiny_1x2 the output y is allocated 24 bytes after x, and the message used to say "24 bytes before
+    y"."""
+    g = grade_dir(ROOT / "tests/data/problems/glu/cuda_cpu/overread_past_row", only=("cuda",), cases=(case,))
     first = case_output(g, case).splitlines()[0]
     assert first.startswith("out of bounds: read of 1 bytes at glu_cuda.cu:28 in "), first
     assert "0 bytes past the end of x (the input)" in first, first

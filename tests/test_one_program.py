@@ -26,13 +26,13 @@ from grader.cuda import cudacpu
 from grader.results import PASSED, Kind, Reason
 
 ROOT = Path(__file__).resolve().parent.parent
-SCALAR = (ROOT / "tests" / "cuda_cpu" / "scalar" / "glu_cuda.cu").read_text()
+SCALAR = (ROOT / "tests" / "data" / "problems" / "glu" / "cuda_cpu" / "scalar" / "glu_cuda.cu").read_text()
 EXPLOIT = ROOT / "tests" / "exploits" / "cpu_layer_macro_switch"
 LEGIT = sorted(
     [
         *(ROOT / "reference").glob("*/solution*_cuda.cu"),
-        *(ROOT / "tests" / "correct").glob("*/*.cu"),
-        *(ROOT / "tests" / "cuda_cpu").glob("*/*.cu"),
+        *(ROOT / "tests" / "data" / "problems" / "glu" / "correct").glob("*/*.cu"),
+        *(ROOT / "tests" / "data" / "problems" / "glu" / "cuda_cpu").glob("*/*.cu"),
     ]
 )
 CXX = cudacpu.find_compiler()

@@ -1,9 +1,9 @@
 """One report model, rendered three times (issue 17 item 2; issue 18 item 3's report side): grader/report/.
 
 The student's Page is built once from a results.json and rendered as report.md, report.html and (its failures) the
-terminal. Checked here on live CPU grades of the broken submissions in tests/broken/ and on the stored H200 grade:
-both renderings carry the same sections and rows, every failure is one section listing the cases it covers, the
-whole output stays in report.md and one click away in report.html, the terminal shows an error's own frames only,
+terminal. Checked here on live CPU grades of the broken submissions in tests/data/problems/glu/broken/ and on the stored
+H200 grade: both renderings carry the same sections and rows, every failure is one section listing the cases it covers,
+the whole output stays in report.md and one click away in report.html, the terminal shows an error's own frames only,
 the CPU headline says what this machine can earn, and text a submission controls is escaped."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from grader.results import FAILED, WARNING, Code, Finding, Grade, Kind, Reason
 from grader.results import TestResult as Result  # not collected as a test class
 
 ROOT = Path(__file__).resolve().parent.parent
-BROKEN = ROOT / "tests" / "broken"
+BROKEN = ROOT / "tests" / "data" / "problems" / "glu" / "broken"
 FIXTURE = ROOT / "tests" / "data" / "h200_staff_results.json"
 
 

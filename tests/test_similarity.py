@@ -20,7 +20,7 @@ from grader.problem.spec import find_problem, load_problem
 from grader.report import similarity as S
 
 ROOT = Path(__file__).resolve().parent.parent
-CORRECT = ROOT / "tests" / "correct"
+CORRECT = ROOT / "tests" / "data" / "problems" / "glu" / "correct"
 GLU = load_problem(find_problem("glu", ROOT))
 STAFF_T, STAFF_C = "staff:glu/solution_triton.py", "staff:glu/solution_cuda.cu"
 
@@ -43,10 +43,11 @@ def _put(folder: Path, sid: str, name: str, text: str) -> None:
 
 
 def _independent() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(Triton, CUDA) files of independently written correct kernels: the hand-written designs of tests/correct/,
-    and generated students picked so that every two differ in each decision that shapes the code they write (the
-    grid design, the sigmoid, and for Triton the wrapper's structure). Two generated students that made the same
-    decisions write the same code, as two real students would: that is no test of independence."""
+    """(Triton, CUDA) files of independently written correct kernels: the hand-written designs of
+    tests/data/problems/glu/correct/, and generated students picked so that every two differ in each decision that
+    shapes the code they write (the grid design, the sigmoid, and for Triton the wrapper's structure). Two generated
+    students that made the same decisions write the same code, as two real students would: that is no test of
+    independence."""
     tri = [(f"correct-{p.parent.name}", p.read_text(encoding="utf-8")) for p in sorted(CORRECT.glob("*/glu_triton.py"))]
     cu = [(f"correct-{p.parent.name}", p.read_text(encoding="utf-8")) for p in sorted(CORRECT.glob("*/glu_cuda.cu"))]
     seen_t: list[dict[str, int]] = []

@@ -85,7 +85,7 @@ def test_without_student_frames_there_is_no_short_form():
 
 
 def test_a_live_error_keeps_the_whole_traceback_and_its_own_frames(grade_dir, repo_root):
-    g = grade_dir(repo_root / "tests" / "broken" / "chained_error", cases=("odd_h_1001/float32",))
+    g = grade_dir(repo_root / "tests/data/problems/glu/broken/chained_error", cases=("odd_h_1001/float32",))
     (t,) = [t for t in g.tests if t.stage == "correctness"]
     assert 'File "grader/child/worker.py"' in t.output and 'File "glu_triton.py", line 16' in t.output, t.output
     own = t.extra["own_frames"]

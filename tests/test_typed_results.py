@@ -14,7 +14,7 @@ from grader.report import advice, failures, records, results_json, student
 from grader.results import Kind, Reason
 
 ROOT = Path(__file__).resolve().parent.parent
-BROKEN = ROOT / "tests" / "broken"
+BROKEN = ROOT / "tests" / "data" / "problems" / "glu" / "broken"
 
 # Text-matching that decides: a result's name or output compared with a literal. The grader's trusted side must
 # have none (names and outputs are for people; grader/results.py has the fields to decide by).

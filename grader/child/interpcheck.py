@@ -3,11 +3,11 @@ tensor that was passed to the kernel.
 
 The interpreter does not check addresses. An unmasked tail store writes past the output into the worker's malloc
 heap. The damage shows up later and at random: SIGSEGV, SIGABRT, garbage errors in later cases, or a hang (seen
-while building tests/broken/missing_mask). The student cannot tell any of these from their own bug, and a GPU
-would fault at the same line. So in CPU workers the interpreter's loads and stores are checked *before* they
-touch memory: an access outside every tensor argument's storage raises OutOfBounds, naming the kernel, the
-program id, the argument it ran past, and by how many bytes. The case fails with that one line, and no memory is
-corrupted.
+while building tests/data/problems/glu/broken/missing_mask). The student cannot tell any of these from their own
+bug, and a GPU would fault at the same line. So in CPU workers the interpreter's loads and stores are checked
+*before* they touch memory: an access outside every tensor argument's storage raises OutOfBounds, naming the
+kernel, the program id, the argument it ran past, and by how many bytes. The case fails with that one line, and no
+memory is corrupted.
 
 What counts as inside: the whole storage of a tensor argument, as the launch passed it (so reading the padding
 of a strided view is allowed here, since it is real memory; the correctness checks catch what it computes).

@@ -3,8 +3,8 @@
 Triton's interpreter (TRITON_INTERPRET=1, how kernels run without a GPU) executes a kernel as Python and numpy.
 It accepts code that the compiler rejects. One example: a plain Python global read inside @triton.jit
 (`LOG2E = 1.44`) is refused by the compiler ("Cannot access global variable"), and the interpreter just reads
-it (tests/correct/autotune_exp2_helper, docs/performance.md#measurement-log, run 33). Such a kernel passes every
-CPU case, then fails every case on the autograder's GPU.
+it (tests/data/problems/glu/correct/autotune_exp2_helper, docs/performance.md#measurement-log, run 33). Such a
+kernel passes every CPU case, then fails every case on the autograder's GPU.
 
 So on a CPU grade:
 1. the correctness worker records how each of the file's @triton.jit kernels was launched (`describe_launch`):

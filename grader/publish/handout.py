@@ -13,11 +13,12 @@ the handout until it is named. In:
 - pyproject.toml, requirements.txt, constraints.txt, noxfile.py, .gitignore, README.md (its table rows and links
   that point at files the handout does not have are left out or unlinked);
 - the student-facing tests: STUDENT_TESTS, the grader's own tests that need nothing staff-only (no staff
-  solution, no tests/correct/, tests/broken/, tests/exploits/ or tests/compile_fail/ submission, no docs/ or
-  scripts/, no recorded staff grade), so that `nox -s tests` runs in the handout too.
-Out: the staff solutions (spec `staff:`, and any reference/*/solution_*), tests/correct/, tests/exploits/ (the
-exploit catalogue), tests/broken/, tests/compile_fail/, tests/data/, docs/ (staff notes: performance, SECURITY),
-scripts/, .github/, .ci/, Dockerfile, and every other test module.
+  solution, no submission of tests/data/ or tests/exploits/, no docs/ or scripts/, no recorded staff grade), so
+  that `nox -s tests` runs in the handout too.
+Out: the staff solutions (spec `staff:`, and any reference/*/solution_*), tests/data/ (each problem's test
+submissions, tests/data/problems/<name>/: correct, broken, compile_fail, cuda_cpu; the recorded grades),
+tests/exploits/ (the exploit catalogue), docs/ (staff notes: performance, SECURITY), scripts/, .github/, .ci/,
+Dockerfile, and every other test module.
 
 Every file is checked again on the way out (`staff_only`): a file on the allow-list that is also staff-only by
 path, or that holds a line of a staff solution, stops the export before anything is written.
@@ -66,11 +67,8 @@ STAFF_DIRS = (
     "scripts",
     ".github",
     ".ci",
-    "tests/correct",
     "tests/exploits",
-    "tests/broken",
-    "tests/compile_fail",
-    "tests/data",
+    "tests/data",  # every problem's test submissions (tests/data/problems/<name>/) and the recorded grades
 )
 STAFF_FILES = ("Dockerfile",)
 STAFF_GLOBS = ("reference/*/solution_*",)

@@ -58,8 +58,8 @@ from grader.problem.spec import Implementation, Problem, SpecError, find_problem
 ROOT = Path(__file__).resolve().parents[2]
 
 # Tuned on the generated class of scripts/similarity_bench.py and tests/test_similarity.py (the real correct designs
-# of tests/correct/ and the staff solutions included): every planted copy there scores >= 0.6, no pair of
-# independently written kernels reaches 0.4.
+# of tests/data/problems/glu/correct/ and the staff solutions included): every planted copy there scores >= 0.6, no
+# pair of independently written kernels reaches 0.4.
 DEFAULT_THRESHOLD = 0.5
 K = 15  # tokens per hashed run: the minimum match length (about two lines of kernel code)
 W = 8  # winnowing window: every shared run of K + W - 1 = 22 tokens is found

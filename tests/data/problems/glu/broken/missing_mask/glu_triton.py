@@ -3,7 +3,7 @@
 The bug: the loads and the store have no `mask=`. On the CPU interpreter a truly unmasked tail store used to
 write past the end of the output into the worker's malloc heap and corrupt the process at random (we saw
 SIGSEGV, SIGABRT, garbage TypeErrors from later cases and a hang until the 600 s stage deadline). The grader
-now bounds-checks the interpreter (grader/child/interpcheck.py; tests/broken/unmasked_store). This submission is the
+now bounds-checks the interpreter (grader/child/interpcheck.py; see ../unmasked_store). This submission is the
 realistic "fix" a student makes for those crashes without understanding them: round the grid *down*
 (n_out // BLOCK) so every program is fully in bounds.
 The last n_out % BLOCK outputs are then never written (they keep the NaN the grader poisoned the
