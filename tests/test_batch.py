@@ -89,6 +89,7 @@ def attempts(out: Path, sid: str) -> list[dict]:
     return [a for a in state.attempts(out, sid) if a.get("event") is None]
 
 
+@pytest.mark.slow  # over ~5 s on 2 cores: the full tier (tests/conftest.py)
 def test_each_task_is_pinned_to_its_own_slot_and_no_slot_runs_two(tmp_path, fake, capsys):
     subs = make_class(tmp_path / "class", {f"s{i}": {"score": str(i)} for i in range(6)})
     out = tmp_path / "out"
@@ -134,6 +135,7 @@ def test_without_jsonschema_every_grade_is_kept_and_the_missing_report_is_said_a
     assert "warning: the TA report was not written" in said.out
 
 
+@pytest.mark.slow  # over ~5 s on 2 cores: the full tier (tests/conftest.py)
 def test_two_grades_share_a_gpu_but_never_its_timing(tmp_path, fake, monkeypatch):
     """--per-gpu 2: two slots per GPU, one lock file per GPU; the fake grade holds the lock shared for its first half
     (correctness) and alone for its second (timing), as grader/pipeline.py does."""
@@ -226,6 +228,7 @@ def test_a_killed_task_is_retried_and_its_death_recorded(tmp_path, fake):
     assert not list((out / ".staging").glob("*")) if (out / ".staging").exists() else True
 
 
+@pytest.mark.slow  # over ~5 s on 2 cores: the full tier (tests/conftest.py)
 def test_faults_past_the_retries_are_not_graded_never_a_zero(tmp_path, fake, capsys):
     subs = make_class(tmp_path / "class", {"broken_node": {"faults": "3 3 3 3"}, "fine": {}})
     out = tmp_path / "out"
@@ -251,6 +254,7 @@ def test_faults_past_the_retries_are_not_graded_never_a_zero(tmp_path, fake, cap
     assert results(out, "broken_node")["score"] == 1.0
 
 
+@pytest.mark.slow  # over ~5 s on 2 cores: the full tier (tests/conftest.py)
 def test_one_submission_that_always_faults_retires_no_slot(tmp_path, fake):
     subs = make_class(tmp_path / "class", {"a_bug": {"faults": "3 3 3 3 3"}, "b": {}, "c": {}})
     out = tmp_path / "out"
@@ -259,6 +263,7 @@ def test_one_submission_that_always_faults_retires_no_slot(tmp_path, fake):
     assert results(out, "b")["score"] == 1.0 and results(out, "c")["score"] == 1.0  # the slot kept grading
 
 
+@pytest.mark.slow  # over ~5 s on 2 cores: the full tier (tests/conftest.py)
 def test_a_slot_failing_every_submission_is_retired(tmp_path, fake, smi, monkeypatch):
     # GPU 7 is not there (the fake nvidia-smi knows 0 and 1): every task on it fails its GPU check.
     monkeypatch.setattr(engines, "host_gpus", lambda with_uuids=False: [])  # --gpus is not checked against the host
@@ -477,6 +482,7 @@ def _task(out: Path, index: int) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, check=False, timeout=120)  # fmt: skip
 
 
+@pytest.mark.slow  # over ~5 s on 2 cores: the full tier (tests/conftest.py)
 def test_a_task_over_its_time_limit_is_an_infrastructure_fault_and_a_done_one_is_skipped(tmp_path, fake, monkeypatch):
     subs = make_class(tmp_path / "class", {"slow": {}, "quick": {}})
     out = tmp_path / "out"

@@ -257,6 +257,7 @@ def test_a_class_folder_every_user_can_read_is_refused(world_dir, monkeypatch, c
     assert cli.main(["batch", str(subs), "--out", str(world_dir / "out"), "--slots", "1", "--no-perf"]) == EXIT_OK
 
 
+@pytest.mark.slow  # over ~5 s on 2 cores: the full tier (tests/conftest.py)
 def test_no_student_s_path_or_id_is_on_a_command_line_and_outputs_are_private(world_dir, tmp_path, monkeypatch):
     """The fake grade (quick): while the batch runs, no process's command line names a student; afterwards OUT and
     the unpacked export are the grader's only."""

@@ -34,6 +34,7 @@ def _modes(z: zipfile.ZipFile) -> dict[str, int]:
     return {i.filename: (i.external_attr >> 16) & 0o7777 for i in z.infolist()}
 
 
+@pytest.mark.slow  # over ~5 s on 2 cores: the full tier (tests/conftest.py)
 def test_zip_holds_the_grader_and_no_staff_material(tmp_path):
     with zipfile.ZipFile(_build(tmp_path)) as z:
         names = set(z.namelist())
@@ -166,6 +167,7 @@ def test_a_gpu_only_test_is_pending_not_failed(monkeypatch):
     assert part_scores(Grade.from_json(res))["triton"]["performance"] == (0.0, 4.0)
 
 
+@pytest.mark.slow  # over ~5 s on 2 cores: the full tier (tests/conftest.py)
 def test_run_autograder_grades_the_problem_it_is_built_for(tmp_path):
     names = gradescope.build(tmp_path / "gelu.zip", root=ROOT, ref=None, problem="gelu")
     with zipfile.ZipFile(tmp_path / "gelu.zip") as z:
