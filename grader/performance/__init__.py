@@ -21,7 +21,9 @@ One module per job:
 - verification.py: the timed outputs against the parent's truth, sampled elements and every call's checksum (3);
 - judgement.py: the wall-clock check and its re-timings, the host-clock cross-check, flags and credit (4), with
   the constants that set them; the bytes a case moves (for the floor and the rates); the result row's text;
-- stage.py: the orchestration, run_performance over the cases and _time_case through the steps above.
+- stage.py: the orchestration, run_performance over the cases and _time_case through the steps above;
+- baselinerecord.py and calibrate.py: a batch's baselines measured once per GPU (batch --shared-baselines), the
+  record a grade may use for every baseline but the control, and the drift bound that makes it time them itself.
 The typed records they pass are in grader/performance/records.py. The names below are what the pipeline, the scripts and
 the tests use.
 """
