@@ -80,6 +80,12 @@ def test_a_duration_inside_a_message_is_not_a_difference():
     assert cg.normalise({"output": "compiled for sm_90 (0.83 s): ok"}) == {"output": "compiled for sm_90 (<t> s): ok"}
 
 
+def test_a_grader_frames_line_number_in_a_traceback_is_not_a_difference():
+    tb = 'File "grader/child/worker.py", line 338, in run\n  File "glu_triton.py", line 28, in glu'
+    want = 'File "grader/child/worker.py", line <n>, in run\n  File "glu_triton.py", line 28, in glu'
+    assert cg.normalise({"output": tb}) == {"output": want}  # the student's own line stays
+
+
 def test_a_difference_counts_as_unstable_only_when_the_same_grader_moves_there_too():
     b = {"score": 1, "tests": [{"output": "got 1.0"}, {"output": "x"}]}
     again = {"score": 1, "tests": [{"output": "got 7.0"}, {"output": "x"}]}
