@@ -158,3 +158,8 @@ def test_calibrating_without_a_gpu_is_one_line_and_exit_1(tmp_path: Path, capsys
     assert calibrate.main(["--out", str(tmp_path / "r.json")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["calibration failed: calibration needs a CUDA GPU"] and not (tmp_path / "r.json").exists()
+
+
+def test_a_megabyte_of_nesting_is_one_record_error_in_linear_time() -> None:
+    with pytest.raises(br.RecordError, match="nested too deeply"):
+        br.parse("[" * (br.MAX_BYTES - 1))

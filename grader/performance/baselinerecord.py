@@ -100,6 +100,8 @@ def parse(text: str) -> BaselineRecord:
         raw = json.loads(text)
     except ValueError as e:
         raise RecordError(f"not JSON: {e}") from None
+    except RecursionError:  # deeply nested arrays: json recurses once per level
+        raise RecordError("not JSON: nested too deeply") from None
     if not isinstance(raw, dict) or raw.get("version") != VERSION:
         raise RecordError(f"not a version-{VERSION} baseline record")
     k = raw.get("key")
