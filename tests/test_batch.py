@@ -687,6 +687,38 @@ def test_a_gpu_whose_calibration_fails_grades_without_a_record(tmp_path, fake, f
     assert "GPU 3: its baselines could not be measured" in " ".join((said.out + said.err).split())
 
 
+def test_an_aged_record_is_measured_again_without_limit_and_refused_ones_up_to_the_cap(tmp_path, fake_calibrate):
+    """The engine's cadence: a record that aged out is re-measured every time (a long batch, not a drifting GPU);
+    only records a grade removed (refused) count, and after MAX_REFUSALS of them the GPU grades without one."""
+    from grader.performance import baselinerecord
+
+    rec = tmp_path / "gpu3.json"
+    slot = engines.Slot("gpu3", "3", lock=str(tmp_path / "gpu3.lock"), record=str(rec))
+    out = tmp_path / "out"
+    (state.batch_dir(out) / "logs").mkdir(parents=True)
+    run = engines._LocalRun(out, 0, [slot], progress.Progress(progress.Counts(1), io.StringIO()), [])
+
+    def calibrate() -> None:
+        assert not run.record_ready(slot)  # no usable record: the calibration starts, no task may
+        run.calibrating["3"][0].wait()
+        run.reap_calibrations()
+        assert run.record_ready(slot) and "3" not in run.no_record
+
+    calibrate()
+    old = rec.stat().st_mtime - baselinerecord.MAX_AGE_S
+    for _ in range(engines.MAX_REFUSALS + 2):
+        os.utime(rec, (old, old))
+        calibrate()
+    assert run.refusals["3"] == 0
+    for _ in range(engines.MAX_REFUSALS - 1):
+        rec.unlink()  # what a grade does with a record whose control drifted (performance/stage._refuse_record)
+        calibrate()
+    rec.unlink()
+    assert run.record_ready(slot) and "3" in run.no_record and "3" not in run.calibrating
+    assert run.calibrations["3"] == 1 + (engines.MAX_REFUSALS + 2) + (engines.MAX_REFUSALS - 1)
+    assert len(fake_calibrate.read_text().splitlines()) == run.calibrations["3"]
+
+
 def test_without_shared_baselines_no_record_is_named(tmp_path, fake, fake_calibrate):
     subs = make_class(tmp_path / "class", {"s0": {}})
     assert batch(subs, "--out", tmp_path / "out", "--gpus", "3", "--device", "cpu") == 0

@@ -46,9 +46,10 @@ from grader.report import write_json_atomic, write_text_atomic
 # A local slot is taken out of the batch after infrastructure faults in a row on this many different submissions
 # (one submission that always faults, a grader bug, retires nothing: it fails on every slot).
 RETIRE_AFTER = 3
-# --shared-baselines: a GPU is calibrated at most this many times in a batch (its first record, then once per record a
-# grade refused); past that its grades time every baseline, as without the option, rather than drain it again.
-MAX_CALIBRATIONS = 4
+# --shared-baselines: a GPU whose record grades refused (a control drifted past the bound) this many times in a batch
+# is not drained again: its grades time every baseline, as without the option. A record that aged out (MAX_AGE_S) is
+# the scheduled re-check, not a refusal: a long batch re-measures each GPU every ~20 minutes without limit.
+MAX_REFUSALS = 3
 CALIBRATE_COMMAND_ENV = "GRADER_BATCH_CALIBRATE_COMMAND"  # tests: a JSON argv that stands in for the calibration
 
 
@@ -196,9 +197,11 @@ class _LocalRun:
         self.logs = state.batch_dir(out) / "logs"
         self.problem = ""  # the spec file, for the calibration (manifest options)
         # --shared-baselines, per GPU (a slot's `cuda`): its calibration running (process, start), how many it had,
-        # and the GPUs whose grades time every baseline (a calibration failed, or MAX_CALIBRATIONS were made)
+        # how many of its records grades refused, and the GPUs whose grades time every baseline (a calibration
+        # failed, or MAX_REFUSALS records were refused)
         self.calibrating: dict[str, tuple[subprocess.Popen[bytes], float]] = {}
         self.calibrations: collections.Counter[str] = collections.Counter()
+        self.refusals: collections.Counter[str] = collections.Counter()
         self.no_record: set[str] = set()
 
     def pick(self, slot: Slot) -> int | None:
@@ -234,10 +237,12 @@ class _LocalRun:
             return True
         if any(s.cuda == gpu and s.name in self.running for s in self.slots):
             return False  # drain first
-        if self.calibrations[gpu] >= MAX_CALIBRATIONS:
+        if self.calibrations[gpu] and not os.path.exists(slot.record):
+            self.refusals[gpu] += 1  # a grade removed it (stage._refuse_record); an old one is still there
+        if self.refusals[gpu] >= MAX_REFUSALS:
             self.no_record.add(gpu)
             self.prog.event(
-                f"GPU {gpu}: its baseline record was refused {MAX_CALIBRATIONS - 1} times (the GPU drifts): its "
+                f"GPU {gpu}: its baseline record was refused {MAX_REFUSALS} times (the GPU drifts): its "
                 "grades time every baseline from now on"
             )
             return True
