@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -544,6 +545,9 @@ def _watch(args: argparse.Namespace, poll_s: float = WATCH_POLL_S, sleep: Callab
     folder = args.submission
     grading = False
     failed: list[str] = []
+    # Ctrl-C is how a watch ends, so it must raise KeyboardInterrupt here even when this process inherited SIGINT
+    # ignored (started in the background by a non-interactive shell: Python then installs no handler of its own).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         while True:
             grading = True

@@ -118,7 +118,10 @@ def test_watch_for_real_regrades_and_exits_cleanly_on_sigint(tmp_path):
     out = tmp_path / "out"
     p = subprocess.Popen([sys.executable, "-m", "grader", "grade", "--watch", "--submission", str(sub), "--only",
                           "triton", "--device", "cpu", "--no-perf", "--case", "tiny_1x2/float32", "--out", str(out)],
-                         cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                         cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         # started with SIGINT ignored, as a non-interactive shell starts a background job (CI's
+                         # runner, `nox ... &`): Ctrl-C must still end the watch
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     lines: list[str] = []
 
     def until(pattern: str, timeout: float = 120.0) -> None:
