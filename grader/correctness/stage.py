@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from grader import sandbox
 from grader.child.launches import MAX_LAUNCHES
 from grader.child.wire import ERROR_CATEGORIES
 from grader.correctness import check, gpucompile, kernelcheck, patterns
@@ -271,9 +272,7 @@ class _Lane:
     error: BaseException | None = None  # what ended its thread (re-raised by the part)
 
     def close(self, grace_s: float) -> None:
-        for b in (self.box, self.spare):
-            if b is not None:
-                b.close(grace_s)
+        sandbox.close_all([self.box, self.spare], grace_s)
         self.box = self.spare = None
 
 
@@ -343,10 +342,12 @@ class _PartRun:
         return b
 
     def close(self) -> None:
+        # Every lane's workers exit together (one grace period, not one per worker); the compile check's worker
+        # writes nothing on exit, so it is killed at once.
+        sandbox.close_all([b for lane in self.lanes for b in (lane.box, lane.spare)], self.grace_s)
         for lane in self.lanes:
-            lane.close(self.grace_s)
-        if self.compile_box is not None:
-            self.compile_box.close(grace_s=0)
+            lane.box = lane.spare = None
+        sandbox.close_all([self.compile_box], grace_s=0)
 
     # -- the cases ------------------------------------------------------------------------------------------
 
