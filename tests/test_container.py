@@ -240,3 +240,14 @@ def test_entry_command_grades_with_a_read_only_tree_and_a_writable_scratch_only(
                 except OSError:
                     pass
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_image_compiles_the_grader_to_bytecode_after_copying_it():
+    """The container's root is read-only and PYTHONDONTWRITEBYTECODE is set: Python code without .pyc files in the
+    image is compiled from source by every process of every grade. The Dockerfile compiles what it copies of the
+    grader and the references, after copying it."""
+    lines = [ln.strip() for ln in (ROOT / "Dockerfile").read_text().splitlines()]
+    run = next(i for i, ln in enumerate(lines) if ln.startswith("RUN") and "compileall" in ln)
+    assert {"grader", "reference"} <= set(lines[run].split())
+    copied = [i for i, ln in enumerate(lines) if ln.startswith(("COPY grader", "COPY reference"))]
+    assert len(copied) == 2 and max(copied) < run
