@@ -31,7 +31,7 @@ from grader.performance.workers import settle
 from grader.problem.reference import Reference, load_reference
 from grader.problem.spec import Case, Implementation, Problem, sibling_folders
 from grader.results import FAILED, PASSED, SKIPPED, Code, Finding, Grade, Kind, PerfSummary, Reason, TestResult
-from grader.sandbox import Sandbox, WorkerFailure
+from grader.sandbox import GraderFault, Sandbox, WorkerFailure
 
 if TYPE_CHECKING:  # the CUDA build's modules are imported only when a CUDA part is graded
     from grader.cuda.part import BuildRequest, PartBuild
@@ -621,6 +621,12 @@ def _time_parts(run: GradeRun) -> None:
             )
         g.tests += tests
     except (RuntimeError, WorkerFailure) as e:
+        # What reaches here failed on the trusted side (the baselines' worker; a submission's own worker that
+        # fails is its row's 'not timed'). In a batch the GPU is shared with other grades, whose workers can take
+        # the memory the baselines need (three grades on an 80 GB GPU did): the machine's doing, not the
+        # submission's, so a grader fault, which the batch retries, never a grade that costs the speed points.
+        if os.environ.get(gpulock.ENV):
+            raise GraderFault(f"the timing stage failed on the trusted side (a shared GPU): {e}") from None
         g.tests += skipped_tests(run.problem, run.targets, f"not timed: {e}", Reason.NOT_TIMED)
         g.notes.append(f"performance: not graded this run ({e}); re-run the grader")
     g.phases["timing"] = time.monotonic() - t0

@@ -153,6 +153,19 @@ def test_baselines_that_cannot_be_timed_leave_no_speed_grade(gpu: dict[str, Any]
     assert "performance: not graded this run (baseline died); re-run the grader" in g.notes
 
 
+def test_in_a_batch_baselines_that_cannot_be_timed_are_a_grader_fault_not_a_grade(gpu: dict[str, Any], monkeypatch) -> None:
+    """On a GPU shared by a batch's grades, another grade's workers can leave the trusted baselines without memory
+    (--per-gpu 3 on an 80 GB H100 did): the batch must retry the task, not keep a grade without speed points."""
+    from grader.performance import gpulock
+    from grader.sandbox import GraderFault
+
+    monkeypatch.setenv(gpulock.ENV, "lock")
+    monkeypatch.setattr(pl, "settle", lambda *a, **k: None)
+    gpu["state"]["perf_fail"] = True
+    with pytest.raises(GraderFault, match="trusted side.*baseline died"):
+        gpu["grade"]()
+
+
 def test_an_interrupted_correctness_stage_closes_the_early_workers(gpu: dict[str, Any], monkeypatch) -> None:
     def interrupted(*a: Any, **kw: Any) -> list[Row]:
         raise KeyboardInterrupt
