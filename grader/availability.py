@@ -58,3 +58,30 @@ def not_graded_here(part: str, why: str, submission: Path, out: Path) -> str:
         f"{part}: not graded on this machine: {why}. Grade it in the container on a Linux host with an NVIDIA "
         f"GPU, from the course repository: {container_command(submission, out)}"
     )
+
+
+def torch_compiled_each_start() -> str | None:
+    """Why every grader process would compile torch from source here (one clause), or None.
+
+    Each grade starts a parent and several workers, and each imports torch. Without torch's bytecode (a .pyc beside
+    its modules: a pip install writes them; an install with --no-compile or a copied tree may have none) and with
+    Python told not to write it (PYTHONDONTWRITEBYTECODE, as in the container), every one of them compiles torch
+    from source: on an H100 host `import torch` took 4.7 s instead of 1.95 s and a worker's first profiled call
+    8.3 s instead of 1.6 s (docs/performance.md, Grade cost)."""
+    if not sys.dont_write_bytecode:
+        return None  # the first process writes the bytecode and the rest read it
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    try:
+        cached = importlib.util.cache_from_source(spec.origin)
+    except NotImplementedError:  # sys.implementation.cache_tag is None: this Python keeps no bytecode
+        return None
+    if Path(cached).is_file():
+        return None
+    site = Path(spec.origin).parent.parent
+    return (
+        f"torch has no compiled bytecode ({Path(cached).name} is missing) and PYTHONDONTWRITEBYTECODE is set, so "
+        f"every grade's processes compile torch from source (seconds each): run `python -m compileall -q {site}` "
+        "once, as the user who installed it"
+    )

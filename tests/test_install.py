@@ -321,3 +321,30 @@ def test_the_installed_wheel_grades_the_stubs(dists, tmp_path):
     assert results["max_score"] > 0 and any("/ correctness /" in t["name"] for t in results["tests"])
     # report.html is rendered from the installed package data (the jinja2 templates), not this checkout.
     assert (out / "report.html").is_file() and "<h2>Lost points</h2>" in (out / "report.html").read_text(), r.stderr[-2000:]
+
+
+def test_a_torch_without_bytecode_where_python_may_not_write_it_is_named_with_the_fix(monkeypatch, tmp_path):
+    """Each grade's parent and workers import torch: with no .pyc and PYTHONDONTWRITEBYTECODE set, every one of them
+    compiles it from source (seconds each on a GPU host). The batch says so before grading, with the command."""
+    import importlib.machinery
+    import importlib.util
+
+    from grader import availability
+
+    init = tmp_path / "site" / "torch" / "__init__.py"
+    init.parent.mkdir(parents=True)
+    init.write_text("")
+    spec = importlib.machinery.ModuleSpec("torch", None, origin=str(init))
+    monkeypatch.setattr(availability.importlib.util, "find_spec", lambda name: spec if name == "torch" else None)
+    monkeypatch.setattr(availability.sys, "dont_write_bytecode", True)
+    why = availability.torch_compiled_each_start()
+    assert why and "PYTHONDONTWRITEBYTECODE" in why and f"python -m compileall -q {tmp_path / 'site'}" in why
+    # Python may write bytecode: the first process does, the rest read it.
+    monkeypatch.setattr(availability.sys, "dont_write_bytecode", False)
+    assert availability.torch_compiled_each_start() is None
+    # The bytecode is there.
+    monkeypatch.setattr(availability.sys, "dont_write_bytecode", True)
+    cached = Path(importlib.util.cache_from_source(str(init)))
+    cached.parent.mkdir()
+    cached.write_bytes(b"")
+    assert availability.torch_compiled_each_start() is None

@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from grader import identity
+from grader import availability, identity
 from grader.batch import EXIT_INCOMPLETE, EXIT_INFRA, EXIT_NOT_GRADABLE, EXIT_OK, EXIT_USAGE, collect, engines, state
 from grader.batch.discover import DiscoverError, Found, discover
 from grader.batch.progress import Counts, Progress
@@ -322,6 +322,8 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     if isinstance(lock, int):
         return lock
     _warn_without_jsonschema(out)
+    if why := availability.torch_compiled_each_start():
+        print(f"warning: {why}", file=sys.stderr)
     files = tuple(i.file for i in problem.implementations.values())
     try:
         found = discover(args.submissions, files, state.inputs_dir(out), args.deadline)
