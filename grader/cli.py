@@ -25,6 +25,7 @@ from grader.performance import anchor
 from grader.pipeline import GraderError, Options, grade
 from grader.problem import layout
 from grader.problem.spec import Problem, find_problem, load_problem
+from grader.report import charts
 from grader.results import FAILED, Grade, Kind
 from grader.sandbox import GraderFault, become_subreaper, make_undumpable, reap_strays
 
@@ -399,7 +400,7 @@ def _grade_and_write(
     # killed before the results are written. Only the CLI does this: a library caller keeps its children.
     become_subreaper()
     with report.progress("grading", steps=steps) as update:
-        g = grade(problem, opts, progress=update)
+        g = grade(problem, opts, progress=update, beside=charts.preload if args.command != "bench" else None)
     strays = reap_strays()
     if strays:
         g.notes.append(f"killed {strays} process(es) the submission left running after its part ended")

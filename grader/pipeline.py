@@ -13,6 +13,7 @@ import fnmatch
 import hashlib
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -154,14 +155,22 @@ def _fail_all(problem: Problem, impl: Implementation, state: str, why: str, reas
     ]
 
 
-def grade(problem: Problem, opts: Options, progress: Callable[[str], None] = lambda s: None) -> Grade:
-    """Grade one submission, its untrusted processes under the grade's own identity and scratch (grader/identity.py)."""
+def grade(
+    problem: Problem,
+    opts: Options,
+    progress: Callable[[str], None] = lambda s: None,
+    beside: Callable[[], None] | None = None,
+) -> Grade:
+    """Grade one submission, its untrusted processes under the grade's own identity and scratch (grader/identity.py).
+    `beside`: the caller's own work (the CLI: the report's imports) run in a thread during a GPU grade's correctness
+    stage, where the parent mostly waits on its children, and ended before the timing stage, so it never runs
+    beside a timed call."""
     device = resolve_device(opts.device)
     problem = run_first(select_cases(problem, opts.cases), opts.first)
     _check_submission(problem, opts)
     scratch = open_scratch(opts.scratch)
     with scratch, identity.activate(scratch):
-        return _grade(problem, opts, device, scratch, progress)
+        return _grade(problem, opts, device, scratch, progress, beside)
 
 
 def _check_submission(problem: Problem, opts: Options) -> None:
@@ -281,13 +290,21 @@ class GradeRun:
     no_compile: str = ""  # why there is no torch.compile baseline here; "": there is one
     early: dict[str, Sandbox] | None = None  # timing workers started before the correctness stage
     stopped: int = 0  # cases a --watch grade did not run after its first failure
+    beside: Callable[[], None] | None = None  # the caller's work for the correctness stage's idle parent (grade())
+    beside_thread: threading.Thread | None = None
 
 
 def _grade(
-    problem: Problem, opts: Options, device: str, scratch: identity.Scratch, progress: Callable[[str], None]
+    problem: Problem,
+    opts: Options,
+    device: str,
+    scratch: identity.Scratch,
+    progress: Callable[[str], None],
+    beside: Callable[[], None] | None = None,
 ) -> Grade:
     """The grade, step by step; each step reads what the previous ones added to the run."""
     run = _admit(problem, opts, device, scratch, progress)
+    run.beside = beside
     _prepare_parts(run)
     _check(run)
     _note_stopped(run)
@@ -475,6 +492,9 @@ def _check(run: GradeRun) -> None:
         ):
             run.progress("performance: starting workers (in the background)")
             run.early = start_workers(problem, run.targets, run.device)
+            if run.beside is not None:
+                run.beside_thread = threading.Thread(target=_quietly(run.beside), name="beside", daemon=True)
+                run.beside_thread.start()
         if opts.correctness and run.targets:
             try:
                 _check_parts(run)
@@ -603,6 +623,8 @@ def _time_parts(run: GradeRun) -> None:
     """The timing stage, alone on the GPU (the exclusive hold). When the trusted baselines cannot be timed there are
     no thresholds, so no speed grade at all this run: the rows say so and the grade asks for a re-run."""
     g = run.grade
+    if run.beside_thread is not None:
+        run.beside_thread.join()  # nothing of the parent's own runs beside a timed call
     t0 = time.monotonic()
     try:
         with gpulock.phase(True, run.progress) as waited:  # alone on the GPU while timing
@@ -631,6 +653,19 @@ def _time_parts(run: GradeRun) -> None:
         g.notes.append(f"performance: not graded this run ({e}); re-run the grader")
     g.phases["timing"] = time.monotonic() - t0
     _first_calls(g)
+
+
+def _quietly(fn: Callable[[], None]) -> Callable[[], None]:
+    """`fn` for a background thread: what it raises is dropped (the caller's optional work, done again when it is
+    needed), never printed in the middle of a grade's progress."""
+
+    def run() -> None:
+        try:
+            fn()
+        except Exception:  # noqa: BLE001
+            pass
+
+    return run
 
 
 def _record_path() -> Path | None:

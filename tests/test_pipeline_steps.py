@@ -114,7 +114,7 @@ def gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
         log.clear()
         return pl.grade(problem, pl.Options(submission=ROOT, out=tmp_path / "o", staff=True, **opts))
 
-    return {"log": log, "state": state, "grade": grade}
+    return {"log": log, "state": state, "grade": grade, "out": tmp_path / "o"}
 
 
 def test_correctness_and_the_sanitizer_run_under_the_shared_hold_then_timing_alone(gpu: dict[str, Any]) -> None:
@@ -164,6 +164,34 @@ def test_in_a_batch_baselines_that_cannot_be_timed_are_a_grader_fault_not_a_grad
     gpu["state"]["perf_fail"] = True
     with pytest.raises(GraderFault, match="trusted side.*baseline died"):
         gpu["grade"]()
+
+
+def test_the_callers_work_beside_runs_during_correctness_and_ends_before_timing(gpu: dict[str, Any], monkeypatch) -> None:
+    """grade(beside=...): the CLI's report imports run while the parent waits on the correctness workers, and are
+    over before the exclusive hold: nothing of the parent's own runs beside a timed call. What it raises is dropped."""
+    import threading
+
+    log = gpu["log"]
+    started, release = threading.Event(), threading.Event()
+
+    def beside() -> None:
+        started.set()
+        release.wait(5)  # still running when correctness ends: the timing stage must wait for it
+        log.append("beside done")
+        raise RuntimeError("optional work failed")
+
+    real = pl.run_correctness
+
+    def correctness(*a: Any, **kw: Any) -> list[Row]:
+        assert started.wait(5)  # under way beside the correctness stage
+        threading.Timer(0.2, release.set).start()
+        return real(*a, **kw)
+
+    monkeypatch.setattr(pl, "run_correctness", correctness)
+    problem = load_problem(find_problem("glu", ROOT))
+    g = pl.grade(problem, pl.Options(submission=ROOT, out=gpu["out"], staff=True), beside=beside)
+    assert log.index("beside done") < log.index("hold exclusive")
+    assert g.score == g.max_score
 
 
 def test_an_interrupted_correctness_stage_closes_the_early_workers(gpu: dict[str, Any], monkeypatch) -> None:
