@@ -32,7 +32,8 @@ DIR/bench.json holds everything (the class, every results.json of both phases, t
 throughput, the agreement): the one file to bring back from a device run (`--out /tmp/b`, then
 `cp /tmp/b/bench.json "$OUT"`); `--phase compare --out D` with it in D compares again. Each phase may also run
 alone (`--phase batch`, then `--phase single` in another device command: a phase that a time limit cuts keeps what
-it graded, and `--phase single` grades only what is missing).
+it graded, and `--phase single` grades only what is missing; `--phase compare` alone judges the submissions the
+single phase was asked to regrade, kept in bench.json).
 
 Duration: a CPU grade of a glu submission takes 5-25 s on 2 cores, so `--device cpu --size 6` (6 batch grades, 6
 single grades) takes 2-5 minutes; on one H200 a grade is ~30-50 s, so the whole class (about 40 submissions) is
@@ -442,9 +443,17 @@ def main(argv: list[str] | None = None) -> int:
     ids = list(cls)
     singles = [x for x in a.single.split(",") if x] if a.single else ids[: a.single_sample]
     b = Bench(out)
+    if a.phase == "compare" and not a.single and a.single_sample is None:
+        # A compare run alone judges what the single phase regraded (its --single or --single-sample, kept in
+        # bench.json), not every submission of the class: the others were never meant to have a single grade.
+        kept = [s for s in b.doc.get("single_ids", []) if s in cls]
+        regraded = [s for s in ids if s in b.results("single")]
+        singles = kept or regraded or singles
     command = ["scripts/bench_grading.py", *(sys.argv[1:] if argv is None else argv)]
     b.doc.update({"problem": a.problem, "device": a.device, "class": {s: sorted(f) for s, f in cls.items()},
-                  "single_ids": singles, "machine": _machine(a.device)})  # fmt: skip
+                  "machine": _machine(a.device)})  # fmt: skip
+    if a.phase in ("single", "all"):
+        b.doc["single_ids"] = singles  # what the single phase was asked to regrade: a later compare judges these
     b.doc.setdefault("commands", []).append(command)  # each phase run alone adds its own
     b.save()
     if a.phase != "compare":

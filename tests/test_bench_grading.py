@@ -143,6 +143,30 @@ def test_compare_reads_bench_json_and_exits_1_on_a_difference(tmp_path):
     assert figures["per_hour"] == 72.0 and figures["single_mean_s"] == 50.0 and figures["disagreeing"] == 1
 
 
+def test_compare_alone_judges_what_the_single_phase_regraded_not_the_whole_class(tmp_path):
+    """A device session runs the phases as separate commands: `--phase single --single a` after a batch of a, b,
+    then `--phase compare`. The compare judges a (the single phase's list, kept in bench.json), not b, which was
+    never meant to be regraded (it used to report b 'missing' and exit 1)."""
+    ids = "staff,stubs"
+    doc = {
+        "batch": {"results": {"staff": results(4.0), "stubs": results(0.0)}, "summary": None, "wall_s": 100.0},
+        "single": {"results": {"staff": results(4.0)}, "walls_s": {"staff": 50.0}},
+        "single_ids": ["staff"],
+    }
+    (tmp_path / "bench.json").write_text(json.dumps(doc))
+
+    def compare(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path), "--phase", "compare", "--device",
+                               "cpu", "--ids", ids, *extra], capture_output=True, text=True, check=False)  # fmt: skip
+
+    r = compare()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "identical" in r.stdout and "stubs" not in r.stdout and "missing" not in r.stdout
+    # Asked for explicitly, a submission without a single grade is still reported missing.
+    r = compare("--single", "staff,stubs")
+    assert r.returncode == 1 and "stubs: missing (single)" in r.stdout
+
+
 def test_the_nox_session_runs_the_script_with_its_arguments():
     tree = ast.parse((ROOT / "noxfile.py").read_text(encoding="utf-8"))
     fn = next(f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == "bench_grading")
