@@ -127,7 +127,7 @@ def test_watch_all_runs_every_case_in_order(tmp_path, monkeypatch):
 
 
 def _fake_grade(partial: list[str]):
-    def fake(problem, opts, progress):
+    def fake(problem, opts, progress, beside=None):
         for c in problem.cases[:3]:
             progress(f"triton: {c.name}")
         g = Grade(problem="glu", submission=str(opts.submission), device="cpu")

@@ -182,7 +182,7 @@ def test_the_two_derived_values_are_stable_and_independent():
 def test_a_local_grade_gets_a_fresh_input_secret_and_a_keyed_one_the_derived_one(tmp_path, monkeypatch, capsys):
     seen = []
 
-    def fake_grade(problem, opts, progress):
+    def fake_grade(problem, opts, progress, beside=None):
         seen.append(opts)
         return _grade(official=opts.keyed)
 

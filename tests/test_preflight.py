@@ -38,7 +38,7 @@ def grades(monkeypatch) -> list[object]:
     """The grades the CLI starts (the grade itself replaced: what matters is whether one starts)."""
     seen: list[object] = []
 
-    def fake_grade(problem, opts, progress=None):
+    def fake_grade(problem, opts, progress=None, beside=None):
         seen.append(opts)
         g = pipeline.Grade(problem.name, str(opts.submission), "cpu")
         g.official_why = ["fake"]

@@ -367,7 +367,7 @@ def test_student_output_is_escaped_in_the_html(tmp_path):
 
 def test_report_failure_in_the_cli_keeps_results_json_and_exit_0(tmp_path, monkeypatch, capsys):
     g = grade_from_results(fixture())
-    def fake_grade(problem, opts, progress):
+    def fake_grade(problem, opts, progress, beside=None):
         for msg in ("cuda: building solution_cuda.cu with nvcc", "triton: tiny_1x2/float32", "performance: lecture_16k"):
             progress(msg)
         return g
@@ -398,7 +398,7 @@ def test_report_failure_in_the_cli_keeps_results_json_and_exit_0(tmp_path, monke
 
 def test_autograde_writes_the_report_too(tmp_path, monkeypatch, capsys):
     g = grade_from_results(fixture())
-    monkeypatch.setattr(cli, "grade", lambda problem, opts, progress: g)
+    monkeypatch.setattr(cli, "grade", lambda problem, opts, progress, beside=None: g)
     sub = tmp_path / "submission"
     sub.mkdir()
     out = tmp_path / "results"

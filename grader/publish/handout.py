@@ -232,8 +232,12 @@ def _readme(text: str, present: set[str]) -> str:
         cell = re.match(r"^\|\s*`([^`]+)`\s*\|", line)
         if cell and missing(cell.group(1)):
             continue
-        line = re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", lambda m: m.group(1) if missing(m.group(2)) else m.group(0), line)
         out.append(line)
+    # Links are replaced over the whole text: a link's words may wrap onto the next line ("[docs/x.md, Grade\ncost](...)").
+    kept = re.sub(
+        r"\[([^\]]+)\]\(([^)\s]+)\)", lambda m: m.group(1) if missing(m.group(2)) else m.group(0), "\n".join(out)
+    )
+    out = kept.split("\n")
     note = (
         "> This is the student handout of the course repository: the staff solutions, staff notes (`docs/`), "
         "scripts and the staff's test submissions are not part of it."
