@@ -233,7 +233,7 @@ def _readme(text: str, present: set[str]) -> str:
         if cell and missing(cell.group(1)):
             continue
         out.append(line)
-    # Links are replaced over the whole text: a link's words may wrap onto the next line ("[docs/x.md, Grade\ncost](...)").
+    # Links are replaced over the whole text: a link's words may wrap onto the next line.
     kept = re.sub(
         r"\[([^\]]+)\]\(([^)\s]+)\)", lambda m: m.group(1) if missing(m.group(2)) else m.group(0), "\n".join(out)
     )
