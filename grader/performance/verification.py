@@ -1,8 +1,9 @@
 """Verification of timed outputs: sampled elements, and every timed call's checksum, against the parent's truth.
 
 After the rounds (so the parent's own GPU work never overlaps a timed call), each function's sampled timed
-outputs are checked against the parent's float64 truth for that exact (set, scale) input (`verify_samples`), then every
-timed call's checksum, taken by the worker right after the call (`verify_digests`).
+outputs are checked against the parent's float64 truth for that exact (set, scale) input, then every timed call's
+checksum, taken by the worker right after the call (`verify_case`). The truth of a (set, scale) is computed once
+for all of its uses and dropped before the next one's: the parent's GPU memory stays at one pair's truth.
 """
 
 from __future__ import annotations
@@ -18,26 +19,35 @@ from grader.problem.spec import Case, Problem
 UNCHECKED = (False, "no timed output was checked")  # a function with no sampled output to check
 
 
-class Truths:
-    """The parent's float64 truth (and the tolerance baseline's output) per (set, scale) of one case, computed once
-    and shared by every function's checks: both are pure functions of the input
-    (issue 32: ~100 truths a case -> at most one per (set, scale))."""
+Pair = tuple[int, float]  # (input set, scale): what a timed call's input was
 
-    def __init__(self, problem: Problem, case: Case, ref: Reference, device: str, secret: int) -> None:
-        self.problem, self.case, self.ref, self.device, self.secret = problem, case, ref, device, secret
-        self._inputs: dict[int, list[torch.Tensor]] = {}
-        self._out: dict[tuple[int, float], tuple[torch.Tensor, torch.Tensor | None]] = {}
 
-    def get(self, k: int, scale: float) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(flat truth, flat tolerance-baseline output or None) for set k at this scale."""
-        if (k, scale) not in self._out:
-            if k not in self._inputs:
-                self._inputs[k] = operands.timing_inputs(self.problem, self.case, self.device, self.secret, k)
-            xs = [torch.mul(t, scale) for t in self._inputs[k]]
-            base = self.problem.tolerance_baseline
-            eager = self.ref.baselines[base](*xs).reshape(-1) if base in self.ref.baselines else None
-            self._out[(k, scale)] = (self.ref.truth(*xs).reshape(-1), eager)
-        return self._out[(k, scale)]
+def _truth(
+    problem: Problem,
+    case: Case,
+    ref: Reference,
+    device: str,
+    secret: int,
+    pair: Pair,
+    xs: list[torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(flat float64 truth, flat tolerance-baseline output or None) for one (set, scale): both are pure
+    functions of the input, so one computation serves every function's checks and the checksum. `xs`: the set's
+    inputs where the caller has them already."""
+    k, scale = pair
+    if xs is None:
+        xs = operands.timing_inputs(problem, case, device, secret, k)
+    scaled = [torch.mul(t, scale) for t in xs]
+    base = problem.tolerance_baseline
+    eager = ref.baselines[base](*scaled).reshape(-1) if base in ref.baselines else None
+    return ref.truth(*scaled).reshape(-1), eager
+
+
+def _expected_digest(truth: torch.Tensor, weights: torch.Tensor) -> tuple[float, float]:
+    """The truth's weighted checksum and its natural scale (see DIGEST_TOL)."""
+    tw = truth.to(torch.float64) * weights
+    finite = torch.isfinite(tw)
+    return float(tw[finite].sum()), float(tw[finite].norm()) or 1.0
 
 
 def verify_case(
@@ -50,21 +60,81 @@ def verify_case(
     n_out: int,
     digest_seed: int,
 ) -> dict[str, tuple[bool, str]]:
-    """Check every function's sampled timed outputs against the truth, then every timed call's checksum."""
-    truths = Truths(problem, case, ref, device, secret)
-    verified = {
-        n: verify_samples(problem, case, data.checks[n], ref, device, secret, truths)
-        for n in data.event
-        if data.checks[n]
-    }
+    """Check every function's sampled timed outputs against the truth, then every timed call's checksum.
+
+    One pass over the (set, scale) pairs the calls used: each pair's truth is computed once, serves every
+    function's sampled checks and the pair's checksum, and is dropped before the next pair's. Keeping every
+    pair's full truth instead (a float64 output and the baseline's, 1.5 GiB a pair on GLU's 16384 x 16384 float32
+    case, up to 3 sets x 8 scales) held ~36 GiB of the GPU at once: beside other grades' workers on one GPU
+    (`batch --per-gpu 3` on an 80 GB H100) that ran out of memory."""
+    checks = {n: data.checks[n] for n in data.event if data.checks.get(n)}
     weights = inputs.digest_weights(n_out, digest_seed, device) if any(data.digests.values()) else None
-    expect: dict[tuple[int, float], tuple[float, float]] = {}  # the truth's checksum per (set, scale), shared
-    for n in data.event:
-        if verified.get(n, (False,))[0] and weights is not None:
-            verified[n] = verify_digests(
-                problem, case, data.digests[n], weights, ref, device, secret, verified[n][1], expect
-            )
+    digests = {n: data.digests.get(n, []) for n in checks} if weights is not None else {}
+    sampled = _sample_verdicts(problem, case, checks, ref, device, secret, weights, digests)
+    verified: dict[str, tuple[bool, str]] = {}
+    for n, found in sampled.items():
+        verified[n], expect = found
+        if verified[n][0] and weights is not None:
+            verified[n] = _judge_digests(case, digests[n], expect, verified[n][1])
     return verified
+
+
+def _sample_verdicts(
+    problem: Problem,
+    case: Case,
+    checks: dict[str, list[tuple[int, float, torch.Tensor, torch.Tensor | str]]],
+    ref: Reference,
+    device: str,
+    secret: int,
+    weights: torch.Tensor | None = None,
+    digests: dict[str, list[tuple[int, float, float]]] | None = None,
+) -> dict[str, tuple[tuple[bool, str], dict[Pair, tuple[float, float]]]]:
+    """Per function: its first failing sampled check in call order (or its pass text), and the truth's checksum
+    for every pair its calls used (where `weights` is given). Pair-major: one truth alive at a time."""
+    dtype = inputs.TORCH_DTYPES[case.dtype]
+    uses: dict[Pair, list[tuple[str, int]]] = {}
+    for n, cs in checks.items():
+        for i, (k, scale, _, got) in enumerate(cs):
+            if not isinstance(got, str):  # the worker's own error: failed without a truth
+                uses.setdefault((k, scale), []).append((n, i))
+    summed: set[Pair] = set()
+    if weights is not None:
+        summed = {(k, scale) for sums in (digests or {}).values() for k, scale, _ in sums}
+    verdicts: dict[tuple[str, int], tuple[bool, str]] = {}
+    expect: dict[Pair, tuple[float, float]] = {}
+    set_inputs: tuple[int, list[torch.Tensor]] | None = None  # one set's inputs at a time, made once
+    for pair in sorted(uses.keys() | summed):  # by set, then scale
+        if set_inputs is None or set_inputs[0] != pair[0]:
+            set_inputs = None  # the last set's inputs go before the next set's are made
+            set_inputs = (pair[0], operands.timing_inputs(problem, case, device, secret, pair[0]))
+        truth, eager = _truth(problem, case, ref, device, secret, pair, set_inputs[1])
+        for n, i in uses.get(pair, []):
+            _, _, idx, got = checks[n][i]
+            assert not isinstance(got, str)
+            at = idx.to(device)
+            v = check.check_output(
+                got.to(device),
+                truth[at],
+                tol=problem.tolerances[case.dtype],
+                dtype=dtype,
+                eager_out=eager[at] if eager is not None else None,
+            )
+            verdicts[(n, i)] = (
+                (True, "") if v.ok else (False, v.summary + ("; " + v.details[1] if len(v.details) > 1 else ""))
+            )
+        if weights is not None and pair in summed:
+            expect[pair] = _expected_digest(truth, weights)
+        del truth, eager  # before the next pair's: the point of going pair by pair
+    out: dict[str, tuple[tuple[bool, str], dict[Pair, tuple[float, float]]]] = {}
+    for n, cs in checks.items():
+        found = (True, f"{len(cs)} timed outputs checked ({sum(int(c[2].numel()) for c in cs)} elements)")
+        for i, (_, _, _, got) in enumerate(cs):
+            verdict = (False, got) if isinstance(got, str) else verdicts[(n, i)]
+            if not verdict[0]:
+                found = verdict
+                break
+        out[n] = (found, expect)
+    return out
 
 
 # How far a timed output's checksum may be from the truth's, as a share of the checksum's natural scale
@@ -82,7 +152,20 @@ def verify_digests(
     device: str,
     secret: int,
     ok_text: str,
-    expect: dict[tuple[int, float], tuple[float, float]],
+    expect: dict[Pair, tuple[float, float]],
+) -> tuple[bool, str]:
+    """Every timed call's checksum against the truth's for that call's exact input (`expect` caches the truth's
+    checksum per (set, scale) and is filled here where it lacks one)."""
+    for pair in dict.fromkeys((k, scale) for k, scale, _ in sums):
+        if pair not in expect:
+            truth, _ = _truth(problem, case, ref, device, secret, pair)
+            expect[pair] = _expected_digest(truth, weights)
+            del truth
+    return _judge_digests(case, sums, expect, ok_text)
+
+
+def _judge_digests(
+    case: Case, sums: list[tuple[int, float, float]], expect: dict[Pair, tuple[float, float]], ok_text: str
 ) -> tuple[bool, str]:
     """Every timed call's checksum, taken by the worker right after the call, against the parent's truth for
     that call's exact input. A kernel that only spins, with the answers produced later (when the samples are
@@ -90,12 +173,6 @@ def verify_digests(
     tol = DIGEST_TOL.get(case.dtype, 2e-2)
     worst = 0.0
     for k, scale, got in sums:
-        if (k, scale) not in expect:
-            xs = [torch.mul(t, scale) for t in operands.timing_inputs(problem, case, device, secret, k)]
-            tw = ref.truth(*xs).reshape(-1).to(torch.float64) * weights
-            finite = torch.isfinite(tw)
-            expect[(k, scale)] = (float(tw[finite].sum()), float(tw[finite].norm()) or 1.0)
-            del xs, tw, finite
         want, norm = expect[(k, scale)]
         off = abs(got - want) / norm if got == got else float("inf")
         worst = max(worst, off)
@@ -118,19 +195,9 @@ def verify_samples(
     ref: Reference,
     device: str,
     secret: int,
-    truths: Truths | None = None,
 ) -> tuple[bool, str]:
-    """Check sampled timed outputs against the parent's own truth for that exact (set, scale) input."""
-    dtype = inputs.TORCH_DTYPES[case.dtype]
-    truths = truths or Truths(problem, case, ref, device, secret)
-    for k, scale, idx, got in checks:
-        if isinstance(got, str):
-            return False, got
-        full, full_eager = truths.get(k, scale)
-        at = idx.to(device)
-        truth = full[at]
-        eager = full_eager[at] if full_eager is not None else None
-        v = check.check_output(got.to(device), truth, tol=problem.tolerances[case.dtype], dtype=dtype, eager_out=eager)
-        if not v.ok:
-            return False, v.summary + ("; " + v.details[1] if len(v.details) > 1 else "")
-    return True, f"{len(checks)} timed outputs checked ({sum(int(c[2].numel()) for c in checks)} elements)"
+    """Check one function's sampled timed outputs against the parent's own truth for that exact (set, scale)
+    input: the first that fails, in call order, or how many passed."""
+    if not checks:
+        return True, "0 timed outputs checked (0 elements)"
+    return _sample_verdicts(problem, case, {"f": checks}, ref, device, secret)["f"][0]
