@@ -353,3 +353,70 @@ def test_the_class_report_without_a_roster_is_unchanged_in_shape(tmp_path):
     assert not (root / "grades_canvas.csv").exists() and "Roster:" not in html_path.read_text(encoding="utf-8")
     assert csv_path.read_text().splitlines()[0] == ("student_id,triton_correctness,triton_performance,cuda_correctness,"
                                                     "cuda_performance,device,total,max,flags")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# What a student's own folder can hold: never another student's row, submitters or score
+
+
+@pytest.mark.parametrize("entry", ["../submission_2", ".", ".."])
+def test_metadata_a_student_uploaded_names_nobody(tmp_path, entry):
+    """A Gradescope submission may hold any file, a submission_metadata.yml too: only the export's own file (at the
+    class root) names submitters. Before, one in a submission folder was read as well and overrode the export's:
+    '../submission_2' gave Charles's folder to Ada, moving his signed 76 into her Canvas cell; '.' made Ada's own
+    folder Charles's (a copy of his grade there would then have been his, in her row)."""
+    root = tmp_path / "assignment_987_export"
+    write(root / "submission_metadata.yml",
+          ":submission_1:\n  :submitters:\n  - :name: Ada\n    :sid: S1001\n"
+          ":submission_2:\n  :submitters:\n  - :name: Charles\n    :sid: S1002\n")
+    write(root / "submission_1" / "results" / "results.json", signed(result(triton=0.0, cuda=0.0, perf=(0.0, 0.0)),
+                                                                     "submission_1"))
+    write(root / "submission_2" / "results" / "results.json", signed(result(), "submission_2"))
+    # Ada's upload: her own metadata file.
+    who = {"../submission_2": "Ada\n    :sid: S1001", ".": "Charles\n    :sid: S1002", "..": "Ada\n    :sid: S1001"}
+    write(root / "submission_1" / "submission_metadata.yml", f"'{entry}':\n  :submitters:\n  - :name: {who[entry]}\n")
+    roster = tareport.read_roster(write(tmp_path / "roster.csv", CANVAS_ROSTER))
+    _, _, subs, _ = tareport.write_ta_report(root, tmp_path / "ta", key=KEY.signing, roster=roster)
+    assert {s.key: [p["sid"] for p in s.submitters] for s in subs} == {"submission_1": ["S1001"],
+                                                                       "submission_2": ["S1002"]}
+    _, _, scores = canvas_reads(tmp_path / "ta" / "grades_canvas.csv")
+    assert scores["alice"] == "0" and scores["cbabbage"] == "76", scores
+
+
+def test_the_exports_own_metadata_may_not_point_outside_its_folders(tmp_path):
+    root = tmp_path / "export"
+    write(root / "submission_metadata.yml",
+          "'../elsewhere':\n  :submitters:\n  - :name: Ada\n    :sid: S1001\n"
+          ":submission_1:\n  :submitters:\n  - :name: Charles\n    :sid: S1002\n")
+    write(root / "submission_1" / "results.json", result())
+    _, _, subs, bad = tareport.write_ta_report(root)
+    assert [s.submitters for s in subs] == [[{"name": "Charles", "sid": "S1002", "email": ""}]]
+    assert any("'../elsewhere'" in b.reason and "ignored" in b.reason for b in bad), bad
+
+
+def test_a_file_deep_in_a_students_folder_is_that_students_row(tmp_path):
+    """A classmate's signed file copied to alice/cbabbage/results.json is alice's row (replayed there), not a second
+    result in Charles's row that would withhold his own (several results for one student)."""
+    root = tmp_path / "class"
+    write(root / "alice" / "results.json", signed(result(triton=0.0), "alice"))
+    write(root / "cbabbage" / "results.json", signed(result(), "cbabbage"))
+    write(root / "alice" / "cbabbage" / "results.json", signed(result(), "cbabbage"))
+    write(root / "ghopper" / "grade-results" / "results.json", signed(result(cuda=3.0), "ghopper"))  # as a student keeps it
+    roster = tareport.read_roster(write(tmp_path / "roster.csv", CANVAS_ROSTER))
+    _, _, subs, _ = tareport.write_ta_report(root, tmp_path / "ta", key=KEY.signing, roster=roster)
+    _, _, scores = canvas_reads(tmp_path / "ta" / "grades_canvas.csv")
+    assert scores["cbabbage"] == "76" and scores["ghopper"] == "53", scores
+    copy = next(s for s in subs if s.path == "alice/cbabbage/results.json")
+    assert copy.key == "alice" and copy.signature == signing.REPLAYED
+
+
+def test_with_the_key_an_unsigned_file_cannot_name_another_students_row(tmp_path):
+    """extra_data.student_id (the row of a file from before identities were signed) is read only without the key:
+    with it, an unsigned file in alice's folder claiming 'cbabbage' stays in alice's row, and Charles keeps his."""
+    root = tmp_path / "class"
+    write(root / "alice" / "results.json", result(student="cbabbage"))
+    write(root / "cbabbage" / "results.json", signed(result(), "cbabbage"))
+    roster = tareport.read_roster(write(tmp_path / "roster.csv", CANVAS_ROSTER))
+    _, _, subs, _ = tareport.write_ta_report(root, tmp_path / "ta", key=KEY.signing, roster=roster)
+    assert canvas_reads(tmp_path / "ta" / "grades_canvas.csv")[2]["cbabbage"] == "76"
+    assert {s.path: s.key for s in subs} == {"alice/results.json": "alice", "cbabbage/results.json": "cbabbage"}

@@ -1,9 +1,10 @@
 """A class of graded submissions: every results.json under a folder, read (validated first, grader/report/validate.py)
 into a Submission with its points per part and stage, its flags and (with the key) its signature; and grades.csv.
 
-A row is the folder a file sits in: the name of the directory holding it (its parent's name when that directory is
-called `results`, as in Gradescope's /autograder/results), plus, in Gradescope's export layout, that folder's
-submitters. (A file from before identities were signed may name its row in `extra_data.student_id`.)
+A row is a folder of the class root (DIR, or the one folder it wraps: gsexport.class_root): the first folder on a
+file's path under it, however deep the file (DIR/results/results.json, as in Gradescope's /autograder/results, is
+DIR's own row), plus, in Gradescope's export layout, that folder's submitters. (Without the key, a file from before
+identities were signed may name its row in `extra_data.student_id`.)
 
 With the key, a file counts (`valid`, imported into Canvas) only when its HMAC verifies AND its signed identity
 (grader/signing.py: student id, graded files' hash, problem, nonce) is its row's AND its signature is in no other
@@ -21,7 +22,7 @@ from typing import Any
 from grader import signing
 from grader.report.assignment import UNKNOWN, Assignment, from_names
 from grader.report.cells import csv_text, safe_cell
-from grader.report.gsexport import gradescope_layout
+from grader.report.gsexport import class_root, gradescope_layout
 from grader.report.output import advisory_of
 from grader.report.records import STAGES, flags_of
 from grader.report.validate import MAX_FILE_BYTES, BadResults, Unreadable, parse_results, rel
@@ -74,20 +75,30 @@ class Submission:
         return self.grade.device == "cpu"
 
 
-def _student_id(data: dict[str, Any], g: Grade, path: Path, root: Path) -> str:
-    """The row's id: the folder. Only a file without an identity block (from before identities were signed) may
-    name its row in extra_data.student_id; one with an identity block is its folder's, whatever it says (a copy of a
-    classmate's file must stay in the copier's row, where it is reported as replayed, not move to the classmate's)."""
+def _student_id(data: dict[str, Any], g: Grade, path: Path, top: Path, key: bytes | None) -> str:
+    """The row's id: the row's folder, the first folder under the class root `top` on the file's path (a file deeper
+    in it is still that row's: a classmate's file copied to alice/bob/results.json stays alice's, where it is
+    reported as replayed; the nearest folder's name would have put it in bob's row, beside bob's own). A file at
+    top/results.json or top/results/results.json is top's row (Gradescope's /autograder/results).
+
+    Without the key (nothing is checked), a file without an identity block (from before identities were signed)
+    may name its row in extra_data.student_id. With the key it may not: an unsigned file claiming a classmate's id
+    would sit in the classmate's row and withhold the classmate's grade (several results for one student)."""
     sid = g.extra.get("student_id")
-    if signing.IDENTITY not in (data.get("extra_data") or {}) and isinstance(sid, (str, int)) and str(sid).strip():
+    old_style = signing.IDENTITY not in (data.get("extra_data") or {})
+    if key is None and old_style and isinstance(sid, (str, int)) and str(sid).strip():
         return str(sid).strip()
-    d = path.parent
-    if d.name == "results" and d != root:
-        d = d.parent
+    try:
+        parts = path.parent.relative_to(top).parts
+    except ValueError:  # not under the class root (the root wraps one folder and this file is beside it)
+        parts = ()
+    if parts and not (parts == ("results",)):
+        return parts[0]
+    d = top if parts or path.parent == top else path.parent
     return d.name or d.resolve().name
 
 
-def _load_one(path: Path, root: Path, key: bytes | None = None) -> Submission | Unreadable:
+def _load_one(path: Path, root: Path, key: bytes | None = None, top: Path | None = None) -> Submission | Unreadable:
     where = rel(path, root)
     try:
         with open(path, "rb") as f:
@@ -100,7 +111,8 @@ def _load_one(path: Path, root: Path, key: bytes | None = None) -> Submission | 
     except BadResults as e:
         return Unreadable(where, str(e))
     g = Grade.from_json(data)
-    sub = Submission(_student_id(data, g, path, root), where, data, g, identity=signing.identity_of(data))
+    row = _student_id(data, g, path, root if top is None else top, key)
+    sub = Submission(row, where, data, g, identity=signing.identity_of(data))
     for t in g.tests:
         if t.max_score <= 0 and t.stage not in STAGES:
             continue
@@ -261,8 +273,8 @@ def collect(
     root: Path, progress: Callable[[str], None] = lambda s: None, exclude: Path | None = None, key: bytes | None = None
 ) -> tuple[list[Submission], list[Unreadable]]:
     """Every results.json under root, read; plus every directory directly under root that holds none (except
-    `exclude`, the report's own output folder). In Gradescope's export layout (a submission_metadata.yml at root or
-    one level down), each submission also gets its submitters' names, SIDs and emails. With the key, every file's
+    `exclude`, the report's own output folder). In Gradescope's export layout (a submission_metadata.yml in the
+    class root), each submission also gets its submitters' names, SIDs and emails. With the key, every file's
     signature and identity are checked (check_identities)."""
     root = Path(root)
     skip = exclude.resolve() if exclude is not None else None
@@ -271,9 +283,10 @@ def collect(
     )
     subs: list[Submission] = []
     bad: list[Unreadable] = []
+    top = class_root(root)
     for i, p in enumerate(files, 1):
         progress(f"reading {i}/{len(files)}: {rel(p, root)}")
-        r = _load_one(p, root, key)
+        r = _load_one(p, root, key, top)
         (subs if isinstance(r, Submission) else bad).append(r)  # type: ignore[arg-type]
     layout, meta_bad = gradescope_layout(root)
     bad += meta_bad

@@ -1,5 +1,6 @@
 """Gradescope's export layout: a submission_metadata.yml beside one folder per submission, naming each folder's
-submitters (name, SID, email). Read with a safe YAML loader; a file that cannot be used is listed, never fatal."""
+submitters (name, SID, email). Read with a safe YAML loader; a file that cannot be used is listed, never fatal.
+Only the class root's file is read (class_root): the submission folders hold what students uploaded."""
 
 from __future__ import annotations
 
@@ -72,19 +73,44 @@ def read_gradescope_metadata(path: Path) -> dict[str, list[dict[str, str]]]:
     return out
 
 
+def class_root(root: Path) -> Path:
+    """The folder whose children are the class's rows: `root`, or the one folder it wraps (an unzipped export,
+    `assignment_123_export/`), followed down while a folder holds no results.json and no metadata of its own and
+    exactly one folder. A student's own folder is never a class root of the class it is in: it has siblings."""
+    d = root
+    for _ in range(8):  # an export wraps its rows in one or two folders; a deeper chain is not a class
+        if not d.is_dir() or (d / GRADESCOPE_METADATA).exists() or (d / "results.json").exists():
+            return d
+        subs = [x for x in d.iterdir() if x.is_dir() and not x.name.startswith(".") and not x.is_symlink()]
+        if len(subs) != 1 or (subs[0] / "results.json").exists():
+            return d
+        d = subs[0]
+    return d
+
+
+def _row_folder(name: str) -> bool:
+    """A name the metadata may give a row: one folder directly in the class root. Not `.` or `..`, nothing with a
+    separator: the export names its own folders (submission_123), and no entry may point outside them."""
+    return bool(name) and name not in (".", "..") and "/" not in name and "\\" not in name and "\0" not in name
+
+
 def gradescope_layout(root: Path) -> tuple[dict[Path, list[dict[str, str]]], list[Unreadable]]:
-    """Every submission folder named in a submission_metadata.yml at root or one level down -> its submitters."""
+    """Every submission folder named in the submission_metadata.yml of the class root (class_root: root or the one
+    folder it wraps) -> its submitters. Only that file: one in a row's folder is the student's own upload (a
+    Gradescope submission may hold any file), and must not name anyone's submitters, its own row's included."""
     found: dict[Path, list[dict[str, str]]] = {}
     bad: list[Unreadable] = []
-    candidates = [root / GRADESCOPE_METADATA, *sorted(root.glob(f"*/{GRADESCOPE_METADATA}"))] if root.is_dir() else []
-    for meta in candidates:
-        if not meta.is_file():
+    meta = class_root(root) / GRADESCOPE_METADATA
+    if not meta.is_file():
+        return found, bad
+    try:
+        folders = read_gradescope_metadata(meta)
+    except BadResults as e:
+        return found, [Unreadable(rel(meta, root), str(e))]
+    top = meta.parent.resolve()
+    for name, people in folders.items():
+        if not _row_folder(name):
+            bad.append(Unreadable(rel(meta, root), f"names {name[:60]!r}, not a folder of the export: entry ignored"))
             continue
-        try:
-            folders = read_gradescope_metadata(meta)
-        except BadResults as e:
-            bad.append(Unreadable(rel(meta, root), str(e)))
-            continue
-        for name, people in folders.items():
-            found[(meta.parent / name).resolve()] = people
+        found[(top / name).resolve()] = people
     return found, bad

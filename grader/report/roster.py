@@ -129,7 +129,7 @@ class Join:
 
 def _identities(s: Submission) -> list[set[str]]:
     """Who a result is for, as a set of keys (casefolded) per person: Gradescope's submitters (SID, email) where
-    the export names them, else the student id (extra_data.student_id or the folder's name)."""
+    the export names them, else the row's student id (classdata._student_id)."""
     people = [{p.get("sid", ""), p.get("email", "")} for p in s.submitters] if s.submitters else [{s.key or s.student}]
     return [ks for ks in ({k.casefold() for k in keys if k} for keys in people) if ks]
 
