@@ -434,6 +434,70 @@ def test_discovery_finds_nested_files_and_unique_ids(tmp_path):
         discover.discover(tmp_path / "nope", ("glu_triton.py",), tmp_path / "work")
 
 
+def _deep(folder: Path, levels: int) -> None:
+    """`levels` folders, one inside the next, under folder (made from inside: the path stays short)."""
+    here = os.getcwd()
+    try:
+        os.chdir(folder)
+        for _ in range(levels):
+            os.mkdir("d")
+            os.chdir("d")
+    finally:
+        os.chdir(here)
+
+
+def test_a_folder_nested_1100_deep_in_one_submission_does_not_stop_the_class(tmp_path):
+    """Path.rglob recursed: one student's 1,100-deep folder raised RecursionError out of discovery and the batch
+    graded nobody. The content hash walks with its own stack, counts a folder past MAX_TREE_DEPTH by name, and
+    still sees a change above it."""
+    root = tmp_path / "c"
+    for sid in ("alice", "bob"):
+        (root / sid).mkdir(parents=True)
+        (root / sid / "glu_triton.py").write_text(f"# {sid}\n")
+    _deep(root / "bob", 1100)
+    f = discover.discover(root, ("glu_triton.py",), tmp_path / "work")
+    assert [i.sid for i in f.items] == ["alice", "bob"] and not f.skipped
+    h = f.items[1].content
+    (root / "bob" / "glu_triton.py").write_text("# bob, changed\n")
+    assert discover.content_hash(root / "bob") != h
+
+
+def test_a_submission_too_big_to_hash_is_skipped_not_the_class(tmp_path, monkeypatch):
+    root = tmp_path / "c"
+    for sid in ("alice", "bob"):
+        (root / sid).mkdir(parents=True)
+        (root / sid / "glu_triton.py").write_text(f"# {sid}\n")
+    for i in range(30):
+        (root / "bob" / f"junk{i}").write_text("")
+    monkeypatch.setattr(discover, "MAX_REPO_MEMBERS", 10)
+    f = discover.discover(root, ("glu_triton.py",), tmp_path / "work")
+    assert [i.sid for i in f.items] == ["alice"]
+    assert [s.sid for s in f.skipped] == ["bob"] and "over 10 files and folders" in f.skipped[0].why
+
+
+def test_a_students_own_metadata_file_does_not_make_the_class_an_export(tmp_path):
+    """A submission_metadata.yml in one student's folder made discovery read the class as a Gradescope export of
+    that file's entries: the others were silently not graded. Only the class root's (or its one wrapper folder's)
+    file is the export's."""
+    root = tmp_path / "c"
+    for sid in ("alice", "bob", "carol"):
+        (root / sid).mkdir(parents=True)
+        (root / sid / "glu_triton.py").write_text(f"# {sid}\n")
+    (root / "bob" / "submission_metadata.yml").write_text("'.':\n  :submitters:\n  - :name: Bob\n    :sid: '1'\n")
+    f = discover.discover(root, ("glu_triton.py",), tmp_path / "work")
+    assert f.kind == "folders" and [i.sid for i in f.items] == ["alice", "bob", "carol"]
+    # The export's own file, one folder down, is still read; an entry outside its folders is refused.
+    exp = tmp_path / "e" / "assignment_1_export"
+    (exp / "submission_1").mkdir(parents=True)
+    (exp / "submission_1" / "glu_triton.py").write_text("# 1\n")
+    (exp / "submission_metadata.yml").write_text(":submission_1:\n  :submitters:\n  - :name: A\n    :sid: '1'\n")
+    f = discover.discover(tmp_path / "e", ("glu_triton.py",), tmp_path / "work2")
+    assert f.kind == "gradescope" and [i.sid for i in f.items] == ["submission_1"]
+    (exp / "submission_metadata.yml").write_text("'../x':\n  :submitters:\n  - :name: A\n    :sid: '1'\n")
+    with pytest.raises(discover.DiscoverError, match="not a folder of the export"):
+        discover.discover(tmp_path / "e", ("glu_triton.py",), tmp_path / "work3")
+
+
 def test_slurm_scripts_array_and_containers(tmp_path, fake, capsys):
     subs = make_class(tmp_path / "class", {f"s{i}": {} for i in range(5)})
     out = tmp_path / "out"

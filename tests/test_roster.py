@@ -420,3 +420,23 @@ def test_with_the_key_an_unsigned_file_cannot_name_another_students_row(tmp_path
     _, _, subs, _ = tareport.write_ta_report(root, tmp_path / "ta", key=KEY.signing, roster=roster)
     assert canvas_reads(tmp_path / "ta" / "grades_canvas.csv")[2]["cbabbage"] == "76"
     assert {s.path: s.key for s in subs} == {"alice/results.json": "alice", "cbabbage/results.json": "cbabbage"}
+
+
+def test_a_folder_nested_1100_deep_in_the_class_folder_is_listed_and_the_class_reported(tmp_path):
+    """Path.rglob recursed: a submission folder nested 1,100 deep stopped the TA report with RecursionError."""
+    import os
+
+    root = tmp_path / "class"
+    write(root / "alice" / "results.json", result())
+    write(root / "cbabbage" / "results.json", result(triton=0.0))
+    here = os.getcwd()
+    try:
+        os.chdir(root / "cbabbage")
+        for _ in range(1100):
+            os.mkdir("d")
+            os.chdir("d")
+    finally:
+        os.chdir(here)
+    _, _, subs, bad = tareport.write_ta_report(root, tmp_path / "ta")
+    assert sorted(s.key for s in subs) == ["alice", "cbabbage"]
+    assert [b.reason for b in bad] == ["folders nested over 32 deep: not read below"]

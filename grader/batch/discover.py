@@ -37,6 +37,8 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from grader import filetree
+
 GRADESCOPE_METADATA = "submission_metadata.yml"  # the same name grader/report/tareport.py reads
 MAX_ZIP_BYTES = 4 * 2**30  # a class's export, unpacked; a zip that claims more is refused
 MAX_ZIP_MEMBERS = 200_000
@@ -45,6 +47,7 @@ SAFE_ID = re.compile(r"[^A-Za-z0-9._@+-]")
 GIT_TIMEOUT_S = 300
 MAX_REPO_BYTES = 2 * 2**30  # a repository's graded commit, unpacked; a student's files are at most 16 MiB of it
 MAX_REPO_MEMBERS = 200_000
+MAX_TREE_DEPTH = 64  # content_hash does not go further down a submission's folders
 
 
 class DiscoverError(Exception):
@@ -87,13 +90,12 @@ def safe_id(name: str) -> str:
 
 def content_hash(root: Path) -> str:
     """sha256 over every file under root (relative path, executable bit, bytes; a link by its target), in sorted
-    order: the same files give the same hash wherever they are, and any change of a byte or a name changes it."""
+    order: the same files give the same hash wherever they are, and any change of a byte or a name changes it.
+    A folder nested deeper than MAX_TREE_DEPTH counts by its name only (filetree: no recursion); more than
+    MAX_REPO_MEMBERS entries raise TreeError (the caller skips that submission, not the class)."""
     h = hashlib.sha256()
-    for p in sorted(root.rglob("*"), key=lambda q: q.relative_to(root).as_posix()):
-        rel = p.relative_to(root).as_posix()
-        if "/.git/" in f"/{rel}/" or rel == ".git":
-            continue
-        st = p.lstat()
+    tree = filetree.walk(root, max_depth=MAX_TREE_DEPTH, max_entries=MAX_REPO_MEMBERS, skip=frozenset({".git"}))
+    for rel, st, p in tree.entries:
         if stat.S_ISLNK(st.st_mode):
             h.update(b"L" + rel.encode() + b"\0" + os.readlink(p).encode() + b"\0")
         elif stat.S_ISREG(st.st_mode):
@@ -102,6 +104,8 @@ def content_hash(root: Path) -> str:
                 for chunk in iter(lambda: f.read(1 << 20), b""):
                     h.update(chunk)
             h.update(b"\0")
+    for rel in tree.too_deep:
+        h.update(b"D" + rel.encode() + b"\0")
     return h.hexdigest()
 
 
@@ -143,19 +147,23 @@ def _folders(root: Path, files: tuple[str, ...]) -> list[Item]:
 
 
 def _gradescope(root: Path, files: tuple[str, ...]) -> tuple[list[Item], Path] | None:
-    """Gradescope's export: submission_metadata.yml at root or one folder down (the export's own top folder)."""
-    metas = [root / GRADESCOPE_METADATA, *sorted(root.glob(f"*/{GRADESCOPE_METADATA}"))]
-    meta = next((m for m in metas if m.is_file()), None)
-    if meta is None:
-        return None
-    from grader.report import tareport  # its reader: the same names and submitters as the TA report
+    """Gradescope's export: submission_metadata.yml in the class root (root, or the one folder it wraps: the export's
+    own top folder). Never one inside a submission folder: a student may upload any file, and such a file made the
+    class one submission (theirs) with the others silently left out. An entry that is not one folder of the export
+    ('..', a path) is refused."""
+    from grader.report import gsexport, tareport  # its reader: the same names and submitters as the TA report
 
+    meta = gsexport.class_root(root) / GRADESCOPE_METADATA
+    if not meta.is_file():
+        return None
     try:
         folders = tareport.read_gradescope_metadata(meta)
     except tareport.BadResults as e:
         raise DiscoverError(f"{meta}: {e}") from None
     items = []
     for name, people in sorted(folders.items()):
+        if not gsexport.is_row_folder(name):
+            raise DiscoverError(f"{meta}: names {name[:60]!r}, not a folder of the export (is this Gradescope's file?)")
         d = meta.parent / name
         if d.is_dir() and not d.is_symlink():
             sids = [p.get("sid") or p.get("email") or p.get("name") or "" for p in people]
@@ -393,7 +401,16 @@ def discover(src: Path, files: tuple[str, ...], work: Path, deadline: str | None
 
 
 def _content(found: Found) -> Found:
+    """Each item's content hash; an item whose folder cannot be hashed is skipped (said in the batch's list),
+    never the class."""
+    items = []
     for it in found.items:
         it.path = it.path.resolve()
-        it.content = content_hash(it.path)
+        try:
+            it.content = content_hash(it.path)
+        except (filetree.TreeError, OSError) as e:
+            found.skipped.append(Skipped(it.sid, f"its folder cannot be read whole: {e}"))
+            continue
+        items.append(it)
+    found.items = items
     return found

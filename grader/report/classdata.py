@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grader import signing
+from grader import filetree, signing
 from grader.report.assignment import UNKNOWN, Assignment, from_names
 from grader.report.cells import csv_text, safe_cell
 from grader.report.gsexport import class_root, gradescope_layout
@@ -30,6 +30,10 @@ from grader.results import Grade, number
 
 __all__ = ["Submission", "collect", "columns", "read_class", "render_csv", "safe_cell", "who"]
 
+# How far down, and through how many entries, the report looks for results.json: a class folder is OUT/<id>/ or an
+# export's submission folders; a student's upload can nest a folder 1,000 deep (Path.rglob's recursion failed).
+MAX_DEPTH = 32
+MAX_ENTRIES = 5_000_000
 SCORE_TOLERANCE = 0.01  # top-level score vs the sum of the tests' scores (each rounded to 4 decimals)
 
 
@@ -278,11 +282,16 @@ def collect(
     signature and identity are checked (check_identities)."""
     root = Path(root)
     skip = exclude.resolve() if exclude is not None else None
+    tree = filetree.walk(root, max_depth=MAX_DEPTH, max_entries=MAX_ENTRIES)
     files = sorted(
-        p for p in root.rglob("results.json") if p.is_file() and (skip is None or skip not in p.resolve().parents)
+        p
+        for _, _, p in tree.entries
+        if p.name == "results.json" and p.is_file() and (skip is None or skip not in p.resolve().parents)
     )
     subs: list[Submission] = []
-    bad: list[Unreadable] = []
+    bad: list[Unreadable] = [
+        Unreadable(f"{d}/", f"folders nested over {MAX_DEPTH} deep: not read below") for d in tree.too_deep[:100]
+    ]
     top = class_root(root)
     for i, p in enumerate(files, 1):
         progress(f"reading {i}/{len(files)}: {rel(p, root)}")

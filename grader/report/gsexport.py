@@ -88,7 +88,7 @@ def class_root(root: Path) -> Path:
     return d
 
 
-def _row_folder(name: str) -> bool:
+def is_row_folder(name: str) -> bool:
     """A name the metadata may give a row: one folder directly in the class root. Not `.` or `..`, nothing with a
     separator: the export names its own folders (submission_123), and no entry may point outside them."""
     return bool(name) and name not in (".", "..") and "/" not in name and "\\" not in name and "\0" not in name
@@ -109,7 +109,7 @@ def gradescope_layout(root: Path) -> tuple[dict[Path, list[dict[str, str]]], lis
         return found, [Unreadable(rel(meta, root), str(e))]
     top = meta.parent.resolve()
     for name, people in folders.items():
-        if not _row_folder(name):
+        if not is_row_folder(name):
             bad.append(Unreadable(rel(meta, root), f"names {name[:60]!r}, not a folder of the export: entry ignored"))
             continue
         found[(top / name).resolve()] = people
