@@ -434,19 +434,39 @@ def test_discovery_finds_nested_files_and_unique_ids(tmp_path):
         discover.discover(tmp_path / "nope", ("glu_triton.py",), tmp_path / "work")
 
 
-def _deep(folder: Path, levels: int) -> None:
-    """`levels` folders, one inside the next, under folder (made from inside: the path stays short)."""
+@pytest.fixture
+def deep():
+    """deep(folder, levels): `levels` folders named d, one inside the next, under folder (made from inside: the
+    path stays short); removed again from the bottom up at the end (shutil.rmtree and pytest's clean-up of old
+    temporary folders recurse, and fail on such a tree in Python 3.11)."""
+    made: list[tuple[Path, int]] = []
+
+    def make(folder: Path, levels: int) -> None:
+        here = os.getcwd()
+        try:
+            os.chdir(folder)
+            for _ in range(levels):
+                os.mkdir("d")
+                os.chdir("d")
+        finally:
+            os.chdir(here)
+        made.append((folder, levels))
+
+    yield make
     here = os.getcwd()
-    try:
-        os.chdir(folder)
-        for _ in range(levels):
-            os.mkdir("d")
-            os.chdir("d")
-    finally:
-        os.chdir(here)
+    for folder, levels in made:
+        try:
+            os.chdir(folder)
+            for _ in range(levels - 1):
+                os.chdir("d")
+            for _ in range(levels):
+                os.rmdir("d")
+                os.chdir("..")
+        finally:
+            os.chdir(here)
 
 
-def test_a_folder_nested_1100_deep_in_one_submission_does_not_stop_the_class(tmp_path):
+def test_a_folder_nested_1100_deep_in_one_submission_does_not_stop_the_class(tmp_path, deep):
     """Path.rglob recursed: one student's 1,100-deep folder raised RecursionError out of discovery and the batch
     graded nobody. The content hash walks with its own stack, counts a folder past MAX_TREE_DEPTH by name, and
     still sees a change above it."""
@@ -454,7 +474,7 @@ def test_a_folder_nested_1100_deep_in_one_submission_does_not_stop_the_class(tmp
     for sid in ("alice", "bob"):
         (root / sid).mkdir(parents=True)
         (root / sid / "glu_triton.py").write_text(f"# {sid}\n")
-    _deep(root / "bob", 1100)
+    deep(root / "bob", 1100)
     f = discover.discover(root, ("glu_triton.py",), tmp_path / "work")
     assert [i.sid for i in f.items] == ["alice", "bob"] and not f.skipped
     h = f.items[1].content

@@ -430,13 +430,21 @@ def test_a_folder_nested_1100_deep_in_the_class_folder_is_listed_and_the_class_r
     write(root / "alice" / "results.json", result())
     write(root / "cbabbage" / "results.json", result(triton=0.0))
     here = os.getcwd()
+    levels = 1100
     try:
         os.chdir(root / "cbabbage")
-        for _ in range(1100):
+        for _ in range(levels):
             os.mkdir("d")
             os.chdir("d")
-    finally:
         os.chdir(here)
-    _, _, subs, bad = tareport.write_ta_report(root, tmp_path / "ta")
-    assert sorted(s.key for s in subs) == ["alice", "cbabbage"]
-    assert [b.reason for b in bad] == ["folders nested over 32 deep: not read below"]
+        _, _, subs, bad = tareport.write_ta_report(root, tmp_path / "ta")
+        assert sorted(s.key for s in subs) == ["alice", "cbabbage"]
+        assert [b.reason for b in bad] == ["folders nested over 32 deep: not read below"]
+    finally:  # from the bottom up: shutil.rmtree (and pytest's clean-up of old temporary folders) recurse
+        os.chdir(root / "cbabbage")
+        for _ in range(levels - 1):
+            os.chdir("d")
+        for _ in range(levels):
+            os.rmdir("d")
+            os.chdir("..")
+        os.chdir(here)

@@ -323,6 +323,28 @@ def test_the_static_scan_reads_a_huge_source_only_up_to_its_cap(tmp_path: Path) 
     assert [w.what for w in found] == ["uses getenv(", "could not scan"]
 
 
+def test_a_source_of_thousands_of_warnings_keeps_the_first_ones_and_a_count(tmp_path: Path) -> None:
+    """12,000 `getenv(0);` lines gave 12,000 warnings in one row: a results.json over the schema's caps, which the
+    TA report refuses. The row keeps MAX_WARNINGS and says how many more there were."""
+    src = tmp_path / "glu_cuda.cu"
+    src.write_text("getenv(0);\n" * 12_000)
+    found = bounded(static.scan, src, "cuda", bound=3 * BOUND_S)
+    assert len(found) == static.MAX_WARNINGS + 1
+    assert found[-1].what == f"{12_000 - static.MAX_WARNINGS} more warnings"
+    py = tmp_path / "glu_triton.py"
+    py.write_text("".join(f"getattr(a, b{i})\n" for i in range(5_000)))
+    assert len(bounded(static.scan, py, "triton", bound=3 * BOUND_S)) == static.MAX_WARNINGS + 1
+
+
+def test_a_python_source_over_its_cap_is_not_parsed(tmp_path: Path) -> None:
+    """Python's ast of a crafted list literal costs ~700 bytes of the grader's memory per byte of source (2.7 GB at
+    4 MiB): a Triton file over MAX_PYTHON_BYTES is not scanned, and says so."""
+    py = tmp_path / "glu_triton.py"
+    py.write_text("x=[" + "a," * static.MAX_PYTHON_BYTES + "]\n")
+    found = bounded(static.scan, py, "triton", bound=BOUND_S)
+    assert [w.what for w in found] == ["could not scan"] and str(static.MAX_PYTHON_BYTES) in found[0].why
+
+
 def _run_logged(cmd: list[str], cwd: Path, timeout_s: float) -> tuple[int | None, str]:
     ran = runner.run(cmd, cwd=cwd, timeout_s=timeout_s)
     return ran.returncode, ran.output
