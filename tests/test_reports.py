@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from grader import cli, keyfile, report, results, signing
-from grader.report import charts, perf, student, studentreport, tareport
+from grader.report import charts, output, perf, student, studentreport, tareport
 from grader.results import Grade
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -203,6 +203,23 @@ def test_leaderboard_leaves_off_times_that_are_not_real_work(tmp_path):
     assert "triton lecture_16k (ms)" not in names and "triton fp16_4k (ms)" not in names
     assert names == ["triton llama3_8b_mlp (ms)"]
     assert doc["extra_data"]["performance"]["cases"]["llama3_8b_mlp"]["impls"]["triton"]["pct_roofline"] is None
+
+
+def test_a_grade_full_of_a_submissions_text_is_still_a_results_json_the_ta_report_reads(tmp_path):
+    """Text a submission influenced reaches a grade (a worker's error line and frames, up to 64 KiB each; its
+    prints): a forged error reply made a results.json over the schema's caps, which the TA report refused (the
+    student's row lost). write_results cuts what is over a cap, with a mark, before it signs."""
+    g = grade_from_results(fixture())
+    t = g.tests[0]
+    t.output = "x" * 300_000  # over the schema's 200,000 for a test's output
+    t.extra["own_frames"] = "f" * 130_001  # over 100,000 for any other string
+    t.extra["k" * 2000] = 1  # a key over 1,000
+    g.tests += [copy.deepcopy(t) for _ in range(60)]  # 61 of them: ~26 MB before, over the file's 8 MiB
+    path = report.write_results(g, tmp_path)
+    raw = path.read_bytes()
+    doc = tareport.parse_results(raw, len(raw))  # the TA report's own reader: schema, size; raises if refused
+    assert doc["tests"][0]["output"].endswith(output.CUT) and len(raw) < 8 * 2**20
+    assert doc["tests"][0]["extra_data"]["own_frames"].startswith("fff")
 
 
 def test_no_perf_data_means_no_leaderboard_key():

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from grader import signing
+from grader.report import validate
 from grader.results import Code, Grade, Kind, Timing
 
 
@@ -113,8 +114,54 @@ def results_json(g: Grade) -> dict[str, Any]:
     board = leaderboard(g)
     if board:
         data["leaderboard"] = board
-    out: dict[str, Any] = finite(data)
+    out: dict[str, Any] = fit(finite(data))
     return out
+
+
+CUT = " [cut to fit results.json's limits]"
+
+
+def fit(data: dict[str, Any]) -> dict[str, Any]:
+    """The grade as its own schema (grader/results.schema.json) and the TA report's size cap take it: a string, list
+    or object over its cap is cut there, with a mark. Text a submission influenced reaches a grade (a worker's error
+    line, its frames, its prints); without this, a forged 64 KiB error reply made a results.json that the TA
+    report refuses, the student's row lost with it."""
+    try:
+        v = validate.validator()
+    except ImportError:  # jsonschema missing: the TA report says so; the grade is written as it is
+        return data
+    for _ in range(4):  # a cut can only shorten; a few passes settle nested caps
+        errors = [e for e in v.iter_errors(data) if e.validator in ("maxLength", "maxItems", "maxProperties")]
+        if not errors:
+            break
+        for e in errors:
+            try:
+                _cut(data, list(e.absolute_path), e.validator, int(e.validator_value), e.instance)
+            except (KeyError, IndexError, TypeError):  # under a part an earlier cut removed: the next pass sees
+                pass
+    for limit in (20_000, 2_000, 200):  # still over the file's cap (a few thousand long outputs): cut every output
+        if len(json.dumps(data)) <= validate.MAX_FILE_BYTES * 0.9:
+            break
+        for t in [data, *data.get("tests", [])]:
+            if isinstance(t.get("output"), str) and len(t["output"]) > limit:
+                t["output"] = t["output"][: limit - len(CUT)] + CUT
+    return data
+
+
+def _cut(data: Any, path: list[Any], what: str, limit: int, instance: Any) -> None:
+    parent: Any = None
+    node = data
+    for k in path:
+        parent, node = node, node[k]
+    if what == "maxLength" and isinstance(node, dict) and isinstance(instance, str) and instance in node:
+        node[instance[: max(0, limit - 3)] + "..."] = node.pop(instance)  # a key (propertyNames) too long
+    elif what == "maxLength" and isinstance(node, str) and parent is not None:
+        parent[path[-1]] = node[: max(0, limit - len(CUT))] + CUT
+    elif what == "maxItems" and isinstance(node, list):
+        del node[limit:]
+    elif what == "maxProperties" and isinstance(node, dict):
+        for k in list(node)[limit:]:
+            del node[k]
 
 
 def write_results(g: Grade, out_dir: Path, key: bytes | None = None) -> Path:
