@@ -190,3 +190,22 @@ def test_the_nastiest_valid_files_still_get_charts():
                 v["speedup_vs_eager"] = speedup
         fuzzed, unusable = _check_report(json.dumps(doc).encode(), alone, charts=True)
         assert fuzzed and not unusable, unusable
+
+
+def test_an_overlong_tests_list_is_refused_by_its_count_before_the_schema():
+    """The schema checks every item of a list before its length: a crafted file of a million small tests cost the
+    TA report ~12 s per MiB. The count is checked first, and the file may be 2 MiB, not 8."""
+    raw = json.dumps({"tests": [{"name": 1}] * 100_000}, separators=(",", ":")).encode()
+    try:
+        tareport.parse_results(raw, len(raw))
+    except tareport.BadResults as e:
+        assert str(e) == "100000 tests, over the 5000 a results.json may have"
+    else:
+        raise AssertionError("accepted")
+    big = json.dumps({"tests": [], "output": "x" * (3 * 2**20)}).encode()
+    try:
+        tareport.parse_results(big, len(big))
+    except tareport.BadResults as e:
+        assert "over the 2 MiB" in str(e)
+    else:
+        raise AssertionError("accepted")

@@ -139,13 +139,24 @@ def fit(data: dict[str, Any]) -> dict[str, Any]:
                 _cut(data, list(e.absolute_path), e.validator, int(e.validator_value), e.instance)
             except (KeyError, IndexError, TypeError):  # under a part an earlier cut removed: the next pass sees
                 pass
-    for limit in (20_000, 2_000, 200):  # still over the file's cap (a few thousand long outputs): cut every output
+    for limit in (20_000, 2_000, 200):  # still over the file's cap (many long texts): cut every long string
         if len(json.dumps(data)) <= validate.MAX_FILE_BYTES * 0.9:
             break
-        for t in [data, *data.get("tests", [])]:
-            if isinstance(t.get("output"), str) and len(t["output"]) > limit:
-                t["output"] = t["output"][: limit - len(CUT)] + CUT
+        _cut_strings(data, limit)
     return data
+
+
+def _cut_strings(data: Any, limit: int) -> None:
+    """Every string value longer than limit, anywhere in data, cut to it with the mark (walked with a stack)."""
+    stack = [data]
+    while stack:
+        node = stack.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for k, v in list(items):
+            if isinstance(v, str) and len(v) > limit:
+                node[k] = v[: limit - len(CUT)] + CUT
+            elif isinstance(v, (dict, list)):
+                stack.append(v)
 
 
 def _cut(data: Any, path: list[Any], what: str, limit: int, instance: Any) -> None:

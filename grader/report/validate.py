@@ -6,6 +6,7 @@ that costs the class its report."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import reprlib
@@ -14,7 +15,10 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "results.schema.json"
-MAX_FILE_BYTES = 8 * 1024 * 1024  # a real results.json is well under 1 MiB (the H200 staff grade: 57 KB)
+# A real results.json is well under 1 MiB (the H200 staff grade: 57 KB). The schema check costs ~12 s per MiB of a
+# crafted file on 2 cores: 8 MiB made one student's uploaded file cost the TA report ~100 s.
+MAX_FILE_BYTES = 2 * 1024 * 1024
+MAX_TESTS = 5000  # the schema's maxItems for tests, checked first
 MAX_DEPTH = 32  # the grader writes 8 levels
 MAX_INT_DIGITS = 30
 
@@ -154,10 +158,13 @@ def parse_results(raw: bytes, size: int | None = None) -> dict[str, Any]:
         raise BadResults("not a grader results.json (no 'tests' list)")
     if _depth_over(data, MAX_DEPTH):
         raise BadResults(f"nested more than {MAX_DEPTH} levels deep")
+    if len(data["tests"]) > MAX_TESTS:  # before the schema: it checks every item of an over-long list first
+        raise BadResults(f"{len(data['tests'])} tests, over the {MAX_TESTS} a results.json may have")
     try:
         from jsonschema.exceptions import best_match
 
-        err = best_match(validator().iter_errors(data))
+        # The most relevant of the first errors, not of all: a crafted file can hold a million (each costs time).
+        err = best_match(itertools.islice(validator().iter_errors(data), 100))
     except RecursionError:
         raise BadResults("could not be checked (nested too deeply)") from None
     if err is not None:
