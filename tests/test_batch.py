@@ -807,3 +807,14 @@ def test_without_shared_baselines_no_record_is_named(tmp_path, fake, fake_calibr
     subs = make_class(tmp_path / "class", {"s0": {}})
     assert batch(subs, "--out", tmp_path / "out", "--gpus", "3", "--device", "cpu") == 0
     assert not calls(fake)[0]["record"] and not fake_calibrate.exists()
+
+
+def test_a_grades_results_json_that_cannot_be_read_is_left_out_of_the_summary(tmp_path):
+    """The batch's summary read OUT/<id>/results.json whole and caught only OSError and ValueError: a file nested
+    100,000 deep raised RecursionError out of it. It is now read as the TA report reads one."""
+    from grader.batch import collect
+
+    for sid, text in (("deep", "[" * 100_000 + "]" * 100_000), ("huge", " " * (3 * 2**20) + "{}"), ("list", "[]")):
+        (tmp_path / sid).mkdir()
+        (tmp_path / sid / state.RESULTS).write_text(text)
+        assert collect._results(tmp_path, sid) is None

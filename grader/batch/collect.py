@@ -46,11 +46,23 @@ class Summary:
 
 
 def _results(out: Path, sid: str) -> dict[str, Any] | None:
+    """A grade's results.json, read as the TA report reads one (validate.parse_results: capped, strict, bounded
+    depth, the schema), or None: OUT is the grader's, but what a grade wrote came out of a process that ran near a
+    submission, and one bad file must not stop the batch's summary."""
+    from grader.report import validate
+
     try:
-        d = json.loads((out / sid / state.RESULTS).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        with open(out / sid / state.RESULTS, "rb") as f:
+            raw = f.read(validate.MAX_FILE_BYTES + 1)
+        return validate.parse_results(raw)
+    except (OSError, validate.BadResults):
         return None
-    return d if isinstance(d, dict) else None
+    except ImportError:  # no jsonschema (the batch says so): the JSON alone, capped as above
+        try:
+            d = json.loads(raw)
+        except (ValueError, RecursionError):
+            return None
+        return d if isinstance(d, dict) and len(raw) <= validate.MAX_FILE_BYTES else None
 
 
 def gpu_models(out: Path, entries: list[Entry]) -> tuple[dict[str, int], list[str]]:
