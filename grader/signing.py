@@ -175,6 +175,7 @@ class Identity:
     nonce: str | None
     submission_id: str | None
     users: tuple[tuple[str, str], ...]  # (sid, email)
+    spec_sha256: str | None = None  # the graded problem's spec.yaml, as the grade read it
 
     def keys(self) -> set[str]:
         """Every id this grade was signed for, casefolded: the student id, each Gradescope member's sid and email,
@@ -211,4 +212,5 @@ def identity_of(data: dict[str, Any]) -> Identity | None:
         nonce=clean_id(raw.get("nonce")),
         submission_id=clean_id(raw.get("submission_id")),
         users=pairs,
+        spec_sha256=clean_id(raw.get("spec_sha256")),
     )

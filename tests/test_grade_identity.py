@@ -30,6 +30,9 @@ from grader.publish import gradescope
 from grader.report import cells, tareport
 from grader.results import Grade
 
+# The spec the grades here were made against (the report flags a valid grade signed over another version of it).
+GLU_SPEC_SHA256 = hashlib.sha256((Path(__file__).resolve().parent.parent / "reference" / "glu" / "spec.yaml").read_bytes()).hexdigest()
+
 KEY_HEX = "5eed" * 16
 KEY = keyfile.derive(KEY_HEX.encode())
 
@@ -81,7 +84,7 @@ def graded_for(student: str | None, doc: dict | None = None, files: str | None =
         student_id=student,
         files_sha256=files or hashlib.sha256(f"files of {student}".encode()).hexdigest(),
         problem="glu",
-        spec_sha256="0" * 64,
+        spec_sha256=GLU_SPEC_SHA256,
     )
     signed = signing.sign(doc, KEY.signing)
     tareport.parse_results(json.dumps(signed).encode())  # the identity block passes the report's schema
@@ -224,7 +227,7 @@ def test_a_gradescope_export_row_is_matched_by_its_submission_and_members(tmp_pa
         student_id="S1001",
         files_sha256="ab" * 32,
         problem="glu",
-        spec_sha256="0" * 64,
+        spec_sha256=GLU_SPEC_SHA256,
         submission_id="111",
         users=[{"sid": "S1001", "email": "ada@uni.edu"}],
     )

@@ -304,8 +304,9 @@ def test_the_ta_report_and_the_student_report_say_a_grade_is_advisory(tmp_path):
     g.official_why = ["the grader is not root, so submission code runs as the grader's own user"]
     report.write_results(g, tmp_path / "class" / "local")
     official = _grade(official=True)  # graded for the student whose folder it is in (grader/signing.py identity)
+    spec = (Path(__file__).resolve().parent.parent / "reference" / "glu" / "spec.yaml").read_bytes()
     official.identity = signing.new_identity(student_id="official", files_sha256="ab" * 32, problem="glu",
-                                             spec_sha256="cd" * 32)
+                                             spec_sha256=hashlib.sha256(spec).hexdigest())  # this class's spec
     report.write_results(official, tmp_path / "class" / "official", key=K.signing)
     _, _, subs, bad = tareport.write_ta_report(tmp_path / "class", tmp_path / "ta", key=K.signing)
     flags = {s.student: s.flags for s in subs}

@@ -7,6 +7,8 @@ happens to be installed, it checks the schema and the documents too.
 
 from __future__ import annotations
 
+import hashlib
+
 import base64
 import builtins
 import copy
@@ -23,6 +25,9 @@ import pytest
 from grader import cli, keyfile, report, results, signing
 from grader.report import charts, output, perf, student, studentreport, tareport
 from grader.results import Grade
+
+# The spec the grades here were made against (the report flags a valid grade signed over another version of it).
+GLU_SPEC_SHA256 = hashlib.sha256((Path(__file__).resolve().parent.parent / "reference" / "glu" / "spec.yaml").read_bytes()).hexdigest()
 
 DATA = Path(__file__).resolve().parent / "data"
 FIXTURE = DATA / "h200_staff_results.json"
@@ -591,7 +596,7 @@ def _as_graded_for(doc: dict, student: str) -> dict:
     """doc with the identity block an official grade of `student` signs (grader/signing.py new_identity)."""
     doc = copy.deepcopy(doc)
     doc["extra_data"]["identity"] = signing.new_identity(
-        student_id=student, files_sha256="ab" * 32, problem="glu", spec_sha256="cd" * 32)
+        student_id=student, files_sha256="ab" * 32, problem="glu", spec_sha256=GLU_SPEC_SHA256)
     return doc
 
 

@@ -11,6 +11,8 @@ checked against grader/results.schema.json before use, as the report itself chec
 
 from __future__ import annotations
 
+import hashlib
+
 import csv
 import io
 import json
@@ -22,6 +24,9 @@ import pytest
 
 from grader import cli, keyfile, signing
 from grader.report import tareport
+
+# The spec the grades here were made against (the report flags a valid grade signed over another version of it).
+GLU_SPEC_SHA256 = hashlib.sha256((Path(__file__).resolve().parent.parent / "reference" / "glu" / "spec.yaml").read_bytes()).hexdigest()
 
 KEY = keyfile.derive(("7a11" * 16).encode())
 
@@ -71,7 +76,7 @@ def signed(doc: dict, student: str | None, files: str | None = None) -> dict:
     doc = json.loads(json.dumps(doc))
     doc["extra_data"]["identity"] = signing.new_identity(
         student_id=student, files_sha256=files or hashlib.sha256(str(student).encode()).hexdigest(), problem="glu",
-        spec_sha256="0" * 64)
+        spec_sha256=GLU_SPEC_SHA256)
     return signing.sign(doc, KEY.signing)
 
 
@@ -448,3 +453,20 @@ def test_a_folder_nested_1100_deep_in_the_class_folder_is_listed_and_the_class_r
             os.rmdir("d")
             os.chdir("..")
         os.chdir(here)
+
+
+def test_a_valid_grade_made_against_another_version_of_the_spec_is_counted_and_flagged(tmp_path):
+    """A student's own earlier signed grade (another term's, or from before a spec fix) is still theirs and valid,
+    but not comparable with the class's: the signed spec hash differs from the class's spec, and the row says so."""
+    import hashlib as _h
+
+    root = tmp_path / "class"
+    write(root / "alice" / "results.json", signed(result(), "alice"))
+    old = json.loads(json.dumps(result(triton=20.0)))
+    old["extra_data"]["identity"] = signing.new_identity(
+        student_id="ghopper", files_sha256=_h.sha256(b"g").hexdigest(), problem="glu", spec_sha256="ee" * 32)
+    write(root / "ghopper" / "results.json", signing.sign(old, KEY.signing))
+    _, _, subs, _ = tareport.write_ta_report(root, tmp_path / "ta", key=KEY.signing)
+    by = {s.key: s for s in subs}
+    assert by["ghopper"].counted and any("another version of glu's spec.yaml" in f for f in by["ghopper"].flags)
+    assert not any("another version" in f for f in by["alice"].flags)

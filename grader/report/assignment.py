@@ -9,6 +9,7 @@ value is read from the spec). Counted files are, with the key, the valid ones (g
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -28,6 +29,7 @@ class Assignment:
     parts: tuple[str, ...]  # the implementations a student submits, in the spec's order
     points: float | None  # what one grade of the problem is worth; None: unknown
     source: str  # for people: where these values come from
+    spec_sha256: str = ""  # the spec's bytes, hashed: a valid grade signed over another version of it is flagged
 
     @property
     def columns(self) -> list[str]:
@@ -49,7 +51,8 @@ def problem_points(problem: Problem) -> float:
 
 
 def from_problem(problem: Problem, source: str) -> Assignment:
-    return Assignment(problem.name, tuple(problem.student_implementations), problem_points(problem), source)
+    spec = hashlib.sha256(problem.path.read_bytes()).hexdigest()
+    return Assignment(problem.name, tuple(problem.student_implementations), problem_points(problem), source, spec)
 
 
 def from_argument(name_or_path: str, root: Path = ROOT) -> Assignment:

@@ -191,6 +191,13 @@ def fit(subs: list[Submission], a: Assignment) -> None:
             s.misfit = f"claims {s.total:.4g} of {s.max:.4g} points; {a.problem} is worth {a.points:g}"
         if s.misfit:
             s.flags.insert(0, f"NOT COUNTED: {s.misfit}")
+        signed_spec = s.identity.spec_sha256 if s.identity is not None and s.signature == signing.VALID else None
+        if a.spec_sha256 and signed_spec and signed_spec.casefold() != a.spec_sha256:
+            # Counted (the grade is real), but not comparable: another term's, or a grade from before a spec fix.
+            s.flags.append(
+                f"graded against another version of {a.problem}'s spec.yaml (signed {signed_spec[:12]}, this "
+                f"class's {a.spec_sha256[:12]}) on {s.identity.graded_at if s.identity else '?'}: regrade it to compare"
+            )
 
 
 def check_identities(subs: list[Submission]) -> None:
