@@ -470,3 +470,21 @@ def test_a_valid_grade_made_against_another_version_of_the_spec_is_counted_and_f
     by = {s.key: s for s in subs}
     assert by["ghopper"].counted and any("another version of glu's spec.yaml" in f for f in by["ghopper"].flags)
     assert not any("another version" in f for f in by["alice"].flags)
+
+
+def test_of_several_results_the_one_that_counts_is_imported_and_the_others_listed(tmp_path):
+    """A Gradescope submission holds the autograder's results/results.json and may hold a results.json the student
+    uploaded (their own local grade, unsigned): the signed one is imported, the other listed, not a blank cell.
+    Two that count are still a conflict for a person."""
+    root = tmp_path / "class"
+    write(root / "alice" / "results" / "results.json", signed(result(cuda=20.0), "alice"))
+    write(root / "alice" / "results.json", result())  # uploaded beside it: unsigned, 76
+    write(root / "ghopper" / "results.json", signed(result(), "ghopper"))
+    write(root / "S1003" / "results.json", signed(result(triton=0.0), "S1003"))  # Grace again, valid too
+    roster = tareport.read_roster(write(tmp_path / "roster.csv", CANVAS_ROSTER))
+    tareport.write_ta_report(root, tmp_path / "ta", key=KEY.signing, roster=roster)
+    _, _, scores = canvas_reads(tmp_path / "ta" / "grades_canvas.csv")
+    assert scores["alice"] == "70" and scores["ghopper"] == "", scores
+    page = (tmp_path / "ta" / "class_summary.html").read_text(encoding="utf-8")
+    assert "imported instead: results not signed by the grader (unsigned)" in page
+    assert "several results: " in page

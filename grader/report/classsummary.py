@@ -77,6 +77,10 @@ def _roster(roster: Roster, j: Join) -> Section:
     empty += [[*person(i), why_withheld(s)] for i, s in j.withheld.items()]
     left = [[s.student, s.path, f"{s.total:.4g}", "matches no roster student"] for s in j.unmatched]
     left += [
+        [s.student, s.path, f"{s.total:.4g}", f"beside {j.matched[i].student}, imported instead: {why_withheld(s)}"]
+        for i, s in j.beside
+    ]
+    left += [
         [
             s.student,
             s.path,

@@ -131,6 +131,8 @@ class Join:
     withheld: dict[int, Submission] = field(default_factory=dict)  # not counted (see Submission.counted): no score
     unmatched: list[Submission] = field(default_factory=list)  # results that match no roster student
     ambiguous: list[tuple[Submission, list[int]]] = field(default_factory=list)  # results that match several
+    # results of a roster student who has one result that counts, besides them: that one is imported, these not
+    beside: list[tuple[int, Submission]] = field(default_factory=list)
 
 
 def _identities(s: Submission) -> list[set[str]]:
@@ -206,8 +208,9 @@ def join_roster(
     assignment: Assignment = UNKNOWN,
 ) -> Join:
     """Match every result to the roster (its keys: ID, SIS User ID, SIS Login ID and any email/login column) and
-    give each roster student a score: empty when there are no results, several results, or results that do not
-    count (Submission.counted: with the key, anything but valid; and any file that does not fit the assignment).
+    give each roster student a score: empty when there are no results, several results that count, or results that
+    do not count (Submission.counted: with the key, anything but valid; and any file that does not fit the
+    assignment). Of several results, the one that counts when only one does is imported, the others listed.
     The column's name and its points possible are the assignment's (its spec's), never a file's. `signatures` is
     kept for callers; what counts is decided by the submissions' own standing."""
     rows_of = _matcher(roster)
@@ -230,7 +233,13 @@ def join_roster(
         if not got:
             j.missing.append(i)
         elif len(got) > 1:
-            j.conflicts[i] = got
+            counted = [s for s in got if s.counted]
+            if len(counted) == 1:  # e.g. the autograder's grade and a results.json the student uploaded beside it
+                j.matched[i] = counted[0]
+                j.scores[i] = points_text(counted[0].total)
+                j.beside += [(i, s) for s in got if s is not counted[0]]
+            else:
+                j.conflicts[i] = got
         elif not got[0].counted:
             j.withheld[i] = got[0]
         else:
