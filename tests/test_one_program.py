@@ -240,6 +240,11 @@ FORBIDDEN = [
     "EOF == -1",
     "_GNU_SOURCE",
     "linux",
+    # Defined by nvcc's build only (cuda_runtime.h, force-included, pulls in <time.h> and more): a file whose nvcc
+    # build returned the stub's error under `#ifdef CLOCKS_PER_SEC` earned the CPU layer's 24/24 (red-team pass).
+    "defined(CLOCKS_PER_SEC)",
+    "TIME_UTC == 1",
+    "defined isascii",
 ]
 ALLOWED = ["defined(BLOCK)", "BLOCK >= 128", "__CUDACC__", "__cplusplus >= 201703L", "MODE == 2 && !defined(DEBUG)"]
 

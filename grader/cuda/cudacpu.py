@@ -46,6 +46,7 @@ from grader.cuda.build import (
     _scrub,
     error_lines,
 )
+from grader.cuda.nvcc_macros import NVCC_MACROS
 
 if TYPE_CHECKING:
     from grader.identity import Scratch
@@ -392,6 +393,8 @@ def _in_condition(name: str, layer_macros: frozenset[str]) -> str | None:
         return "is in the CUDA headers' namespace: it can be a macro under nvcc and not in the CPU layer"
     if name in layer_macros:
         return "is a macro of the CPU layer's compiler or headers, which nvcc's build need not define alike"
+    if name in NVCC_MACROS:
+        return "is a macro nvcc's build defines (its headers: grader/cuda/nvcc_macros.py), which the CPU layer need not"
     return None
 
 
@@ -687,7 +690,8 @@ def _matching(src: str, start: int, mask: bytearray, open_: str, close: str) -> 
 
 def rewrite_launches(src: str) -> str:
     """Every `kernel<<<cfg>>>(args)` (templates, `ns::` names, any whitespace, 2 to 4 launch parameters) becomes
-    `::cudacpu::launch(::cudacpu::Config(cfg), [&](auto... a) { kernel(a...); }, args)`, on the same lines."""
+    `(::cudacpu::configure(::cudacpu::Config(cfg)) ? (void)0 : ::cudacpu::launch_configured([&](auto... a) {
+    kernel(a...); }, args))`, each part on its own line, evaluated in nvcc's order (the configuration first)."""
     out: list[str] = []
     pos = 0
     mask = _code_mask(src)
@@ -722,14 +726,16 @@ def rewrite_launches(src: str) -> str:
         start = _kernel_start(src, i, pos)
         kernel = " ".join(src[start:i].split())
         args = src[p + 1 : close]
-        # Newlines in the kernel's name or between >>> and ( are kept (as newlines), so later lines do not move.
-        newlines = src[start:i].count("\n") + src[cfg_end + 3 : p].count("\n")
+        # Every part stays on its line: the name's newlines come first (the configuration starts on the line of
+        # `<<<`, the arguments on theirs), so __LINE__ in either reads what nvcc's build reads. The configuration
+        # is evaluated before the arguments, as nvcc sequences a launch (cuda_cpu.h `configure`).
         out.append(src[pos:start])
         out.append(
-            f"::cudacpu::launch(::cudacpu::Config({src[i + 3 : cfg_end]}), "
-            f"[&](auto... cudacpu_a) {{ {kernel}(cudacpu_a...); }}"
-            + ("\n" * newlines)
-            + (f", {args})" if args.strip() else args + ")")
+            "\n" * src[start:i].count("\n")
+            + f"(::cudacpu::configure(::cudacpu::Config({src[i + 3 : cfg_end]})) ? (void)0 : "
+            + f"::cudacpu::launch_configured([&](auto... cudacpu_a) {{ {kernel}(cudacpu_a...); }}"
+            + "\n" * src[cfg_end + 3 : p].count("\n")
+            + (f", {args}))" if args.strip() else args + "))")
         )
         pos = close + 1
         i = src.find("<<<", pos)

@@ -1,6 +1,8 @@
 // cuda_cpu.h: the grader's CUDA-on-CPU layer. A student's .cu compiles as host C++ with this header forced in
 // first (-include cuda_cpu.h); grader/cuda/cudacpu.py rewrites each `kernel<<<grid, block, shm, stream>>>(args)` into
-// `cudacpu::launch(cudacpu::Config(grid, block, shm, stream), <kernel as a generic lambda>, args)`, which runs every
+// `(cudacpu::configure(cudacpu::Config(grid, block, shm, stream)) ? (void)0 : cudacpu::launch_configured(<kernel as
+// a generic lambda>, args))`, nvcc's order of evaluation; `launch_configured` calls `cudacpu::launch(cfg, kernel,
+// args)`, which runs every
 // block and every thread of the grid one after the other, in the order the harness asks for (forward, reverse, or
 // a seeded permutation): two orders that give different outputs show a race.
 //
@@ -172,6 +174,7 @@ inline cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return cuda
 namespace cudacpu {
 struct Config {
     dim3 grid, block;
+    Config() = default;
     Config(dim3 g, dim3 b, size_t = 0, cudaStream_t = nullptr) : grid(g), block(b) {}
 };
 
@@ -223,6 +226,27 @@ void launch(const Config& cfg, K&& kernel, A&&... args) {
             kernel(args...);  // the arguments are copied into every thread, as the GPU's are by value
         }
     }
+}
+
+// nvcc sequences `k<<<cfg>>>(args)` as `(__cudaPushCallConfiguration(cfg) ? (void)0 : k(args))`: the configuration
+// is evaluated before the arguments, and popped by the launch. The rewrite does the same (a launch whose arguments
+// change what its configuration reads sees the configuration as it was, as on the GPU). A stack, as nvcc's: an
+// argument may call a function that launches a kernel of its own.
+inline Config pushed_configs[64] = {};
+inline int pushed = 0;
+inline bool configure(const Config& cfg) {
+    if (pushed < 64) pushed_configs[pushed] = cfg;
+    ++pushed;
+    return false;
+}
+template <class K, class... A>
+void launch_configured(K&& kernel, A&&... args) {
+    --pushed;
+    if (pushed >= 64) {  // deeper than any real launcher nests: refused as the GPU refuses a bad launch
+        last_error = cudaErrorInvalidConfiguration;
+        return;
+    }
+    launch(pushed_configs[pushed], kernel, args...);
 }
 }  // namespace cudacpu
 
