@@ -40,9 +40,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
+
+from grader import box
 
 CHILD_PACKAGE = Path(__file__).resolve().parent / "child"
 UID_RANGE = (1_900_000, 1_999_999)  # far from any human or system account; no passwd entry is needed
@@ -234,9 +237,16 @@ def worker_env(home: Path | None, pythonpath: Path, extra: dict[str, str] | None
 
 
 class Scratch:
-    """One grade's private directories (see the module docstring). Use as a context manager."""
+    """One grade's private directories (see the module docstring) and the box its untrusted processes start in
+    (grader/box.py): `untrusted(cmd, cwd)` is how every one of them is started. Use as a context manager.
 
-    def __init__(self, identity: Identity, trusted_cache: Path, base: Path | None = None):
+    `containment` is what holds the grade's untrusted processes, recorded in results.json: "box" (each one in a
+    bubblewrap box: namespaces, an allow-list view, a cgroup), "container" (no box could be made, and the deployment
+    declares one grade per container), "none"; `box_why` says why there is no box."""
+
+    def __init__(
+        self, identity: Identity, trusted_cache: Path, base: Path | None = None, hidden: tuple[Path, ...] = ()
+    ):
         self.identity = identity
         self.root = Path(tempfile.mkdtemp(prefix="grade-", dir=str(base) if base else None))
         # Only the grader and the grade's own gid may pass (0710); read-only folders 0750, files 0640. Without a
@@ -271,6 +281,36 @@ class Scratch:
         for sub in ("triton", "inductor"):
             (trusted_cache / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(trusted_cache, 0o700)
+        self.box: box.Box | None = None
+        self.box_why = box.support() if identity.separated else "submission code runs as the grader's own user"
+        self.containment = box.declared()
+        if identity.separated and not self.box_why:
+            self.box = self._make_box(trusted_cache, hidden)
+            self.containment = box.BOX
+
+    def _make_box(self, trusted_cache: Path, hidden: tuple[Path, ...]) -> box.Box:
+        bwrap, setpriv = box.bwrap_path(), box.setpriv_path()
+        assert bwrap is not None and setpriv is not None  # box.support() found both
+        cgroup = box.Cgroup.make(f"{self.identity.uid}-{os.getpid()}-{self.root.name}", box.memory_max())
+        hide = [*box.default_hidden(), default_cache_dir(), trusted_cache, *hidden]
+        view = box.View([*box.interpreter_paths(), *box.toolkit_paths()], [p for p in hide if p.exists()])
+        return box.Box(
+            bwrap,
+            setpriv,
+            self.identity.uid,
+            self.identity.gid,
+            self.root,
+            view,
+            cgroup=cgroup if isinstance(cgroup, box.Cgroup) else None,
+            cgroup_why=cgroup if isinstance(cgroup, str) else "",
+        )
+
+    def untrusted(self, cmd: Sequence[str], cwd: Path | str | None = None) -> tuple[list[str], dict[str, Any]]:
+        """How to start an untrusted command (a worker, nvcc, a probe): its argv and Popen's identity arguments. In
+        the grade's box when it has one (the uid is dropped inside); else as the grade's uid (`popen_kwargs`)."""
+        if self.box is not None:
+            return self.box.argv(cmd, cwd if cwd is not None else self.home), {}
+        return list(cmd), self.identity.popen_kwargs()
 
     def _own(self, p: Path, mode: int) -> None:
         """The grader's, with the grade's group when separated, and `mode`."""
@@ -329,8 +369,10 @@ class Scratch:
         return dst
 
     def close(self) -> None:
+        if self.box is not None:
+            self.box.close()  # the cgroup: anything left in it is killed (the boxes' PID namespaces left nothing)
         if self.identity.separated:
-            kill_uid(self.identity.uid)
+            kill_uid(self.identity.uid)  # outside a box, the only sweep; inside one, a check that finds nothing
         shutil.rmtree(self.root, ignore_errors=True)
         self.identity.release()  # only now, with every process of the uid gone, may another grade take it
 
@@ -378,16 +420,18 @@ def probe(identity: Identity, scratch: Scratch, timeout_s: float = 120.0) -> str
         "    open(s.origin, 'rb').close()\n"
         "    os.listdir(os.path.dirname(s.origin))\n"
     )
+    cwd = scratch.home if identity.separated else scratch.root
+    argv, who = scratch.untrusted([sys.executable, "-s", "-c", code], cwd)
     try:
         r = subprocess.run(
-            [sys.executable, "-s", "-c", code],
-            cwd=scratch.home if identity.separated else scratch.root,
+            argv,
+            cwd=cwd,
             env=scratch.env(trusted=False),
             capture_output=True,
             text=True,
             timeout=timeout_s,
-            **identity.popen_kwargs(),
-        )  # type: ignore[call-overload]
+            **who,
+        )
     except (OSError, subprocess.SubprocessError) as e:
         return f"{type(e).__name__}: {e}"
     if r.returncode != 0:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from grader import availability, identity, signing
+from grader import availability, box, identity, signing
 from grader.correctness import static
 from grader.correctness.stage import Target, run_correctness
 from grader.errors import UsageError
@@ -69,6 +69,9 @@ class Options:
     # What the caller found out about the submission before the grade, for the student (the CLI: its files found in
     # the old layout of assignment/, grader/problem/layout.py): the grade's first notes.
     notes: tuple[str, ...] = ()
+    # What the grade's box must not show even where it lies under a folder the box shows (grader/box.py): the key
+    # file, the submission's own folder (the box sees the grade's copy) and the results folder.
+    hidden: tuple[Path, ...] = ()
 
 
 def select_cases(problem: Problem, patterns: tuple[str, ...]) -> Problem:
@@ -168,7 +171,7 @@ def grade(
     device = resolve_device(opts.device)
     problem = run_first(select_cases(problem, opts.cases), opts.first)
     _check_submission(problem, opts)
-    scratch = open_scratch(opts.scratch)
+    scratch = open_scratch(opts.scratch, (*opts.hidden, opts.submission, opts.out))
     with scratch, identity.activate(scratch):
         return _grade(problem, opts, device, scratch, progress, beside)
 
@@ -186,13 +189,15 @@ def _check_submission(problem: Problem, opts: Options) -> None:
         )
 
 
-def open_scratch(base: Path | None = None) -> identity.Scratch:
-    """The grade's identity and private scratch, where student code runs (grader/identity.py)."""
+def open_scratch(base: Path | None = None, hidden: tuple[Path, ...] = ()) -> identity.Scratch:
+    """The grade's identity and private scratch, where student code runs, in its box where one can be made
+    (grader/identity.py, grader/box.py); `hidden`: what the box must not show (Options.hidden)."""
     from grader.cuda import build
 
     ident = identity.pick_identity()
     trusted_cache = build.default_cache_dir() / "trusted"
-    scratch = _scratch(ident, trusted_cache, base)
+    hidden = tuple(Path(os.path.abspath(p)) for p in hidden)
+    scratch = _scratch(ident, trusted_cache, base, hidden)
     why = identity.probe(ident, scratch) if ident.separated else ""
     if why:
         # The untrusted uid cannot start the grader's Python here (e.g. it is installed under /root): run as
@@ -207,13 +212,15 @@ def open_scratch(base: Path | None = None) -> identity.Scratch:
                 "users can read it (the container does)"
             ],
         )
-        scratch = _scratch(ident, trusted_cache, base)
+        scratch = _scratch(ident, trusted_cache, base, hidden)
     return scratch
 
 
-def _scratch(ident: identity.Identity, trusted_cache: Path, base: Path | None) -> identity.Scratch:
+def _scratch(
+    ident: identity.Identity, trusted_cache: Path, base: Path | None, hidden: tuple[Path, ...] = ()
+) -> identity.Scratch:
     try:
-        return identity.Scratch(ident, trusted_cache, base=base)
+        return identity.Scratch(ident, trusted_cache, base=base, hidden=hidden)
     except OSError as e:
         raise GraderError(
             f"cannot make a private scratch directory ({e.strerror or e}): set TMPDIR to a writable folder"
@@ -227,21 +234,31 @@ def official_reasons(problem: Problem, scratch: identity.Scratch) -> list[str]:
     why = list(ident.why_not)
     if not ident.separated:
         return why
-    for impl in problem.implementations.values():
-        if impl.staff.exists() and identity.readable_by(impl.staff, ident):
-            why.append(
-                f"the staff solution {impl.staff.name} is readable by the student uid "
-                "(grade from the container, which has none, or chmod 600 it)"
-            )
-    for d in {Path(__file__).resolve().parent, *(Path(p) for p in sys.path if p and Path(p).is_dir())}:
-        if identity.writable_by(d, ident):
-            why.append(f"{d.name or d} (the grader's code or Python) is writable by the student uid")
+    if scratch.containment == box.NONE:
+        why.append(
+            f"no kernel containment: {scratch.box_why}; or grade in the container, one grade per container "
+            f"({box.DECLARE_ENV}=container)"
+        )
+    if scratch.box is None:
+        # Without a box the student uid sees this machine's files as its modes allow: ask them. In a box, the view
+        # shows none of them (read-only, and no staff file at all); the probe below checks that it holds.
+        for impl in problem.implementations.values():
+            if impl.staff.exists() and identity.readable_by(impl.staff, ident):
+                why.append(
+                    f"the staff solution {impl.staff.name} is readable by the student uid "
+                    "(grade from the container, which has none, or chmod 600 it)"
+                )
+        for d in {Path(__file__).resolve().parent, *(Path(p) for p in sys.path if p and Path(p).is_dir())}:
+            if identity.writable_by(d, ident):
+                why.append(f"{d.name or d} (the grader's code or Python) is writable by the student uid")
     # Not only this spec's files: whatever staff file or trusted module the student uid can import or #include,
     # asked of that uid through the worker's own interpreter, sys.path, finders and include paths (issue 28, 8).
     from grader import staffprobe
 
     staff = [i.staff.name for i in problem.implementations.values()]
-    why += staffprobe.reasons(staffprobe.probe(scratch, staff, [problem.name, problem.path.parent.name]))
+    why += staffprobe.reasons(
+        staffprobe.probe(scratch, staff, [problem.name, problem.path.parent.name], staffprobe.must_not_see(problem))
+    )
     return why
 
 
@@ -338,6 +355,7 @@ def _admit(
 def _officialness(g: Grade, problem: Problem, opts: Options, scratch: identity.Scratch) -> None:
     """Why this grade cannot be official (this machine, no key, --staff, --case), decided before it runs: only an
     official grade is signed. A --case grade is partial, and its notes say the score is of those cases only."""
+    g.containment = scratch.containment
     g.official_why = official_reasons(problem, scratch)
     if not opts.keyed:
         g.official_why.append("no key file (--secret-file): a local grade, advisory and unsigned")

@@ -509,6 +509,7 @@ _GRADE_OWN_KEYS = frozenset(
         "not_official_because",
         "partial_cases",
         "identity",
+        "containment",
     }
 )
 
@@ -535,6 +536,9 @@ class Grade:
     # Whose grade this is (grader/signing.py new_identity: student id, graded files' hash, problem, spec, grader
     # version, time, nonce), written into extra_data.identity and so signed with the rest. None: not recorded.
     identity: dict[str, Any] | None = None
+    # What held the grade's untrusted processes (grader/box.py): "box", "container" or "none"; "" where not recorded
+    # (an older grader's file). Signed with the rest.
+    containment: str = ""
     # Read back from a file only (Grade.from_json): the extra_data keys no field holds (graded_on, signature, an old
     # file's student_id), and what the file says of itself.
     extra: dict[str, Any] = field(default_factory=dict)
@@ -593,6 +597,7 @@ class Grade:
             official_why=_strings(ex.get("not_official_because")),
             partial=_strings(ex.get("partial_cases")),
             identity=ident if isinstance(ident, dict) else None,
+            containment=str(ex.get("containment") or ""),
             extra={k: v for k, v in ex.items() if k not in _GRADE_OWN_KEYS},
             stated=Stated(
                 _float_or_none(d.get("score")),
@@ -621,6 +626,7 @@ class Grade:
                 "not_official_because": [] if self.official else list(self.official_why),
                 "partial_cases": list(self.partial),
                 **({"identity": dict(self.identity)} if self.identity is not None else {}),
+                **({"containment": self.containment} if self.containment else {}),
                 **self.extra,
             },
         }

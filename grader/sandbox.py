@@ -7,6 +7,7 @@ student can act on: "timed out after 60 s", "crashed with SIGSEGV (segmentation 
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import signal
@@ -43,14 +44,15 @@ def _start_child(fd: int, device: str, flags: list[str], trusted: bool) -> subpr
         env.pop("GRADER_SECRET_SEED", None)
         return subprocess.Popen(cmd, pass_fds=(fd,), env=env, start_new_session=True, stdin=subprocess.DEVNULL)
     env = scratch.env(trusted=trusted)
-    who = {} if trusted else scratch.identity.popen_kwargs()
     cwd = scratch.trusted_cache if trusted else scratch.home
+    # untrusted: in the grade's box (grader/box.py), or as its uid where there is none
+    argv, who = (cmd, {}) if trusted else scratch.untrusted(cmd, cwd)
     popen: subprocess.Popen[bytes] = subprocess.Popen(
-        cmd,
+        argv,
         pass_fds=(fd,),
         env=env,
         cwd=cwd,
-        start_new_session=True,  # type: ignore[call-overload]
+        start_new_session=True,
         stdin=subprocess.DEVNULL,
         **who,
     )
@@ -374,8 +376,14 @@ def _reap_once() -> int:
     for pid in pids:
         try:
             with open(f"/proc/{pid}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                state, ppid_s = f.read().rsplit(")", 1)[1].split()[:2]
+            ppid = int(ppid_s)
         except (OSError, ValueError, IndexError):
+            continue
+        if ppid == me and state == "Z":
+            # an orphan that already ended (a box's init outlived by its bwrap by a moment): reaped, not "running"
+            with contextlib.suppress(OSError):
+                os.waitpid(pid, os.WNOHANG)
             continue
         if ppid == me and pid not in keep:
             try:

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from grader import identity
 from grader.cuda import build
+from grader.problem.spec import Problem
 
 GRADER_DIR = Path(__file__).resolve().parent
 STAFF_PREFIX = "solution_"  # every staff solution's name (spec.yaml `staff:`; MANIFEST.in and setup.py prune these)
@@ -99,6 +100,9 @@ for name in a["trusted"]:
     m = spec(name)
     if m is not None:
         add("trusted", name, m.origin or "", ", ".join(m.submodule_search_locations or []) or m.origin or "")
+for p in a["hidden"]:
+    if os.path.lexists(p):
+        add("view", p, p, "the box")
 for d, how in a["include"]:
     bases = [d] + [os.path.join(d, p) for p in a["problems"]] + [os.path.join(d, "reference", p) for p in a["problems"]]
     for base in bases:
@@ -167,12 +171,40 @@ def include_dirs(env: dict[str, str]) -> list[tuple[str, str]]:
     return list(first.items())
 
 
-def probe(scratch: identity.Scratch, staff_names: list[str], problems: list[str]) -> list[Found] | str:
+def must_not_see(problem: Problem) -> list[str]:
+    """What a box's view must not show (grader/box.py), checked from inside it: the checkout around the grader (its
+    tests/ hold complete kernels), every problem's folder under reference/ and every staff file there, the grader's
+    trusted code and caches. Paths that do not exist on this machine are left out (nothing to show)."""
+    from grader import box
+
+    shown = [*box.interpreter_paths(), *box.toolkit_paths()]
+    paths: list[Path] = []
+    for h in [*box.default_hidden(), identity.default_cache_dir(), problem.path.parent]:
+        # a folder on the way to one the box shows (the checkout, when the venv is its .nox/env) is in the view as
+        # an empty folder of bwrap's: its entries are what must not be there
+        if any(s != h and box.under(s, h) for s in shown):
+            paths += [e for e in sorted(h.iterdir())[:200] if not any(box.under(s, e) for s in shown)]
+        else:
+            paths.append(h)
+    for root in {problem.path.parent.parent, GRADER_DIR.parent / "reference"}:
+        for d in sorted(root.iterdir())[:200] if root.is_dir() else []:
+            if (d / "spec.yaml").is_file():  # a problem's folder (its siblings may be anything)
+                paths += [d, *sorted(d.glob(f"{STAFF_PREFIX}*"))[:20]]
+    tests = GRADER_DIR.parent / "tests"
+    paths += [tests, tests / "data", tests / "exploits"]
+    return sorted({str(p) for p in paths if os.path.lexists(p)})
+
+
+def probe(
+    scratch: identity.Scratch, staff_names: list[str], problems: list[str], hidden: list[str] | None = None
+) -> list[Found] | str:
     """What of the staff's files (and of the trusted grader) the scratch's untrusted uid can reach, asked of that
     uid with the worker's interpreter, flags, environment and working directory; or, if it could not be asked, why
-    not (the caller then treats the grade as not official)."""
+    not (the caller then treats the grade as not official). In a box, also whether any of `hidden` (`must_not_see`)
+    is in its view: the allow-list is what keeps them out, and this checks that it holds."""
     env = scratch.env(trusted=False)
     arg = {
+        "hidden": (hidden or [])[:2000] if scratch.box is not None else [],
         "max": MAX_FOUND,
         "prefix": STAFF_PREFIX,
         "staff": sorted(set(staff_names)),
@@ -180,16 +212,18 @@ def probe(scratch: identity.Scratch, staff_names: list[str], problems: list[str]
         "trusted": trusted_modules(),
         "include": include_dirs(env),
     }
+    cwd = scratch.home if scratch.identity.separated else scratch.root
+    argv, who = scratch.untrusted([sys.executable, "-s", "-c", _SCRIPT, json.dumps(arg)], cwd)
     try:
         r = subprocess.run(
-            [sys.executable, "-s", "-c", _SCRIPT, json.dumps(arg)],
-            cwd=scratch.home if scratch.identity.separated else scratch.root,
+            argv,
+            cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=TIMEOUT_S,
-            **scratch.identity.popen_kwargs(),
-        )  # type: ignore[call-overload]
+            **who,
+        )
     except (OSError, subprocess.SubprocessError) as e:
         return f"{type(e).__name__}: {e}"
     if r.returncode != 0:
@@ -229,6 +263,11 @@ def reasons(found: list[Found] | str) -> list[str]:
                 f"the grader's trusted code ({names}) is importable by the student uid from {where}: only "
                 "grader.child may be (an editable install or a .pth file adds it): uninstall it from the grading "
                 "Python, or install the grader without -e"
+            )
+        elif kind == "view":
+            out.append(
+                f"the box shows {names}, which it must not (the checkout, a staff file or the grader's caches): "
+                f"install the grader and Python outside the course checkout, or report this as a grader bug"
             )
         else:
             out.append(

@@ -107,9 +107,10 @@ def test_the_probe_passes_for_a_uid_that_can_start_the_worker(tmp_path, separate
         assert identity.probe(ident, s) == ""
 
 
-def test_the_probe_names_what_the_uid_cannot_reach(tmp_path, separated, monkeypatch):
-    """The untrusted uid cannot enter a 0700 folder holding the interpreter (as with a venv under /root): the
-    probe reports it (and the grade then falls back, unofficial), rather than every worker failing later."""
+def test_the_probe_names_what_the_uid_cannot_reach(tmp_path, separated, no_box, monkeypatch):
+    """Without a box, the untrusted uid cannot enter a 0700 folder holding the interpreter (as with a venv under
+    /root): the probe reports it (and the grade then falls back, unofficial), rather than every worker failing
+    later. (A box shows the interpreter's folders to the uid through 0755 folders of its own.)"""
     import sys
 
     hidden = tmp_path / "private"

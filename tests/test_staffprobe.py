@@ -41,7 +41,7 @@ def _open_tree(root: Path) -> None:
 
 
 @pytest.fixture
-def world(separated, monkeypatch):
+def world(separated, no_box, monkeypatch):
     """A folder every uid can enter, holding: `checkout`, a second checkout (reference/ with its staff files,
     readable, and a grader/ of grader.child and a stand-in trusted module); `venv`, a grading Python; `problem`, a
     copy of GLU's spec whose own staff files are 0600 (so only what the probe finds can make the grade unofficial)."""
@@ -184,12 +184,19 @@ def test_the_probe_costs_about_one_interpreter_start(world, monkeypatch):
 
 
 @pytest.mark.slow
-def test_a_submission_that_imports_the_staff_kernel_of_an_editable_install_gets_no_official_grade(world, tmp_path):
+@pytest.mark.parametrize("containment", ["container", "box"])
+def test_a_submission_that_imports_the_staff_kernel_of_an_editable_install_gets_no_official_grade(
+    world, tmp_path, containment
+):
     """End to end, the attack itself (tests/exploits/reach_staff imports reference.glu.solution_triton) with the
-    grading Python of the report: a keyed grade as root is written, but not official and not signed, and says why."""
+    grading Python of the report. Without a box (a container): a keyed grade as root is written, but not official
+    and not signed, and says why. In a box, the other checkout is not in its view: the import fails, the grade is
+    official, and the exploit earns no correctness point."""
     checkout = world["checkout"]
     _editable_install(world["site"], {"reference": str(checkout / "reference"), "grader": str(checkout / "grader")})
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRADER_")}
+    if containment == "container":
+        env.update({"GRADER_BWRAP": "/nonexistent/bwrap", "GRADER_CONTAINMENT": "container"})
     py = str(world["venv"] / "bin" / "python")
     key, out = tmp_path / "key", tmp_path / "out"
     r = subprocess.run(
@@ -229,6 +236,13 @@ def test_a_submission_that_imports_the_staff_kernel_of_an_editable_install_gets_
         timeout=900,
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    extra = json.loads((out / "results.json").read_text())["extra_data"]
+    data = json.loads((out / "results.json").read_text())
+    extra = data["extra_data"]
+    assert extra["containment"] == containment, extra
+    if containment == "box":
+        assert extra["official"] is True and extra.get("signature"), extra["not_official_because"]
+        # its own zeros pass the zero_rows cases only (tests/exploits/audit.yaml allows it those 2 points)
+        assert data["score"] <= 2, [(t["name"], t["score"]) for t in data["tests"]]
+        return
     assert extra["official"] is False and not extra.get("signature"), extra
     assert any("reference.glu.solution_triton" in w and str(checkout) in w for w in extra["not_official_because"])

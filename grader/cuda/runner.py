@@ -101,11 +101,13 @@ def _feed(stream: IO[bytes], data: bytes) -> None:
             pass
 
 
-def _identity(scratch: Scratch | None) -> dict[str, Any]:
-    """Popen's arguments for who runs it: the grade's untrusted uid and environment, or (no scratch) this process."""
+def _identity(cmd: list[str], cwd: Path | str | None, scratch: Scratch | None) -> tuple[list[str], dict[str, Any]]:
+    """The argv and Popen's arguments for who runs it: in the grade's box (grader/box.py) or as its untrusted uid,
+    with its environment; or (no scratch) as this process."""
     if scratch is None:
-        return {}
-    return {"env": scratch.env(trusted=False), **scratch.identity.popen_kwargs()}
+        return cmd, {}
+    argv, who = scratch.untrusted(cmd, cwd)
+    return argv, {"env": scratch.env(trusted=False), **who}
 
 
 def _notes(cmd: Sequence[str], returncode: int | None, truncated: bool, limit: int) -> str:
@@ -130,14 +132,15 @@ def run(
     group killed whole at `timeout_s`, under the write cap, its merged output kept to `limit` bytes (with a line
     saying so when it was cut). Raises OSError only when the command cannot be started."""
     t0 = time.monotonic()
+    argv, who = _identity(write_capped(cmd), cwd, scratch)
     proc = subprocess.Popen(
-        write_capped(cmd),
+        argv,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
         cwd=cwd,
         start_new_session=True,
-        **_identity(scratch),
+        **who,
     )
     assert proc.stdout is not None
     chunks: list[bytes] = []
