@@ -224,7 +224,14 @@ BROKEN = {
     ),
     "misaligned_float4": (lambda c: c.dtype == "float32" and _h(c) % 4 and _h(c) >= 8, Reason.MISALIGNED, ":35"),
     "racy": (lambda c: 0 not in c.shape, Reason.RACE, "race:"),
-    "host_compute": (lambda c: 0 not in c.shape, Reason.RAISED, "without launching a kernel"),
+    # Host code that touches device memory (grader/child/cudacpu/device_memory.h): GLU through x and y beside an
+    # empty kernel, and a __device__ variable the launcher writes. Each earned every CPU point before.
+    "host_compute": (lambda c: 0 not in c.shape, Reason.RAISED, "host code read device memory at glu_cuda.cu:"),
+    "host_device_variable": (
+        lambda c: 0 not in c.shape,
+        Reason.RAISED,
+        "host code wrote the device variable `g_scale` (defined at glu_cuda.cu:11) at glu_cuda.cu:26",
+    ),
     # Launches that differ between nvcc's build and the layer's unless the rewrite keeps lines and nvcc's order.
     "two_program_line": (lambda c: 0 not in c.shape, Reason.RAISED, "cudaErrorInvalidConfiguration"),
     "two_program_order": (lambda c: 0 not in c.shape, Reason.RAISED, "cudaErrorInvalidConfiguration"),
@@ -235,6 +242,9 @@ BROKEN = {
 @needs_cxx
 @pytest.mark.parametrize("name", sorted(BROKEN))
 def test_a_broken_kernel_loses_exactly_the_cases_its_bug_touches_with_its_reason(name, problem, grade_dir):
+    cxx = cudacpu.find_compiler()
+    if name == "host_device_variable" and not (cxx and cudacpu.device_variables_protected(cxx)):
+        pytest.skip("this compiler's build leaves __device__ variables host memory (docs/SECURITY.md)")
     must_fail, reason, words = BROKEN[name]
     g = grade_dir(SUBS / name, only=("cuda",))
     cases = _cases(g)
@@ -475,9 +485,11 @@ def test_gpu_compute_sanitizer_row(name, state, reason, problem, tmp_path):
 # read one element past a row, lands in the allocator's slack in the graded run; the compute-sanitizer pass sees it
 # on the same cases and `sanitizer.charge` fails them, so those verdicts match the CPU layer's.)
 GPU_BLIND = {"racy"}
-# Host code that reads the device pointers: on the CPU layer every non-empty case fails ("returned without launching
-# a kernel"); on a GPU the process dies (SIGSEGV) and, after MAX_RESTARTS crashes, the rest is not run. Both fail
+# Host code that reads the device pointers: on the CPU layer every non-empty case fails ("host code read device
+# memory"); on a GPU the process dies (SIGSEGV) and, after MAX_RESTARTS crashes, the rest is not run. Both fail
 # every case with work in it; only the empty ones can differ (passed on CPU, not run on the GPU).
+# (host_device_variable gets the same verdicts on both: its launcher's write fails each case with work here, and
+# leaves the GPU's kernel reading 0, wrong values, there.)
 CRASHES_ON_GPU = {"host_compute"}
 
 

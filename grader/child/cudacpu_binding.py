@@ -147,9 +147,113 @@ def _addr(hexaddr: str) -> int:
     return int(hexaddr, 16) if hexaddr.startswith("0x") else 0
 
 
+# -- host code that touched device memory (grader/child/cudacpu/device_memory.h) -------------------------------------
+#
+# The harness's fault handler writes one line, "cudacpu-host-access HOW TARGET", where HOW is read, write or access
+# (unknown) and TARGET is LABEL+OFFSET of BYTES (one of the entry point's buffers: in0, out0, ...) or
+# device-variable+OFFSET (a __device__ or __constant__ variable; AddressSanitizer then describes the address: "is
+# located N bytes inside of global variable 'NAME' defined in 'FILE:LINE:COL'"). The harness's stderr is the student's
+# text too: it is read here with str.find and split on a capped slice (no regex), and decides nothing but the case's
+# message (a forged line can only fail its own case).
+HOST_ACCESS = "cudacpu-host-access "
+_VERBS = {"read": "read", "write": "wrote", "access": "touched"}
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:<>,*& ")
+
+
+def _number(text: str, signed: bool = False) -> int | None:
+    digits = text[1:] if signed and text.startswith("-") else text
+    if not digits or len(digits) > 20 or not (digits.isascii() and digits.isdigit()):
+        return None
+    return int(text)
+
+
+def _line_starting(text: str, marker: str) -> int:
+    """Where the first line that starts with `marker` starts in `text`, -1 when none does (linear: each find goes
+    on from the last)."""
+    i = text.find(marker)
+    while i > 0 and text[i - 1] != "\n":
+        i = text.find(marker, i + 1)
+    return i
+
+
+def _quoted_after(text: str, marker: str, start: int, cap: int) -> str | None:
+    """The text between `marker` + "'" and the next "'" (at most `cap` characters), searched from `start`."""
+    i = text.find(marker + "'", start)
+    if i < 0:
+        return None
+    i += len(marker) + 1
+    j = text.find("'", i, i + cap + 1)
+    return text[i:j] if j >= 0 else None
+
+
+def host_access(stderr: str, source: str) -> tuple[str, str, str, int, int] | None:
+    """(verb, label or "device-variable", the variable's name and definition (or ""), offset, size (0 for a
+    variable)) from the harness's line; None when there is no such line, or it is not one the harness writes."""
+    at = _line_starting(stderr, HOST_ACCESS)
+    if at < 0:
+        return None
+    start = at + len(HOST_ACCESS)
+    end = stderr.find("\n", start, start + 120)
+    parts = stderr[start : end if end >= 0 else start + 120].split(" ")
+    how = parts[0]
+    if how == "access":  # not an x86-64 Linux: AddressSanitizer's report may say which
+        caused = stderr.find("The signal is caused by a ", start)
+        word = stderr[caused + 26 : caused + 31] if caused >= 0 else ""
+        how = "read" if word == "READ " else "write" if word == "WRITE" else how
+    if how not in _VERBS or len(parts) < 2:
+        return None
+    label, plus, off = parts[1].partition("+")
+    offset = _number(off, signed=True) if plus else None
+    if offset is None:
+        return None
+    if label == "device-variable" and len(parts) == 2:
+        name = _quoted_after(stderr, "global variable ", start, 100) or ""
+        if name and not all(c in _NAME_CHARS for c in name):
+            name = ""
+        defined = _quoted_after(stderr, "defined in ", start, 300) or ""
+        file, _, rest = defined.rpartition("/")[2].partition(":")
+        line = rest.partition(":")[0]
+        if name and file == source and _number(line) is not None:
+            name += f"` (defined at {source}:{line})"
+        elif name:
+            name += "`"
+        return _VERBS[how], label, name, offset, 0
+    kind = label.rstrip("0123456789")
+    size = _number(parts[3]) if len(parts) == 4 and parts[2] == "of" else None
+    if kind not in ("in", "out") or not 1 <= len(label) - len(kind) <= 2 or size is None:
+        return None
+    return _VERBS[how], label, "", offset, size
+
+
+def explain_host_access(stderr: str, source: str, names: dict[str, str], where: str) -> str:
+    """The case's message for host code that touched device memory ("" when it did not)."""
+    found = host_access(stderr, source)
+    if found is None:
+        return ""
+    verb, label, variable, offset, size = found
+    if label == "device-variable":
+        what = f"the device variable `{variable}" if variable else "a __device__ or __constant__ variable"
+        return (
+            f"host code {verb} {what} at {where}: on a GPU, host code reaches a separate host copy of a __device__ or "
+            f"__constant__ variable (nvcc warns that it cannot be directly {'written' if verb == 'wrote' else 'read'} "
+            "in a host function), so what the host writes there never reaches a kernel, and what a kernel writes "
+            "never reaches the host. Pass values to a kernel as its arguments, and let only kernels read and write "
+            "such a variable."
+        )
+    name = names.get(label, label)
+    short = name.split(" (", 1)[0]
+    byte = f"byte {offset} of its {size}" if 0 <= offset < size else f"{offset} bytes from its start"
+    return (
+        f"host code {verb} device memory at {where}: {name}, {byte}. On a GPU, {short} points to GPU memory, and "
+        f"host code that dereferences it crashes (a segfault). Read and write {short} only in a __global__ kernel "
+        "(launched with <<<...>>>); the launcher only picks the grid and launches it."
+    )
+
+
 def explain_report(stderr: str, source: str, names: dict[str, str] | None = None, item: int = 0) -> tuple[str, str]:
-    """(one line, category) for a sanitizer report on the harness's stderr; ("", "") when there is none. names: the
-    harness's buffer labels as the student knows them (buffer_names; default: one input x, the output y)."""
+    """(one line, category) for a sanitizer report, or host code's access to device memory, on the harness's
+    stderr; ("", "") when there is none. names: the harness's buffer labels as the student knows them (buffer_names;
+    default: one input x, the output y)."""
     names = names or ONE_INPUT
     buffers: list[tuple[str, int, int]] = []
     for line in _BUFFERS_LINE.finditer(stderr):  # the last call's buffers (the one the report is about)
@@ -159,6 +263,10 @@ def explain_report(stderr: str, source: str, names: dict[str, str] | None = None
         ]
     frames = [f for f in _FRAME.finditer(stderr) if f.group(2) == source]
     where = f"{source}:{frames[0].group(3)} in {frames[0].group(1)}" if frames else f"{source} (line unknown)"
+    # First: the fault that AddressSanitizer then reports as a SEGV (its stack gave `where`).
+    host = explain_host_access(stderr, source, names, where)
+    if host:
+        return host, "call"
     m = _ASAN.search(stderr)
     if m:
         kind = m.group(1)
@@ -168,6 +276,9 @@ def explain_report(stderr: str, source: str, names: dict[str, str] | None = None
         near, tip = _located(stderr, _addr(m.group(2) or ""), buffers, write, item)
         thread = _THREAD.search(stderr)
         who = f", block {thread.group(1)} thread {thread.group(2)}" if thread else ""
+        if kind == "use-after-poison":  # the harness poisons only the guard bands around its buffers
+            kind = "use-after-poison, in the guard band around a buffer"
+            return f"out of bounds: {what} at {where}{who}{near} (AddressSanitizer: {kind}). {tip}", "out-of-bounds"
         if kind in ("heap-buffer-overflow", "stack-buffer-overflow", "global-buffer-overflow", "SEGV"):
             return f"out of bounds: {what} at {where}{who}{near} (AddressSanitizer: {kind}). {tip}", "out-of-bounds"
         return f"memory error: {what} at {where}{who}{near} (AddressSanitizer: {kind}). {tip}", "out-of-bounds"

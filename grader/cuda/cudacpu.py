@@ -53,6 +53,30 @@ if TYPE_CHECKING:
 
 LAYER = Path(__file__).resolve().parents[1] / "child" / "cudacpu"
 SANITIZE = ("-fsanitize=address,undefined,alignment", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer")
+# g++ on an ELF platform: cuda_cpu.h puts the __device__ and __constant__ variables, and only them, in .noinit and
+# .persistent; this link script (INSERT: the default script does the rest) gathers both sections between two symbols
+# on 64 KiB boundaries (every page size of Linux's platforms divides it), pages of their own that host code cannot
+# touch between launches (grader/child/cudacpu/device_memory.h). It is written into each build directory (_stage):
+# the layer's folder ships only the file kinds the image, the wheel and the handout list. -fsanitize-sections keeps
+# those variables AddressSanitizer's globals (an access past a __device__ array is reported, and a host access names
+# the variable), which a variable in an explicit section otherwise is not.
+DEVICE_VARIABLES_SCRIPT_NAME = "cudacpu_device.ld"
+DEVICE_VARIABLES_SCRIPT = """SECTIONS
+{
+  .cudacpu_device :
+  {
+    . = ALIGN(65536);
+    cudacpu_device_begin = .;
+    *(.noinit .noinit.*)
+    *(.persistent .persistent.*)
+    . = ALIGN(65536);
+    cudacpu_device_end = .;
+  }
+}
+INSERT AFTER .data;
+"""
+DEVICE_VARIABLES_LINK = (f"-Wl,-T,{DEVICE_VARIABLES_SCRIPT_NAME}",)
+DEVICE_VARIABLES_SANITIZE = ("-fsanitize-sections=.noinit,.persistent",)
 BASE = ("-std=c++17", "-O1", "-g", "-w", "-pthread")
 HARNESS = "kernel.cpu"  # the built executable's default name in the scratch's libs/ (the pipeline names it per part)
 EXE = ".exe" if sys.platform == "win32" else ""  # what MinGW's g++ (and nvcc on Windows) add to an executable's name
@@ -841,6 +865,7 @@ def _run_step(cmd: list[str], cwd: Path, scratch: Scratch | None, timeout_s: flo
 def _stage(build_dir: Path, src_name: str, source: str) -> Path:
     """The layer's files and the rewritten source, in the (untrusted) build directory."""
     shutil.copytree(LAYER, build_dir, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    (build_dir / DEVICE_VARIABLES_SCRIPT_NAME).write_text(DEVICE_VARIABLES_SCRIPT)
     unit = build_dir / (src_name + ".cpp")
     # #line keeps every diagnostic, and every sanitizer report, on the student's file and line.
     # The layer's own macros (its entry point's name, the scan's switch) are undefined before the student's first
@@ -921,7 +946,7 @@ def build_cpu_layer(req: BuildRequest) -> PartBuild:
             return done(
                 State.NEEDS_GPU, f"needs a GPU: the CPU layer cannot run {'; '.join(uses)} faithfully", name, uses
             )
-        sanitized, errs = _link(run, common, unit)
+        sanitized, errs = _link(run, common, unit, device_variables_protected(cxx))
         if errs is not None and req.nvcc_ok:
             return done(
                 State.NEEDS_GPU,
@@ -964,11 +989,25 @@ def _scan_unit(run: Callable[[list[str]], tuple[int, str]], common: list[str], u
     return unsupported(unit_text, filename) + too_big
 
 
-def _link(run: Callable[[list[str]], tuple[int, str]], common: list[str], unit: Path) -> tuple[bool, list[str] | None]:
+def device_variables_protected(cxx: str) -> bool:
+    """Whether this compiler's build puts the __device__ / __constant__ variables in pages of their own: g++ (not
+    clang, which has no variable-only section attribute) on Linux (ELF, a GNU-compatible linker that takes INSERT).
+    Elsewhere they stay ordinary host memory (docs/SECURITY.md, the CPU layer's limits)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    macros = layer_macros(cxx)
+    return macros is not None and "__GNUC__" in macros and "__clang__" not in macros and "__ELF__" in macros
+
+
+def _link(
+    run: Callable[[list[str]], tuple[int, str]], common: list[str], unit: Path, device_variables: bool = False
+) -> tuple[bool, list[str] | None]:
     """Compile and link the unit into the harness, with the sanitizers, else without (their runtimes may be what is
-    missing): (sanitized, None), or (False, the first attempt's error lines) when neither built."""
-    link = [unit.name, "harness.cpp", "-o", "harness" + EXE]
-    rc, log = run([*common, *SANITIZE, *link])
+    missing): (sanitized, None), or (False, the first attempt's error lines) when neither built. device_variables:
+    link the __device__ variables into pages of their own (device_variables_protected)."""
+    link = [unit.name, "harness.cpp", "-o", "harness" + EXE, *(DEVICE_VARIABLES_LINK if device_variables else ())]
+    sanitize = [*SANITIZE, *(DEVICE_VARIABLES_SANITIZE if device_variables else ())]
+    rc, log = run([*common, *sanitize, *link])
     if rc == 0:
         return True, None
     rc_plain, _ = run([*common, *link])

@@ -27,7 +27,20 @@
 #include <type_traits>
 
 #define __global__
+// __device__ and __constant__ variables are device memory: on a GPU, host code that reads or writes one reaches a
+// host copy of its own (nvcc warns: "a __device__ variable cannot be directly read in a host function"), never what
+// a kernel reads or wrote. g++ puts each such variable in .noinit (no initializer) or .persistent (one), attributes
+// that apply to variables only (g++ ignores them on a function, a lambda or a const variable, which stays readable
+// from the host as its copy on a GPU is); the harness's link gathers those sections into pages of their own
+// (grader/cuda/cudacpu.py, DEVICE_VARIABLES_SCRIPT) that host code cannot touch between launches (device_memory.h).
+// Elsewhere (clang, no ELF) the qualifiers are empty and the variables ordinary host memory.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && defined(__ELF__)
+#define __device__ __attribute__((noinit, persistent))
+#define __constant__ __attribute__((noinit, persistent))
+#else
 #define __device__
+#define __constant__
+#endif
 #define __host__
 #define __forceinline__ inline
 #define __noinline__
@@ -38,7 +51,6 @@
 #ifndef CUDACPU_SCAN  // the scan for what needs a GPU (grader/cuda/cudacpu.py) sees __shared__ as written
 #define __shared__ static
 #endif
-#define __constant__
 
 // ---- the execution model ------------------------------------------------------------------------------------
 struct uint3 {
@@ -54,12 +66,17 @@ inline thread_local uint3 threadIdx{0, 0, 0};
 inline thread_local uint3 blockIdx{0, 0, 0};
 inline thread_local dim3 blockDim{1, 1, 1};
 inline thread_local dim3 gridDim{1, 1, 1};
+namespace cudacpu {
+inline int launch_depth = 0;  // launches running (a kernel may launch another): 0 in host code
+}
 // AddressSanitizer calls __asan_on_error as it starts a report: say which block and thread of the grid was running,
-// so that the message can name them (grader/child/cudacpu_binding.py reads this line). Weak: every unit that
-// includes this header defines it, and the linker keeps one.
+// so that the message can name them (grader/child/cudacpu_binding.py reads this line); nothing in host code, outside
+// any launch, where no thread of a grid runs. Weak: every unit that includes this header defines it, and the linker
+// keeps one.
 extern "C" __attribute__((weak)) void __asan_on_error() {
-    fprintf(stderr, "cudacpu-thread block=(%u,%u,%u) thread=(%u,%u,%u)\n", blockIdx.x, blockIdx.y, blockIdx.z,
-            threadIdx.x, threadIdx.y, threadIdx.z);
+    if (cudacpu::launch_depth > 0)
+        fprintf(stderr, "cudacpu-thread block=(%u,%u,%u) thread=(%u,%u,%u)\n", blockIdx.x, blockIdx.y, blockIdx.z,
+                threadIdx.x, threadIdx.y, threadIdx.z);
 }
 constexpr int warpSize = 32;
 
@@ -102,6 +119,20 @@ inline thread_local cudaError_t last_error = cudaSuccess;
 inline int order = 0;  // 0 forward, 1 reverse, 2 a permutation from `seed` (set by the harness)
 inline unsigned long long seed = 1;
 inline long long launches = 0;  // kernel launches that ran (the harness reports them: a call must launch one)
+// Device memory (the entry point's buffers, the __device__ variables) is closed to host code while the entry point
+// runs, and opened to a launch's kernel code: the harness sets this (device_memory.h), the launch calls it with true
+// as it begins and false as it ends. Null (nothing protected) where nothing set it.
+inline void (*device_access)(bool open) = nullptr;  // device memory closes when the outermost launch ends
+struct LaunchAccess {
+    LaunchAccess() {
+        if (launch_depth++ == 0 && device_access) device_access(true);
+    }
+    ~LaunchAccess() {
+        if (--launch_depth == 0 && device_access) device_access(false);
+    }
+    LaunchAccess(const LaunchAccess&) = delete;
+    LaunchAccess& operator=(const LaunchAccess&) = delete;
+};
 }  // namespace cudacpu
 
 inline cudaError_t cudaGetLastError() {
@@ -213,6 +244,7 @@ void launch(const Config& cfg, K&& kernel, A&&... args) {
         return;
     }
     ++launches;
+    const LaunchAccess open;  // the kernel's code may touch device memory until the launch returns (or throws)
     const unsigned long long blocks = (unsigned long long)g.x * g.y * g.z;
     const Order bo(blocks, order, seed), to(threads, order, seed * 31 + 7);
     gridDim = g;

@@ -11,7 +11,10 @@
 //         first order, which output differed), then each output's bytes (the first order's), then each input's
 //         bytes as the kernel left them.
 // stderr: "cudacpu-buffers in0=ADDR+BYTES ... out0=ADDR+BYTES ..." before each call (so that a sanitizer report's
-//         address can be named by the binding, which knows the spec's names), then whatever the sanitizers report.
+//         address can be named by the binding, which knows the spec's names), then whatever the sanitizers report,
+//         and "cudacpu-host-access ..." where host code touched device memory (device_memory.h).
+// Every buffer is device memory (device_memory.h): the entry point's host code cannot read or write it, its kernels
+// can, as on a GPU.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +24,7 @@
 #include <unistd.h>
 
 #include "cuda_cpu.h"
+#include "device_memory.h"
 #include "protocol.h"
 
 using cudacpu_protocol::Entry;
@@ -33,18 +37,25 @@ extern "C" Entry::type CUDACPU_ENTRY __attribute__((weak));
 static FILE* reply_out = nullptr;  // the reply's own stream: the kernel's printf goes to stderr (see main)
 static void write_all(const void* p, size_t n) { fwrite(p, 1, n, reply_out); }
 
-// Exact sizes (at least one byte, so that an empty buffer is still a distinct allocation ASan watches).
-static char* alloc(size_t n) { return static_cast<char*>(malloc(n ? n : 1)); }
+// Exact sizes (at least one byte, so that an empty buffer is still a distinct allocation ASan watches), each in
+// pages of its own between guard bands ASan watches (device_memory.h). Exit 4 when one cannot be mapped.
+static char* alloc(size_t n, const char* kind, int index) {
+    char* p = cudacpu_device::alloc(n, kind, index);
+    if (!p) exit(4);
+    return p;
+}
 
 int main(int argc, char** argv) {
     // A kernel's (or launcher's) printf must not corrupt the reply: stdout becomes stderr, the reply keeps the pipe.
     reply_out = fdopen(dup(1), "wb");
     dup2(2, 1);
+    cudacpu_device::install();
+    cudacpu::device_access = cudacpu_device::access;
     cudacpu_protocol::Request r;
     if (!cudacpu_protocol::read_request(stdin, r)) return 3;
     char* ins[N_IN];
     for (int i = 0; i < N_IN; ++i) {
-        ins[i] = alloc(r.bytes[i]);
+        ins[i] = alloc(r.bytes[i], "in", i);
         if (!cudacpu_protocol::read_exact(stdin, ins[i], r.bytes[i])) return 3;
     }
     const size_t* out_bytes = r.bytes + N_IN;
@@ -58,7 +69,7 @@ int main(int argc, char** argv) {
     for (int k = 1; k < argc; ++k) {
         std::vector<char*> outs(N_OUT);
         for (int j = 0; j < N_OUT; ++j) {
-            outs[j] = alloc(out_bytes[j]);
+            outs[j] = alloc(out_bytes[j], "out", j);
             memset(outs[j], 0xff, out_bytes[j] ? out_bytes[j] : 1);  // the poison: all-ones bytes, a NaN no arithmetic produces
         }
         fprintf(stderr, "cudacpu-buffers");
@@ -74,7 +85,10 @@ int main(int argc, char** argv) {
         cudacpu::seed = colon ? strtoull(colon + 1, nullptr, 10) : 1;
         cudacpu::last_error = cudaSuccess;
         cudacpu::launches = 0;
+        // Host code of the entry point cannot touch device memory from here; its launches open it to their kernels.
+        if (!cudacpu_device::guard()) return 5;
         const int code = Entry::call(CUDACPU_ENTRY, ins, outs.data(), r.scalars, r.dtype);
+        if (!cudacpu_device::unguard()) return 5;
         runs.push_back(outs);
         if (k == 1) reply[4] = cudacpu::launches;
         if (code != 0) {
