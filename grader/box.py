@@ -334,6 +334,9 @@ def toolkit_paths() -> list[Path]:
         v = os.environ.get(var)
         if v:
             paths.append(v if os.path.isdir(v) else os.path.dirname(v))
+    # what the grade's tools find on PATH (nvcc runs the host compiler from it; the CPU layer's g++ may be a
+    # wrapper outside /usr, as /opt/gcc/bin on the device host was) and what they load from LD_LIBRARY_PATH
+    paths += os.environ.get("PATH", "").split(os.pathsep)
     paths += os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)
     paths += os.environ.get(BIND_ENV, "").split(os.pathsep)
     return _existing(paths)
@@ -366,10 +369,18 @@ class View:
     def args(self) -> list[str]:
         out: list[str] = []
         # (folder, shown?) in mount order, a later one on top; the system folders are bound first (Box.argv)
-        mounts: list[tuple[Path, bool]] = [(Path(d), True) for d in _SYSTEM_RO if os.path.isdir(d)]
-        for b in _outermost([b for b in self.ro if not _visible(b, mounts)]):
+        mounts: list[tuple[Path, bool]] = [(Path(d), True) for d in (*_SYSTEM_RO, *_ROOT_LINKS) if os.path.lexists(d)]
+        # a folder that is a link (a PATH entry /sbin -> usr/sbin, /opt/gcc/bin -> ...) is shown as its target,
+        # and as the same link where the view does not have it already
+        links = [b for b in self.ro if b.is_symlink()]
+        targets = [Path(os.path.realpath(b)) for b in links]
+        for b in _outermost([b for b in [*self.ro, *targets] if b not in links and not _visible(b, mounts)]):
             out += [*parents(b), "--ro-bind", str(b), str(b)]
             mounts.append((b, True))
+        for link in links:
+            if not _visible(link, mounts):
+                out += [*parents(link), "--symlink", os.readlink(link), str(link)]
+                mounts.append((link, True))
         for h in sorted(self.hidden, key=lambda p: (len(p.parts), str(p))):
             if not _visible(h, mounts):
                 continue  # outside every bind, or under a folder already covered

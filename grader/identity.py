@@ -17,7 +17,8 @@ flock on <locks>/<uid>.lock (a 0700 folder of the grader's: /run/kernel-grader/u
 its whole life; a grade killed outright frees its uid with its process (the kernel drops the flock). A uid that
 still has processes (left over, or another grader's) is never taken. GRADER_STUDENT_UID names the uids to try first
 (one uid, `10001`, or a range, `20000-20999`); when they are all taken, a random unused uid from UID_RANGE (no passwd
-entry needed). The grade's gid is its uid: a group no other grade has, so group-readable means "this grade only".
+entry needed). Each uid is handed out once (a `<uid>.used` mark beside its lock, for as long as the lock folder
+lasts): every grade gets a fresh uid, and the configured one serves the first grade only (issue 38, item 5). The grade's gid is its uid: a group no other grade has, so group-readable means "this grade only".
 
 The scratch of a grade (`Scratch`), removed at the end. Another grade's uid can enter none of it, even knowing the
 path (compiler command lines in /proc show it to everyone):
@@ -190,12 +191,20 @@ def pick_identity(env_uid: str | None = None) -> Identity:
     candidates = [*first[:1000], *(rng.randint(*UID_RANGE) for _ in range(200))]
     used = _uids_in_use()
     for uid in candidates:
-        if uid in used or uid == me:
+        if uid in used or uid == me or (locks / f"{uid}.used").exists():
             continue
         lock = _take(uid, locks)
         if lock is None:
             continue
-        if uid in _uids_in_use():  # a process of it appeared meanwhile (another grader's, not in our pool)
+        if uid in _uids_in_use() or (locks / f"{uid}.used").exists():  # taken meanwhile (another grader's)
+            lock.close()
+            continue
+        # Fresh per grade: a uid is handed out once while the lock folder lasts (/run: until reboot), the
+        # configured one included, so no two grades of a batch share a uid, nor anything keyed by it (keyrings,
+        # files it owns) that a box did not end.
+        try:
+            (locks / f"{uid}.used").touch(mode=0o600, exist_ok=False)
+        except OSError:
             lock.close()
             continue
         # gid = uid: a group only this grade has (a passwd entry's group may be shared by every pooled uid).

@@ -50,10 +50,17 @@ def _official(monkeypatch):
     monkeypatch.delenv("GRADER_STUDENT_UID", raising=False)
 
 
-def _unused_uid() -> int:
+def _unused_uid(n: int = 1) -> int:
+    """The first of `n` consecutive uids that no process holds and the pool never handed out (grader/identity.py:
+    each uid serves one grade)."""
     used = identity._uids_in_use()
-    for uid in range(1_850_000, 1_860_000):
-        if uid not in used and not (identity.lock_dir() or Path("/nonexistent")).joinpath(f"{uid}.lock").exists():
+    locks = identity.lock_dir() or Path("/nonexistent")
+
+    def free(uid: int) -> bool:
+        return uid not in used and not any((locks / f"{uid}.{x}").exists() for x in ("lock", "used"))
+
+    for uid in range(1_850_000, 1_900_000, n):
+        if all(free(u) for u in range(uid, uid + n)):
             return uid
     raise AssertionError("no unused uid")
 
@@ -92,10 +99,11 @@ def test_two_live_grades_never_share_a_uid_even_a_configured_one(monkeypatch):
     assert sep == "True" and int(other) not in (uid, b.uid)
     a.release()
     b.release()
-    c = identity.pick_identity()  # given back: free again
-    assert c.uid == uid
+    c = identity.pick_identity()  # given back, yet never handed out again: each grade gets a fresh uid
+    assert c.separated and c.uid != uid
     c.release()
     # A range: every live grade a different uid of it.
+    uid = _unused_uid(3)
     monkeypatch.setenv("GRADER_STUDENT_UID", f"{uid}-{uid + 2}")
     held = [identity.pick_identity() for _ in range(4)]
     assert len({h.uid for h in held}) == 4 and sum(uid <= h.uid <= uid + 2 for h in held) == 3
@@ -111,11 +119,14 @@ def test_a_grade_killed_outright_frees_its_uid_but_a_uid_with_processes_is_never
                               text=True)  # fmt: skip
     assert int(holder.stdout.readline()) == uid
     assert identity.pick_identity().uid != uid
-    holder.kill()  # SIGKILL: no cleanup ran, yet the kernel dropped its flock
+    holder.kill()  # SIGKILL: no cleanup ran; the kernel dropped its flock, and its mark keeps the uid from reuse
     holder.wait()
-    free = identity.pick_identity()
-    assert free.uid == uid
-    # A leftover process of the uid (a grade's stray, another grader's worker): the uid is not handed out.
+    assert identity.pick_identity().uid != uid
+    # A leftover process of a uid (a grade's stray, another grader's worker): the uid is not handed out, even to
+    # the first grade that names it.
+    uid = _unused_uid()
+    free = identity.Identity(uid, uid, True)
+    monkeypatch.setenv("GRADER_STUDENT_UID", str(uid))
     stray = _as(free, "sleep", "60")
     free.release()
     try:

@@ -22,13 +22,21 @@ def test_a_non_root_grader_cannot_separate_and_says_why(monkeypatch):
     assert ident.popen_kwargs() == {}
 
 
-def test_root_picks_a_fresh_uid_or_the_configured_one(monkeypatch):
+def test_root_picks_a_fresh_uid_or_the_configured_one(monkeypatch, tmp_path):
     monkeypatch.setattr(os, "getuid", lambda: 0)
+    monkeypatch.setattr(identity, "LOCK_DIRS", (tmp_path / "uids",))
     monkeypatch.delenv("GRADER_STUDENT_UID", raising=False)
     a = identity.pick_identity()
     assert a.separated and identity.UID_RANGE[0] <= a.uid <= identity.UID_RANGE[1]
     assert a.popen_kwargs() == {"user": a.uid, "group": a.gid, "extra_groups": [], "umask": 0o077}
-    assert identity.pick_identity("10001").uid == 10001
+    first = identity.pick_identity("10001")
+    assert first.uid == 10001
+    first.release()
+    # Issue 38, item 5: a uid serves one grade. The configured one, given back, is not handed out twice (a batch's
+    # second grade would share its keyrings and files): the next grade gets a fresh one, and so does a third.
+    second, third = identity.pick_identity("10001"), identity.pick_identity("10001")
+    assert second.separated and len({10001, second.uid, third.uid}) == 3
+    assert {p.name for p in (tmp_path / "uids").glob("*.used")} >= {f"{u}.used" for u in (10001, second.uid)}
     assert not identity.pick_identity("0").separated  # never root
     assert not identity.pick_identity("abc").separated
     monkeypatch.setenv("GRADER_SAME_UID", "1")
