@@ -14,11 +14,12 @@ read /proc of a trusted process. Run as an ordinary user, the grader cannot chan
 The pool: no two live grades on one machine share an untrusted uid, so that one grade's code cannot read, signal or
 ptrace a neighbour's workers, and one grade's cleanup (`kill_uid`) kills only its own. A grade holds an exclusive
 flock on <locks>/<uid>.lock (a 0700 folder of the grader's: /run/kernel-grader/uids, else <GRADER_CACHE>/uids) for
-its whole life; a grade killed outright frees its uid with its process (the kernel drops the flock). A uid that
+its whole life; a grade killed outright frees its lock with its process (the kernel drops the flock). A uid that
 still has processes (left over, or another grader's) is never taken. GRADER_STUDENT_UID names the uids to try first
 (one uid, `10001`, or a range, `20000-20999`); when they are all taken, a random unused uid from UID_RANGE (no passwd
 entry needed). Each uid is handed out once (a `<uid>.used` mark beside its lock, for as long as the lock folder
-lasts): every grade gets a fresh uid, and the configured one serves the first grade only (issue 38, item 5). The grade's gid is its uid: a group no other grade has, so group-readable means "this grade only".
+lasts): every grade gets a fresh uid, and the configured one serves the first grade only (issue 38, item 5). The
+grade's gid is its uid: a group no other grade has, so group-readable means "this grade only".
 
 The scratch of a grade (`Scratch`), removed at the end. Another grade's uid can enter none of it, even knowing the
 path (compiler command lines in /proc show it to everyone):
