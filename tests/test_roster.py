@@ -285,7 +285,7 @@ def test_gradescope_export_layout_names_the_students(tmp_path):
     assert not bad
     rows = {r["student_id"]: r for r in csv.DictReader(io.StringIO(csv_path.read_text(encoding="utf-8")))}
     head = list(next(iter(rows.values())))
-    assert head[:4] == ["student_id", "name", "email", "sid"] and head[-4:] == ["device", "total", "max", "flags"]
+    assert head[:4] == ["student_id", "name", "email", "sid"] and head[-5:] == ["device", "containment", "total", "max", "flags"]
     assert rows["submission_1234567"]["name"] == "Ada Lovelace" and rows["submission_1234567"]["sid"] == "S1001"
     assert rows["submission_2345678"]["name"] == "Grace Hopper; Alan Turing"
     assert rows["submission_2345678"]["email"] == "grace@uni.edu; alan@uni.edu"

@@ -160,11 +160,11 @@ _VERBS = {"read": "read", "write": "wrote", "access": "touched"}
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:<>,*& ")
 
 
-def _number(text: str, signed: bool = False) -> int | None:
-    digits = text[1:] if signed and text.startswith("-") else text
+def _number(word: str, signed: bool = False) -> int | None:
+    digits = word[1:] if signed and word[:1] == "-" else word
     if not digits or len(digits) > 20 or not (digits.isascii() and digits.isdigit()):
         return None
-    return int(text)
+    return int(word)
 
 
 def _line_starting(text: str, marker: str) -> int:

@@ -344,7 +344,8 @@ def who(s: Submission, what: str) -> str:
 def render_csv(subs: list[Submission], signatures: bool = False, assignment: Assignment = UNKNOWN) -> str:
     """student_id, then name/email/sid (Gradescope's export layout only), the assignment's part_stage columns (from
     its spec, grader/report/assignment.py: a file's own parts add none), device (the GPU model, or CPU: such a grade
-    holds no performance points), total, max, flags. A report of no submission has only student_id, total, max and
+    holds no performance points), containment (what held its untrusted processes: box, container, none; grader/box.py;
+    "not recorded" for an older grader's file), total, max, flags. A report of no submission has only student_id, total, max and
     flags. signatures: add a `signature` column (valid, INVALID, unsigned, replayed, identity not signed), when the
     report checked them. Every cell, headers included, is formula-safe (grader/report/cells.py)."""
     cols = columns(assignment) if subs else []
@@ -353,7 +354,7 @@ def render_csv(subs: list[Submission], signatures: bool = False, assignment: Ass
         "student_id",
         *(["name", "email", "sid"] if people else []),
         *cols,
-        *(["device"] if subs else []),
+        *(["device", "containment"] if subs else []),
         "total",
         "max",
         "flags",
@@ -367,6 +368,7 @@ def render_csv(subs: list[Submission], signatures: bool = False, assignment: Ass
                 *([who(s, "name"), who(s, "email"), who(s, "sid")] if people else []),
                 *(f"{round(s.points[c][0], 4):g}" if c in s.points else "" for c in cols),
                 s.device_label,
+                s.grade.containment or "not recorded",
                 f"{round(s.total, 4):g}",
                 f"{round(s.max, 4):g}",
                 " | ".join(s.flags),
