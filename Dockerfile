@@ -25,10 +25,13 @@ ENV DEBIAN_FRONTEND=noninteractive \
     VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH
 
-# python3-dev: Triton's JIT compiles a small C launcher against Python.h on a GPU.
+# python3-dev: Triton's JIT compiles a small C launcher against Python.h on a GPU. bubblewrap: each untrusted process of
+# a grade in a box of its own (grader/box.py), where the container is allowed to make one (CAP_SYS_ADMIN, e.g.
+# `--cap-add SYS_ADMIN --security-opt seccomp=unconfined --security-opt apparmor=unconfined`); otherwise the grade
+# records containment "container": GRADER_CONTAINMENT below says this image runs one grade per container.
 # hadolint ignore=DL3008
 RUN apt-get update \
- && apt-get install -y --no-install-recommends python3 python3-dev python3-venv \
+ && apt-get install -y --no-install-recommends python3 python3-dev python3-venv bubblewrap \
  && rm -rf /var/lib/apt/lists/* \
  && python3 -m venv /opt/venv \
  && useradd --create-home --uid 10001 student
@@ -54,6 +57,7 @@ RUN python -m compileall -q grader reference
 # caches live there, and each grade makes its private scratch under it. Workers get their own HOME, TMPDIR and
 # Triton/Inductor caches inside that (grader/identity.py), not these. No .pyc writes: the root is read-only.
 ENV GRADER_STUDENT_UID=10001 \
+    GRADER_CONTAINMENT=container \
     PYTHONDONTWRITEBYTECODE=1 \
     GRADER_CACHE=/scratch/cache \
     TMPDIR=/scratch \

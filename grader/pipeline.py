@@ -356,6 +356,10 @@ def _officialness(g: Grade, problem: Problem, opts: Options, scratch: identity.S
     """Why this grade cannot be official (this machine, no key, --staff, --case), decided before it runs: only an
     official grade is signed. A --case grade is partial, and its notes say the score is of those cases only."""
     g.containment = scratch.containment
+    if scratch.identity.separated and scratch.containment != box.BOX:
+        # said once, in the grade's notes: what holds the grade instead of a box, and why there is none
+        held = "one grade per container, as the deployment declares" if scratch.containment == box.CONTAINER else "none"
+        g.notes.append(f"containment: {scratch.containment} ({held}); no box: {scratch.box_why}")
     g.official_why = official_reasons(problem, scratch)
     if not opts.keyed:
         g.official_why.append("no key file (--secret-file): a local grade, advisory and unsigned")

@@ -304,7 +304,11 @@ def _preflight(args: argparse.Namespace, problem: Any) -> int | None:
     if args.engine == "slurm" and args.container_image:
         print("preflight: not checked here (the grades run in the container image on the cluster's nodes)")
         return None
-    from grader import preflight
+    from grader import box, preflight
+
+    # Several grades share this host or container: none may count on "one grade per container" (the image's
+    # GRADER_CONTAINMENT). Without a box they are not official; the check below, and each task, say so.
+    os.environ.pop(box.DECLARE_ENV, None)
 
     go, text = preflight.check(problem, args.allow_advisory, "this batch's grades")
     if text:

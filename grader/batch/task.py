@@ -39,7 +39,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from grader import keyfile, signing
+from grader import box, keyfile, signing
 from grader.batch import state, where
 from grader.batch.state import Outcome
 
@@ -154,6 +154,9 @@ def run_task(out: Path, index: int, *, engine: str, slot: str | None, task_id: s
         cmd = [*grade_command(), _args_file(scratch / "grade.args", _grade_args(opts, item, sid, res))]
         start = where.query(gpu)
         env = {**os.environ, "TMPDIR": str(scratch / "tmp")}
+        # A batch's grades share their host (or container): never "one grade per container". Without a box
+        # (grader/box.py) such a grade records containment "none" and is not official.
+        env.pop(box.DECLARE_ENV, None)
         with open(log, "wb") as lf:
             child = subprocess.Popen(
                 cmd, stdout=lf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=ROOT,

@@ -60,6 +60,9 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update
 # g++ (with its ASan/UBSan runtimes): the CUDA part's correctness runs there on the CPU layer (grader/cuda/cudacpu.py)
 apt-get install -y python3 python3-pip python3-venv g++
+# bubblewrap: a box for each of the grade's untrusted processes (grader/box.py), where the container allows one;
+# Gradescope's does not (no CAP_SYS_ADMIN), and the grade then records "container" (run_autograder declares it)
+apt-get install -y bubblewrap || echo "setup.sh: no bubblewrap: grades record containment 'container'" >&2
 python3 -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "the grader needs Python 3.11+: pick the Ubuntu 24.04 base image")'
 python3 -m venv {VENV}
 {VENV}/bin/python -m pip install --upgrade pip
@@ -92,6 +95,8 @@ else
   args+=(--secret-file "$ROOT/secret/{KEY_NAME}")  # autograde's default path; absent: an advisory, unsigned grade
 fi
 export GRADER_GRADESCOPE=1  # results.json says which points are graded later on a GPU
+# One grade per container, by Gradescope's design: where no box can be made, results.json says "container"
+export GRADER_CONTAINMENT=container
 cd "$SRC" && exec "$PY" -m grader "${{args[@]}}"
 """
 PROBLEM_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}\Z")  # a folder name under reference/: safe in a shell word

@@ -344,10 +344,11 @@ def who(s: Submission, what: str) -> str:
 def render_csv(subs: list[Submission], signatures: bool = False, assignment: Assignment = UNKNOWN) -> str:
     """student_id, then name/email/sid (Gradescope's export layout only), the assignment's part_stage columns (from
     its spec, grader/report/assignment.py: a file's own parts add none), device (the GPU model, or CPU: such a grade
-    holds no performance points), containment (what held its untrusted processes: box, container, none; grader/box.py;
-    "not recorded" for an older grader's file), total, max, flags. A report of no submission has only student_id, total, max and
-    flags. signatures: add a `signature` column (valid, INVALID, unsigned, replayed, identity not signed), when the
-    report checked them. Every cell, headers included, is formula-safe (grader/report/cells.py)."""
+    holds no performance points), containment (what held its untrusted processes, grader/box.py: box, container,
+    none; "not recorded" for an older grader's file), total, max, flags. A report of no submission has only
+    student_id, total, max and flags. signatures: add a `signature` column (valid, INVALID, unsigned, replayed,
+    identity not signed), when the report checked them. Every cell, headers included, is formula-safe
+    (grader/report/cells.py)."""
     cols = columns(assignment) if subs else []
     people = any(s.submitters for s in subs)
     head: list[object] = [
