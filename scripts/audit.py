@@ -92,7 +92,6 @@ ENVIRON_CAP = 512 * 1024  # bytes read of a process's environment
 WATCH_S = 0.3  # how often the uids of a running grade's processes are looked at
 PAIR_FIRST = "first"  # an exploit's subfolder graded first, in the same slot and as the same uid (a pair)
 PAIR_UID_BASE = 1_777_777  # a pair's configured GRADER_STUDENT_UID (one per pair of the run)
-POOL_UIDS = (1_900_000, 1_999_999)  # the grader's own pool (grader/identity.py UID_RANGE): its uids are a grade's
 HIT_CAP, HIT_BYTES, HIT_READ_S, HIT_SHOWN = 16, 4096, 2.0, 120  # connections kept per grade, bytes read, shown
 
 
@@ -176,6 +175,57 @@ def blocked_ancestors(paths: list[Path]) -> list[Path]:
             except OSError:
                 pass
     return out
+
+
+def open_traversal(blocked: list[Path], state: Path | None = None) -> Callable[[], None]:
+    """Let other users traverse `blocked` (o+x) for this run, and return its undo. Audits on one machine share it
+    (CI jobs, several sessions): each holds a shared lock on <state>/run.lock for its run, the first records the
+    modes it found in <state>/modes.json, and only the last one out restores them (an audit that restored the modes
+    it saw at its start would close a folder that another one, still running, needs). <state>/record.lock is held
+    only while the record is read, extended or restored."""
+    import fcntl
+
+    if state is None:
+        state = Path("/run" if os.access("/run", os.W_OK) else tempfile.gettempdir()) / "kernel-grader-audit"
+    state.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = os.lstat(state)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        raise SystemExit(f"audit: {state} is not a folder of the audit's own (0700): remove it")
+    record = state / "modes.json"
+    with open(state / "record.lock", "a") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        try:
+            modes = json.loads(record.read_text()) if record.is_file() else {}
+        except (OSError, ValueError):
+            modes = {}
+        for d in blocked:
+            modes.setdefault(str(d), stat.S_IMODE(os.stat(d).st_mode))
+            os.chmod(d, os.stat(d).st_mode | 0o001)
+        if modes:
+            record.write_text(json.dumps(modes))
+        running = open(state / "run.lock", "a")  # noqa: SIM115 (held for the run)
+        fcntl.flock(running, fcntl.LOCK_SH)
+
+    def undo() -> None:
+        with open(state / "record.lock", "a") as guard:
+            fcntl.flock(guard, fcntl.LOCK_EX)
+            fcntl.flock(running, fcntl.LOCK_UN)
+            try:
+                fcntl.flock(running, fcntl.LOCK_EX | fcntl.LOCK_NB)  # only when no other audit is running
+            except OSError:
+                running.close()
+                return
+            try:
+                for d, mode in (json.loads(record.read_text()) if record.is_file() else {}).items():
+                    with contextlib.suppress(OSError):
+                        os.chmod(d, mode)
+                record.unlink(missing_ok=True)
+            except (OSError, ValueError):
+                pass
+            finally:
+                running.close()
+
+    return undo
 
 
 def exploits(corpus: Path, only: list[str], device: str) -> list[str]:
@@ -406,8 +456,10 @@ class Item:
     detail: str = field(default="", compare=False)
 
     def __str__(self) -> str:
-        if self.kind in ("file", "mqueue"):
-            return f"{'POSIX message queue ' if self.kind == 'mqueue' else ''}{self.ident} (uid {self.uid})"
+        if self.kind in ("file", "mqueue"):  # a name is anyone's text: escaped and capped
+            name = ascii(self.ident)[1:-1]
+            name = name if len(name) <= 160 else name[:157] + "..."
+            return f"{'POSIX message queue ' if self.kind == 'mqueue' else ''}{name} (uid {self.uid})"
         if self.kind == "keys":
             return f"kernel keys of uid {self.uid} ({self.detail})"
         return f"{SYSV_NAMES[self.kind]} {self.ident} (key {self.version}, {self.detail}, uid {self.uid})"
@@ -571,8 +623,8 @@ class Ledger:
     A grade reports what appeared during it and belongs to it (by uid; every new object when grades run one at a
     time); the run's final check reports whatever else appeared."""
 
-    def __init__(self, dirs: Iterable[Path], mqueue: Path | None, pool: Callable[[int], bool]):
-        self.dirs, self.mqueue, self.pool = list(dirs), mqueue, pool
+    def __init__(self, dirs: Iterable[Path], mqueue: Path | None):
+        self.dirs, self.mqueue = list(dirs), mqueue
         self._lock = threading.Lock()
         self.known = self.now()
 
@@ -585,12 +637,13 @@ class Ledger:
             return now - before - self.known
 
     def settle(self, items: Iterable[Item], uids: set[int]) -> list[str]:
-        """Remove `items` whose uid is a grade's (`uids`, or the grader's pool range): never a stranger's file. Every
-        item is known from now on (reported once); so is what the kernel makes again of a uid's cleared keys."""
+        """Remove `items` whose uid is one of `uids` (a grade's: seen running its processes, or a pair's), never a
+        stranger's (another job on the machine: reported, left alone). Every item is known from now on (reported
+        once); so is what the kernel makes again of a uid's cleared keys."""
         items = list(items)
         failed = []
         for item in items:
-            if item.uid in uids or self.pool(item.uid):
+            if item.uid in uids:
                 why = remove_item(item)
                 if why:
                     failed.append(f"{item}: {why}")
@@ -1018,10 +1071,17 @@ def final_check(run: Run, verdicts: list[Verdict]) -> None:
         if late:
             owner(tag.split("/")[0]).problems.append(late + " (after the grade)")
     items = run.ledger.new(set())
+    ours = set(run.owners) | set(run.pairs.values())
     for uid in sorted({i.uid for i in items}):
         mine = {i for i in items if i.uid == uid}
-        owner(run.owners.get(uid)).problems.append(f"state the submission left outlived the grade: {describe(mine)}")
-    failed = run.ledger.settle(items, set(run.owners))
+        if uid in ours:
+            owner(run.owners.get(uid)).problems.append(
+                f"state the submission left outlived the grade: {describe(mine)}"
+            )
+        else:  # no grade was seen running as it: the run's (an exploit that hid its processes), or another job's
+            whole.problems.append(f"state of uid {uid}, which no grade was seen running as, appeared during the run "
+                                  f"(left alone): {describe(mine)}")  # fmt: skip
+    failed = [f for f in run.ledger.settle(items, ours) if "is no grade's" not in f]
     if failed:
         whole.problems.append(f"left state not cleaned up: {'; '.join(failed[:3])}")
     if whole.problems:
@@ -1061,14 +1121,11 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    saved = {d: os.stat(d).st_mode for d in blocked}
-    for d in blocked:
-        os.chmod(d, saved[d] | 0o001)
+    undo = open_traversal(blocked)
     try:
         return _run(a)
     finally:
-        for d, mode in saved.items():
-            os.chmod(d, mode)
+        undo()
 
 
 def _run(a: argparse.Namespace) -> int:
@@ -1096,7 +1153,7 @@ def _run(a: argparse.Namespace) -> int:
         layout = {"base": base, "tree": tree, "scratch": scratch, "key": key, "allow": allow, "corpus": a.corpus}
         mqueue, undo_mqueue = ensure_mqueue()
         watch, net = Watch(), Listeners()
-        ledger = Ledger([*STATE_DIRS, scratch], mqueue, lambda uid: POOL_UIDS[0] <= uid <= POOL_UIDS[1])
+        ledger = Ledger([*STATE_DIRS, scratch], mqueue)
         run = Run(layout, prefix, key_hex, a.device, jobs == 1, watch, net, ledger, pair_uids(a.corpus, names))
         print(f"audit: {len(names)} exploits, {jobs} at a time, device {a.device}, "
               f"read-only root: {'yes' if prefix else 'no (unshare unavailable)'}, "

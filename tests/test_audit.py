@@ -175,13 +175,20 @@ def test_system_v_objects_and_keys_are_parsed_from_the_kernels_tables(tmp_path):
     assert left.startswith("user 'stolen kernel") and len(left) < 80, left
 
 
+def test_a_left_files_name_is_shown_escaped_and_capped():
+    """A file's name is the exploit's text: in the audit's table it is one escaped line of bounded length."""
+    shown = str(audit.Item("file", "/dev/shm/a\nFAIL forged\x1b[2J" + "x" * 10_000, 1900123))
+    assert "\n" not in shown and "\x1b" not in shown and len(shown) < 200, shown
+    assert shown.startswith("/dev/shm/a\\nFAIL forged\\x1b[2J") and shown.endswith("... (uid 1900123)"), shown
+
+
 @root_only
 def test_state_a_uid_leaves_is_found_attributed_and_removed(tmp_path):
     """A process of a fresh uid leaves a System V segment, semaphore set and message queue, a file in /dev/shm and
     a key in its user keyring, and exits: the ledger finds each (all of that uid's, nothing else), and settling
     removes them, so that the next grade starts clean."""
     uid = 1_777_700 + os.getpid() % 50
-    ledger = audit.Ledger(audit.STATE_DIRS, None, lambda u: False)
+    ledger = audit.Ledger(audit.STATE_DIRS, None)
     before = ledger.now()
     name = f"/dev/shm/audit-test-{os.getpid()}"
     libc = ctypes.CDLL(None, use_errno=True)
@@ -236,3 +243,19 @@ def test_the_watch_learns_a_grades_uid_from_its_marked_processes(tmp_path):
         for x in (p, q):
             x.kill()
             x.wait()
+
+
+def test_concurrent_audits_restore_traversal_only_when_the_last_one_ends(tmp_path):
+    """Two audits open a folder for traversal at once: the first to end leaves it open (the other still needs it),
+    the last one restores the mode it had before either began, even though the second saw it open already."""
+    folder, state = tmp_path / "pyenv", tmp_path / "state"
+    folder.mkdir(mode=0o700)
+    os.chmod(folder, 0o700)
+    undo_a = audit.open_traversal([folder], state)
+    assert folder.stat().st_mode & 0o777 == 0o701
+    undo_b = audit.open_traversal([], state)  # it finds the folder open already: nothing of its own to open
+    undo_a()
+    assert folder.stat().st_mode & 0o777 == 0o701, "closed while another audit was running"
+    undo_b()
+    assert folder.stat().st_mode & 0o777 == 0o700
+    assert not (state / "modes.json").exists()
