@@ -351,13 +351,13 @@ def test_links_to_each_students_report_are_relative(tmp_path):
 
 def test_the_class_report_without_a_roster_is_unchanged_in_shape(tmp_path):
     """No roster: no grades_canvas.csv, no roster section; the columns are the ones grades.csv always had, plus
-    device (just before total)."""
+    device and containment (just before total)."""
     root = tmp_path / "class"
     class_dir(root)
     csv_path, html_path, _, _ = tareport.write_ta_report(root)
     assert not (root / "grades_canvas.csv").exists() and "Roster:" not in html_path.read_text(encoding="utf-8")
     assert csv_path.read_text().splitlines()[0] == ("student_id,triton_correctness,triton_performance,cuda_correctness,"
-                                                    "cuda_performance,device,total,max,flags")
+                                                    "cuda_performance,device,containment,total,max,flags")
 
 
 # ----------------------------------------------------------------------------------------------------------------
