@@ -375,9 +375,11 @@ def _reap_once() -> int:
         return 0
     for pid in pids:
         try:
-            with open(f"/proc/{pid}/stat") as f:
-                state, ppid_s = f.read().rsplit(")", 1)[1].split()[:2]
-            ppid = int(ppid_s)
+            # bytes: a process names itself (comm), in any bytes; read as text, a non-UTF-8 name raised
+            # UnicodeDecodeError, a ValueError, and the process was skipped (an exploit hid its daemons so)
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                state_b, ppid_b = f.read(4096).rsplit(b")", 1)[1].split()[:2]
+            state, ppid = state_b.decode("ascii", "replace"), int(ppid_b)
         except (OSError, ValueError, IndexError):
             continue
         if ppid == me and state == "Z":
