@@ -40,7 +40,7 @@ def test_the_audit_refuses_to_prove_nothing_when_not_root():
 
 @pytest.mark.slow
 @root_only
-def test_the_gate_fails_on_an_exploit_that_keeps_points(tmp_path):
+def test_the_gate_fails_on_an_exploit_that_keeps_points(tmp_path, boxes):
     """A corpus of one 'exploit' that is simply the staff Triton solution, allowed 0 points: the gate must fail it
     (kept 24 points), so a real exploit that starts winning cannot pass unseen."""
     corpus = tmp_path / "corpus"
@@ -55,7 +55,7 @@ def test_the_gate_fails_on_an_exploit_that_keeps_points(tmp_path):
 
 @pytest.mark.slow
 @root_only
-def test_every_exploit_of_the_corpus_holds_in_an_official_grade():
+def test_every_exploit_of_the_corpus_holds_in_an_official_grade(boxes):
     r = _audit("--open-traversal")
     assert r.returncode == 0, r.stdout[-8000:] + r.stderr[-3000:]
 
