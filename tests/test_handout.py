@@ -404,3 +404,43 @@ def test_each_gpu_handout_command_runs(cmd, student_repo, monkeypatch):
     argv, nenv = _nox(cmd, student_repo, monkeypatch)
     r = subprocess.run(argv, cwd=student_repo, env=nenv, capture_output=True, text=True, check=False, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+
+
+def test_the_export_extracts_without_tarfile_s_filter_as_python_3_11_2_must(tmp_path, monkeypatch):
+    """Debian 12's own Python is 3.11.2, before tarfile's `filter` (3.11.4): the handout's export raised
+    TypeError there ("extractall() got an unexpected keyword argument 'filter'"). Without the filter, members are
+    checked as it would: regular files and folders kept, a name that leaves the folder refused."""
+    import io
+    import tarfile
+
+    from grader.publish import handout
+
+    def archive(names: list[str]) -> tarfile.TarFile:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as t:
+            for n in names:
+                info = tarfile.TarInfo(n)
+                info.size = 2
+                info.mode = 0o4777
+                t.addfile(info, io.BytesIO(b"ok"))
+            link = tarfile.TarInfo("link")
+            link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+            t.addfile(link)
+        buf.seek(0)
+        return tarfile.open(fileobj=buf)
+
+    monkeypatch.delattr(tarfile, "data_filter", raising=False)
+    real = tarfile.TarFile.extractall
+
+    def old_extractall(self, path=".", members=None, *, numeric_owner=False, **kw):  # 3.11.2's signature
+        assert "filter" not in kw, "3.11.2 has no filter argument"
+        return real(self, path, members, numeric_owner=numeric_owner)
+
+    monkeypatch.setattr(tarfile.TarFile, "extractall", old_extractall)
+    with archive(["a/b.txt", "c.txt"]) as t:
+        handout.extract_all(t, tmp_path / "out")
+    assert (tmp_path / "out" / "a" / "b.txt").read_text() == "ok" and not (tmp_path / "out" / "link").exists()
+    assert oct((tmp_path / "out" / "c.txt").stat().st_mode & 0o7777) == oct(0o755)
+    with archive(["../escape.txt"]) as t, pytest.raises(handout.HandoutError, match="outside its folder"):
+        handout.extract_all(t, tmp_path / "out2")
+    assert not (tmp_path / "escape.txt").exists()

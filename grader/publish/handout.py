@@ -27,6 +27,7 @@ path, or that holds a line of a staff solution, stops the export before anything
 from __future__ import annotations
 
 import io
+import os
 import re
 import shutil
 import subprocess
@@ -176,8 +177,28 @@ def snapshot(root: Path, ref: str = "HEAD") -> Iterator[Path]:
         raise HandoutError(f"git archive {ref} failed: {tar.stderr.decode(errors='replace').strip()[:200]}")
     with tempfile.TemporaryDirectory(prefix="handout-src-") as tmp:
         with tarfile.open(fileobj=io.BytesIO(tar.stdout)) as t:
-            t.extractall(tmp, filter="data")  # our own commit; "data" still refuses links out and absolute names
+            extract_all(t, Path(tmp))  # our own commit; still refuses links out and absolute names
         yield Path(tmp)
+
+
+def extract_all(t: tarfile.TarFile, dest: Path) -> None:
+    """`t` into `dest` with tarfile's "data" filter (no absolute names, nothing outside dest, no device files, no
+    links that leave it). Python 3.11.2 (Debian 12's own) predates the filter argument (3.11.4): there every member
+    is checked the same way first, and only regular files and folders are taken (git archive writes links too,
+    which the handout does not need: the same few the filter would refuse are then skipped, not followed)."""
+    if hasattr(tarfile, "data_filter"):
+        t.extractall(dest, filter="data")
+        return
+    root = os.path.realpath(dest)
+    keep = []
+    for m in t.getmembers():
+        target = os.path.realpath(os.path.join(root, m.name))
+        if os.path.isabs(m.name) or not (target == root or target.startswith(root + os.sep)):
+            raise HandoutError(f"the archive names a path outside its folder: {m.name[:200]!r}")
+        if m.isfile() or m.isdir():
+            m.mode &= 0o755  # as the data filter: no set-id bits, nothing others may write
+            keep.append(m)
+    t.extractall(dest, members=keep)
 
 
 def uncommitted(root: Path) -> list[str]:
