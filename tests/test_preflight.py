@@ -146,3 +146,25 @@ def test_where_grades_can_be_official_the_preflight_lets_them_through(key, grade
     monkeypatch.setattr(preflight, "reasons", lambda problem: [])
     assert _grade(tmp_path, key) == 0
     assert len(grades) == 1 and "advisory" not in capsys.readouterr().err
+
+
+def test_a_batch_without_a_box_is_never_official_even_in_a_declared_container(separated, monkeypatch, tmp_path):
+    """Issue 38 item 3: "one grade per container" (the image's GRADER_CONTAINMENT=container) makes a single grade
+    without a box official, not a batch: its grades share the host. The batch's preflight drops the declaration (and
+    so does each task), and the check names the missing containment."""
+    from grader import box
+    from grader.batch import cli as batch_cli
+
+    monkeypatch.delenv("GRADER_SAME_UID", raising=False)
+    monkeypatch.setenv(box.BWRAP_ENV, "/nonexistent/bwrap")
+    monkeypatch.setenv(box.DECLARE_ENV, box.CONTAINER)
+    box.support.cache_clear()
+    problem = load_problem(find_problem(None, Path(__file__).resolve().parent.parent))
+    try:
+        assert not any("no kernel containment" in w for w in preflight.reasons(problem))  # a single grade: ok
+        args = type("Args", (), {"engine": "local", "container_image": None, "allow_advisory": False})()
+        assert batch_cli._preflight(args, problem) == EXIT_USAGE
+        assert box.DECLARE_ENV not in __import__("os").environ
+        assert any("no kernel containment" in w for w in preflight.reasons(problem))
+    finally:
+        box.support.cache_clear()
