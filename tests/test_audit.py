@@ -71,7 +71,10 @@ import audit  # noqa: E402
 # hops with no pause at all can be between pids at every scan of a 2-core machine, for longer than the gate's quiet
 # window: kill_marked then never saw it, and this test failed one run in two. Inside a box no such hopper survives
 # the grade anyway: the PID namespace ends it; the gate's sweep is for a grader without one.)
-HOPPER = "import os, time\nt0 = time.monotonic()\nwhile time.monotonic() - t0 < 10:\n    time.sleep(0.005)\n    os.fork() and os._exit(0)\n"
+HOPPER = (
+    "import os, time\nt0 = time.monotonic()\n"
+    "while time.monotonic() - t0 < 10:\n    time.sleep(0.005)\n    os.fork() and os._exit(0)\n"
+)
 
 
 def _marked(tmp_path) -> tuple[bytes, dict[str, str]]:
