@@ -351,17 +351,20 @@ def reap_strays(quiet_scans: int = 5, max_scans: int = 500) -> int:
     is caught by a later scan. Returns how many were killed."""
     killed, quiet = 0, 0
     for _ in range(max_scans):
-        n = _reap_once()
+        n, ended = _reap_once()
         killed += n
-        quiet = 0 if n else quiet + 1
+        # an orphan that had already ended is not counted as left running, but it is activity: a re-forking
+        # daemon leaves one behind each hop, and its live child may be between scans
+        quiet = 0 if n or ended else quiet + 1
         if quiet >= quiet_scans:
             break
         time.sleep(0.002)
     return killed
 
 
-def _reap_once() -> int:
-    me, killed = os.getpid(), 0
+def _reap_once() -> tuple[int, int]:
+    """One scan: (children killed, children that had already ended and were only reaped)."""
+    me, killed, ended = os.getpid(), 0, 0
     keep = set()
     try:  # multiprocessing's own resource tracker is our child too, and is not the submission's
         from multiprocessing import resource_tracker
@@ -372,7 +375,7 @@ def _reap_once() -> int:
     try:
         pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
     except OSError:
-        return 0
+        return 0, 0
     for pid in pids:
         try:
             # bytes: a process names itself (comm), in any bytes; read as text, a non-UTF-8 name raised
@@ -386,6 +389,7 @@ def _reap_once() -> int:
             # an orphan that already ended (a box's init outlived by its bwrap by a moment): reaped, not "running"
             with contextlib.suppress(OSError):
                 os.waitpid(pid, os.WNOHANG)
+                ended += 1
             continue
         if ppid == me and pid not in keep:
             try:
@@ -394,4 +398,4 @@ def _reap_once() -> int:
                 killed += 1
             except OSError:
                 pass
-    return killed
+    return killed, ended
