@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from grader import keyfile, report, signing
+from grader.commands import grader_command
 from grader.errors import UsageError
 from grader.performance import anchor
 from grader.pipeline import GraderError, Options, grade
@@ -435,7 +436,8 @@ def _say_graded(args: argparse.Namespace, problem: Problem, g: Grade, path: Path
     if key is not None and not g.official:
         print(
             f"warning: this grade is not official, so student code may have run as this user and read the key file "
-            f"{key.path}: if so, treat that key as leaked and make a new one (`python -m grader keygen --out FILE`)",
+            f"{key.path}: if so, treat that key as leaked and make a new one "
+            f"(`{grader_command('keygen', '--out FILE')}`)",
             file=sys.stderr,
         )
     _student_report(g, _out_dir(args, g))

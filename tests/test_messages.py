@@ -88,3 +88,17 @@ def test_every_command_a_tip_suggests_runs_in_a_fresh_shell():
     assert commands, "expected the tips to suggest commands"
     for c in commands:
         assert c.startswith("nox -s "), c
+
+
+def test_a_suggested_command_runs_in_a_fresh_shell(monkeypatch):
+    """A message that names a grader command to run next names the nox session when the grader runs in the
+    checkout's nox environment (a fresh shell's `python` has no torch, issue 40), else `python -m grader`."""
+    import sys as _sys
+
+    from grader import commands
+
+    monkeypatch.setattr(_sys, "prefix", str(commands.NOX_ENV))
+    assert commands.grader_command("report", "OUT") == "nox -s report -- OUT"
+    assert commands.grader_command("keygen") == "nox -s keygen"
+    monkeypatch.setattr(_sys, "prefix", str(commands.NOX_ENV.parent / "elsewhere"))
+    assert commands.grader_command("report", "OUT") == "python -m grader report OUT"

@@ -27,6 +27,7 @@ from grader.batch.discover import DiscoverError, Found, discover
 from grader.batch.progress import Counts, Progress
 from grader.batch.state import Status
 from grader.batch.task import ROOT, run_task
+from grader.commands import grader_command
 
 if TYPE_CHECKING:
     from grader.keyfile import Key
@@ -429,7 +430,7 @@ def _warn_without_jsonschema(out: Path) -> None:
         print(
             "warning: the jsonschema package is not installed: every submission will be graded, but the TA report "
             f"at the end will not be written ({NEEDS_JSONSCHEMA}; or make it later with "
-            f"`python -m grader report {out}`)",
+            f"`{grader_command('report', str(out))}`)",
             file=sys.stderr,
         )
 

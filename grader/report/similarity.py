@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import textscan
+from grader.commands import grader_command
 from grader.errors import UsageError
 from grader.problem.spec import Implementation, Problem, SpecError, find_problem, load_problem
 
@@ -538,7 +539,8 @@ def find_submissions(src: Path, problem: Problem) -> tuple[list[Submission], str
         if not subs and gone:
             raise SimilarityError(
                 f"{src}: none of the batch's {len(gone)} submission folders is still there (the first was "
-                f"{gone[0].path}): run `python -m grader similarity SUBMISSIONS --out {src}` on the class's files"
+                f"{gone[0].path}): run `{grader_command('similarity', f'SUBMISSIONS --out {src}')}` on the "
+                "class's files"
             )
         return subs, "batch", gone
     if not src.is_dir():
@@ -846,5 +848,5 @@ def main(args: argparse.Namespace, root: Path = ROOT) -> int:
     print("a match is evidence for a TA to read, never a penalty by itself (README, 'Similar submissions')")
     summary = out / "class_summary.html"
     if summary.is_file() and HTML_NAME not in (textscan.read_capped(summary, 16 << 20)[0]):
-        print(f"run `python -m grader report {out}` again to link it from class_summary.html")
+        print(f"run `{grader_command('report', str(out))}` again to link it from class_summary.html")
     return 0
