@@ -17,7 +17,7 @@ from typing import Any
 from grader.report import charts as charts_module
 from grader.report import html, markdown
 from grader.report.blocks import Bullets, CaseOutput, Cases, Cell, Chart, Output, Page, Pre, Row, Section, Table, Text
-from grader.report.failures import Failure, failures, first_lines
+from grader.report.failures import Failure, capped, failures, first_lines
 from grader.report.output import advisory_of, write_text_atomic
 from grader.report.perf import case_title, perf_table, thresholds_line
 from grader.report.records import STAGES, grade_of, part_scores
@@ -41,10 +41,20 @@ NO_PLOTS = "plots need matplotlib (pip install matplotlib); this report has tabl
 CELL: dict[State, str] = {PASSED: "pass", FAILED: "FAIL", SKIPPED: "skip"}
 COMPILER_TITLE = "What the compiler says (no GPU here)"
 GPU_COMPILE_TITLE = "Will not compile on a GPU"
+BUILD_TITLE = "Build output"
 GPU_COMPILE_INTRO = (
     "These kernels ran in Triton's interpreter here, but Triton's compiler rejects them: on a GPU "
     "(the autograder) every case of the part would fail. Fix the line it names, then grade again."
 )
+
+
+def build_rows(tests: list[TestResult]) -> list[TestResult]:
+    """The builds whose output a student must read: a build that failed (nvcc's errors), or one whose output says
+    more than its one-line verdict (the compiler's warnings). A failed build costs no points of its own (its cases
+    lose them), so it is in no lost-points entry: without this, its errors were in results.json only."""
+    return [
+        t for t in tests if t.kind in (Kind.BUILD, Kind.CPU_BUILD) and (t.state == FAILED or "\n" in t.output.strip())
+    ]
 
 
 def points(x: float) -> str:
@@ -184,6 +194,8 @@ def build(source: Grade | Mapping[str, Any], imgs: dict[str, bytes] | None, note
     tests = g.tests
     lost = failures(g)
     page.sections = [_score(g), _performance(g, perf, imgs), _correctness(g)]
+    for t in build_rows(tests):
+        page.sections.append(Section(f"{BUILD_TITLE}: {t.name}", [Pre(capped(t.output))], style=t.state))
     broken = [t for t in tests if t.kind == Kind.COMPILE_CHECK and t.state == FAILED]
     if broken:
         intro = Section(GPU_COMPILE_TITLE, [Text(GPU_COMPILE_INTRO)])

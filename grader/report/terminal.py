@@ -16,10 +16,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from grader.report.failures import Failure, failures, short_output
+from grader.report.failures import Failure, capped, failures, short_output
 from grader.report.output import advisory_line
 from grader.report.records import grade_of
-from grader.report.student import headline
+from grader.report.student import build_rows, headline
 from grader.results import FAILED, PASSED, SKIPPED, Grade, PerfCase, Reason, Stage, TestResult, Timing
 
 STYLE: dict[str, str] = {PASSED: "green", FAILED: "red", SKIPPED: "yellow"}
@@ -129,6 +129,9 @@ def print_summary(g: Grade, console: Console | None = None, verbose_failures: in
     for name, state, pts, detail in overview(tests, lost):
         table.add_row(escape(name), f"[{STYLE.get(state, 'red')}]{escape(state)}[/]", pts, escape(detail))
     console.print(table)
+    for t in build_rows(tests):  # a build's output whole (capped): the errors are what the student fixes first
+        console.print(f"{t.name}: {t.state}", style="bold red" if t.state == FAILED else "bold", markup=False)
+        console.print(capped(t.output), markup=False, highlight=False)
     detailed = [f for f in lost if f.state == FAILED and "\n" in f.first.output and f.first.reason != Reason.FORFEIT]
     for f in detailed[:verbose_failures]:
         console.print(f.title, style="bold red", markup=False, highlight=False)
