@@ -14,7 +14,7 @@ from rich.console import Console
 
 from grader.child import worker
 from grader.report import html, markdown, print_summary, results_json, student
-from grader.results import FAILED, PASSED, Grade, Kind, Reason
+from grader.results import FAILED, SKIPPED, Grade, Kind, Reason
 from grader.results import TestResult as Result  # not collected as a test class
 from grader.textscan import cut_at_word
 
@@ -118,3 +118,40 @@ def test_a_long_case_line_is_whole_in_report_md_and_the_terminal():
     assert f"- c1: OutOfBounds: {HINT}, at glu_backward_triton.py line 31" in md
     words = " ".join(out.replace("│", " ").split())  # the terminal's table wraps the line: between words only
     assert "mask it: tl.load(..., mask=offs < n), at glu_backward_triton.py line 30" in words
+
+
+# -- item 7: denominators and "pending" ----------------------------------------------------------------------------
+
+
+def test_a_row_of_pending_cases_says_the_row_s_points_not_one_case_s():
+    g = Grade(problem="glu", submission="sub", device="cpu")
+    g.tests += [_case("cuda", c, SKIPPED, "skipped: this case runs only on a GPU", Reason.NEEDS_GPU)
+                for c in ("medium/float32", "medium/bfloat16")]
+    out = _terminal(g)
+    row = next(ln for ln in out.splitlines() if "(2 cases)" in ln)
+    assert "0/2" in row and "pending: 2 points, graded on a GPU later" in row and "pending: 1 point," not in row, row
+
+
+def test_cases_a_watch_grade_did_not_run_are_not_called_pending():
+    t = _case("triton", "c1", SKIPPED, "not run: stopped", Reason.NOT_RUN)
+    t.extra["stopped"] = True
+    line = t.gradescope()["output"].splitlines()[0]
+    assert line.startswith("not run: 1 point, --watch stopped at the first failing case") and "pending" not in line
+
+
+def test_a_part_that_cannot_run_on_a_cpu_leaves_its_gpu_only_cases_pending_as_a_part_that_loads_does(problem):
+    """A build failure (or a missing file) counted the GPU-only cases as failed on a CPU, while every other CPU
+    grade skips them as pending: the points this machine can earn changed with how the part failed."""
+    from grader.pipeline import _fail_all
+
+    impl = problem.student_implementations["cuda"]
+    rows = _fail_all(problem, impl, FAILED, "not run: did not compile", Reason.BUILD_FAILED, "cpu")
+    gpu_only = {c.name for c in problem.cases if c.gpu_only}
+    assert gpu_only, "the glu spec has GPU-only cases"
+    for t in rows:
+        if t.case in gpu_only:
+            assert t.state == SKIPPED and t.reason == Reason.NEEDS_GPU and t.pending, t.output
+        else:
+            assert t.state == FAILED and t.reason == Reason.BUILD_FAILED
+    on_gpu = _fail_all(problem, impl, FAILED, "not run: did not compile", Reason.BUILD_FAILED, "cuda")
+    assert all(t.state == FAILED for t in on_gpu)

@@ -3,6 +3,7 @@ the lecture-style bench tables. Test names and outputs are printed as text, neve
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import sys
@@ -100,6 +101,11 @@ def overview(tests: list[TestResult], lost: list[Failure]) -> list[tuple[str, st
         t = ts[0]
         pts = f"{sum(x.score for x in ts):.3g}/{sum(x.max_score for x in ts):g}" if t.max_score else "-"
         first = t.output.splitlines()[0] if t.output else ""
+        if len(ts) > 1 and all(x.pending for x in ts) and first == t.pending_line():
+            # the row's points, not its first case's: "pending: 1 point" on a row of 0/2 was one case's share
+            whole = copy.copy(t)
+            whole.max_score = sum(x.max_score for x in ts)
+            first = whole.pending_line()
         name = t.name
         if len(ts) > 1:
             name = f"{t.part} / {t.stage} ({len(ts)} cases)"
