@@ -155,3 +155,18 @@ def test_a_part_that_cannot_run_on_a_cpu_leaves_its_gpu_only_cases_pending_as_a_
             assert t.state == FAILED and t.reason == Reason.BUILD_FAILED
     on_gpu = _fail_all(problem, impl, FAILED, "not run: did not compile", Reason.BUILD_FAILED, "cuda")
     assert all(t.state == FAILED for t in on_gpu)
+
+
+# -- item 11: identical messages grouped with a count --------------------------------------------------------------
+
+
+def test_identical_case_messages_are_one_entry_with_their_count_in_report_md_and_report_html():
+    g = _build_failed()
+    g.tests += [_case("cuda", f"d{i}", FAILED, "not run: glu_cuda.cu did not compile (see 'cuda / build')",
+                      Reason.BUILD_FAILED) for i in range(19)]
+    _, md, page = _renderings(g)
+    line = "not run: glu_cuda.cu did not compile (see 'cuda / build')"
+    assert md.count(f": {line}") == 1, md
+    assert "- 22 cases (c0, c1, c2, d0," in md and "d18): " + line in md
+    assert page.count("did not compile (see &#39;cuda / build&#39;)</summary>") == 1
+    assert "22 cases (c0, c1, c2, d0," in page

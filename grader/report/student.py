@@ -147,8 +147,22 @@ def failure_section(f: Failure) -> Section:
     s = Section(f"{f.title}: {points(f.points)} {what}", style=f.state)
     if len(f.tests) > 1:
         s.blocks.append(Text(f"The {len(f.tests)} cases this covers, each with its own output:"))
+        # Cases whose line is the same are one entry with their count (26 copies of "did not compile" said nothing
+        # the first did not); each keeps its first case's whole output.
+        by_line: dict[str, list[TestResult]] = {}
+        for t in f.tests:
+            by_line.setdefault((first_lines(t.output, 1) or [""])[0], []).append(t)
         s.blocks.append(
-            Cases([CaseOutput(t.case, (first_lines(t.output, 1) or [""])[0], f.shown(t.output)) for t in f.tests])
+            Cases(
+                [
+                    CaseOutput(
+                        ts[0].case if len(ts) == 1 else f"{len(ts)} cases ({', '.join(t.case for t in ts)})",
+                        line,
+                        f.shown(ts[0].output),
+                    )
+                    for line, ts in by_line.items()
+                ]
+            )
         )
         s.blocks.append(Text(f"The output of the first, {f.first.case}:"))
     s.blocks.append(Output(f.output, f.preview))
