@@ -18,7 +18,7 @@ from grader.report import charts as charts_module
 from grader.report import html, markdown
 from grader.report.blocks import Bullets, CaseOutput, Cases, Cell, Chart, Output, Page, Pre, Row, Section, Table, Text
 from grader.report.failures import Failure, capped, failures, first_lines
-from grader.report.output import advisory_of, write_text_atomic
+from grader.report.output import student_advisory, write_text_atomic
 from grader.report.perf import case_title, perf_table, thresholds_line
 from grader.report.records import STAGES, grade_of, part_scores
 from grader.results import (
@@ -200,7 +200,8 @@ def build(source: Grade | Mapping[str, Any], imgs: dict[str, bytes] | None, note
     g = grade_of(source)
     perf = g.performance
     page = Page(f"{g.problem or 'grade'} report: {headline(g)}", [Text(_facts(g, perf), "facts")])
-    adv = advisory_of(g)
+    said = g.stated is None or g.stated.says_official  # as advisory_of: a file that says neither gets no line
+    adv = student_advisory(bool(g.official) if said else None, g.official_why)
     if adv:
         page.head.append(Text("", "note", lead=adv))
     if imgs is None:

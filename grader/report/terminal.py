@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from grader.report.failures import Failure, capped, failures, short_output
-from grader.report.output import advisory_line
+from grader.report.output import student_advisory
 from grader.report.records import grade_of
 from grader.report.student import build_rows, headline
 from grader.results import FAILED, PASSED, SKIPPED, Grade, PerfCase, Reason, Stage, TestResult, Timing
@@ -159,23 +159,9 @@ def print_summary(g: Grade, console: Console | None = None, verbose_failures: in
             extra += f"; the baselines' first calls ({overlapped:.1f} s, torch.compile) ran during correctness"
         console.print("wall time: " + ", ".join(f"{k} {v:.1f} s" for k, v in g.phases.items()) + extra, highlight=False)
     console.print(f"score: {headline(read)}", style="bold", markup=False, highlight=False)
-    adv = advisory_line(bool(g.official), _terminal_reasons(g.official_why))
+    adv = student_advisory(bool(g.official), g.official_why)
     if adv:
         console.print(adv, style="yellow", markup=False, highlight=False)  # reasons may hold [brackets]
-
-
-# grader/pipeline.py's reason for a grade made without --secret-file: such a grade is a student's local check and can
-# never be official, so the terminal says that one reason; the others (what an official grade on this machine would
-# also need: a separate uid, unreadable staff files, ...) are for the staff, in results.json and report.md.
-NO_KEY = "no key file (--secret-file)"
-
-
-def _terminal_reasons(why: list[str]) -> list[str]:
-    local = [w for w in why if w.startswith(NO_KEY)]
-    if not local or len(why) == 1:
-        return why
-    more = len(why) - 1
-    return [f"{local[0]} ({more} more reason{'s' if more > 1 else ''} for the staff in report.md)"]
 
 
 def print_bench(g: Grade, console: Console | None = None) -> None:
