@@ -33,6 +33,11 @@ from grader.problem.reference import Reference, load_reference
 from grader.problem.spec import Case, Implementation, Problem, sibling_folders
 from grader.results import FAILED, PASSED, SKIPPED, Code, Finding, Grade, Kind, PerfSummary, Reason, TestResult
 from grader.sandbox import GraderFault, Sandbox, WorkerFailure
+from grader.textscan import cut_at_word
+
+# The most of a failed build's log its row keeps (nvcc's output, influenced by the submission's source): enough for
+# every error and warning of a real mistake, cut between words past it.
+BUILD_LOG_MAX = 20000
 
 if TYPE_CHECKING:  # the CUDA build's modules are imported only when a CUDA part is graded
     from grader.cuda.part import BuildRequest, PartBuild
@@ -140,7 +145,15 @@ def _one_line(impl: Implementation, kind: Kind, state: str, output: str, reason:
     )
 
 
-def _fail_all(problem: Problem, impl: Implementation, state: str, why: str, reason: Reason) -> list[TestResult]:
+def _fail_all(
+    problem: Problem, impl: Implementation, state: str, why: str, reason: Reason, device: str = "cuda"
+) -> list[TestResult]:
+    """A row per case of a part that cannot run (missing, did not compile, ...). On a CPU a GPU-only case is pending
+    whatever the part did, as the correctness stage skips it when the part loads (stage.py skip_gpu_only): else a
+    part that fails to build would count it as failed here, and the same case would be pending or lost, and the
+    points this machine can earn differ, depending on how the part failed."""
+    where = "the CPU layer's sanitized run" if impl.kind == "cuda" else "the Triton interpreter"
+    gpu_only = f"skipped: this case runs only on a GPU (too slow for {where})"
     return [
         TestResult(
             f"{impl.name} / correctness / {c.name}",
@@ -148,13 +161,14 @@ def _fail_all(problem: Problem, impl: Implementation, state: str, why: str, reas
             "correctness",
             0.0,
             c.points,
-            state,
-            why,
+            SKIPPED if pending else state,
+            gpu_only if pending else why,
             {"case": c.name},
             kind=Kind.CORRECTNESS,
-            reason=reason,
+            reason=Reason.NEEDS_GPU if pending else reason,
         )
         for c in problem.cases
+        for pending in [device == "cpu" and c.gpu_only and state == FAILED]
     ]
 
 
@@ -419,7 +433,12 @@ def _prepare_part(run: GradeRun, impl: Implementation) -> Target | None:
         src = run.scratch.submission / impl.file  # the grade's read-only copy, which the untrusted uid can read
     if not src.is_file():
         g.tests += _fail_all(
-            run.problem, impl, FAILED, f"not run: {display} not found in the submission directory", Reason.MISSING
+            run.problem,
+            impl,
+            FAILED,
+            f"not run: {display} not found in the submission directory",
+            Reason.MISSING,
+            run.device,
         )
         g.notes.append(f"{impl.name}: {display} is missing")
         return None
@@ -467,13 +486,16 @@ def _build_cuda(run: GradeRun, impl: Implementation, src: Path, display: str) ->
         # gives the build verdict and the compiler report.
         return _cuda_on_cpu(run, impl, req, display, res)
     if not res.ok:
-        g.tests.append(_one_line(impl, Kind.BUILD, FAILED, "nvcc failed:\n" + res.errors(), Reason.BUILD_FAILED))
+        # nvcc's whole log (its warnings too, which the error lines alone leave out), capped: the reports show it.
+        log = cut_at_word(res.text.strip(), BUILD_LOG_MAX) or res.errors()
+        g.tests.append(_one_line(impl, Kind.BUILD, FAILED, "nvcc failed:\n" + log, Reason.BUILD_FAILED))
         g.tests += _fail_all(
             problem,
             impl,
             FAILED,
             f"not run: {display} did not compile (see '{impl.name} / build')",
             Reason.BUILD_FAILED,
+            run.device,
         )
         return None
     g.tests.append(_one_line(impl, Kind.BUILD, PASSED, f"compiled with nvcc ({_how(res)})"))

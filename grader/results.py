@@ -240,9 +240,11 @@ class TestResult:
     def pending_line(self) -> str:
         """The line a pending result's output starts with in results.json (what Gradescope shows)."""
         later = "graded on a GPU later" if self.reason == Reason.NEEDS_GPU else "not gradable on this machine"
-        if self.reason == Reason.NOT_RUN:  # grade --watch stopped at the first failing case (correctness/stage.py)
-            later = "not run this time: --watch stopped at the first failing case"
         pts = f"{self.max_score:g} point{'' if self.max_score == 1 else 's'}"
+        if self.reason == Reason.NOT_RUN:
+            # grade --watch stopped at the first failing case (correctness/stage.py): nothing grades these later, so
+            # they are not "pending" (issue 40 item 7); the next full grade runs them
+            return f"not run: {pts}, --watch stopped at the first failing case (not counted here)"
         return f"pending: {pts}, {later} (not counted here)"
 
     @classmethod

@@ -26,6 +26,21 @@ def cut_note(limit: int) -> str:
     return f"[output cut at {limit} bytes]"
 
 
+def cut_at_word(text: str, limit: int) -> str:
+    """`text` whole when it has at most `limit` characters; else cut at the last whitespace at or before `limit`
+    (never inside a word: a student reads every word it keeps whole), with a note of how much was left out. Only a
+    single word longer than half the cap (no whitespace to cut at: hostile or binary output) is cut inside itself,
+    and the note says so. Linear: three rfinds over at most `limit` characters each."""
+    if len(text) <= limit:
+        return text
+    at = text.rfind(" ", 0, limit + 1)
+    at = max(at, text.rfind("\n", 0, limit + 1), text.rfind("\t", 0, limit + 1))
+    inside = at < limit // 2
+    kept = (text[:limit] if inside else text[:at]).rstrip()
+    left = len(text) - len(kept)
+    return kept + f" [... {left} more characters{' (cut inside a word)' if inside else ''}]"
+
+
 # -- reading with a cap -------------------------------------------------------------------------------------------
 
 

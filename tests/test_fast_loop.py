@@ -70,7 +70,7 @@ def test_a_watch_grade_runs_the_last_failure_first_and_stops_at_the_first_failin
     assert g.partial == [first] and not g.official
     assert any("stopped at the first failing case" in n for n in g.notes), g.notes
     # Gradescope and the terminal say why: not this machine's limit, and not lost
-    assert stopped[0].gradescope()["output"].startswith("pending: 1 point, not run this time: --watch stopped")
+    assert stopped[0].gradescope()["output"].startswith("not run: 1 point, --watch stopped")
     gpu_only = sum(t.max_score for t in g.tests if t.state == SKIPPED and t.reason != Reason.NOT_RUN)
     assert any(n.startswith(f"{gpu_only:g} of ") and "could not be earned" in n for n in g.notes), g.notes
     perf = [t for t in g.tests if t.kind == Kind.PERFORMANCE]  # on a CPU: never timed here anyway

@@ -433,8 +433,9 @@ def test_autograde_writes_the_report_too(tmp_path, monkeypatch, capsys):
     # No key file: a local grade, unsigned and advisory, saying why (results.json, terminal, report.md).
     assert doc["extra_data"]["official"] is False and "signature" not in doc["extra_data"]
     assert any("no key file" in w for w in doc["extra_data"]["not_official_because"])
-    assert "advisory: not an official grade (unsigned)" in cap.out
-    assert "advisory: not an official grade (unsigned)" in (out / "report.md").read_text()
+    # the student's terminal and report say once, briefly, that it is a practice grade (issue 40 item 8)
+    assert cap.out.count("practice grade") == 1 and "advisory" not in cap.out
+    assert (out / "report.md").read_text().count("practice grade") == 1
 
 
 # ----------------------------------------------------------------------------------------------------------------

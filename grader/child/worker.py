@@ -49,6 +49,21 @@ def _tail(tb: str, lines: int = 12) -> str:
 
 
 _TRITON_AT = re.compile(r"^at \d+:\d+:$")  # how Triton's CompilationError starts: a location, then source
+# The most of an exception's line a reply carries. The line is a lost point's reason in every report, so it is kept
+# whole (a hint's sentence runs past 300 characters) and, when even this is exceeded, cut between words, never inside
+# one ("mask it: tl." was what a cut at 300 left of a hint, before the ", at <file> line N" that follows it).
+GIST_MAX = 2000
+
+
+def _cut_at_word(text: str, limit: int = GIST_MAX) -> str:
+    """grader/textscan.py cut_at_word, here again: this package imports nothing of the trusted grader."""
+    if len(text) <= limit:
+        return text
+    at = max(text.rfind(" ", 0, limit + 1), text.rfind("\t", 0, limit + 1))
+    inside = at < limit // 2
+    kept = (text[:limit] if inside else text[:at]).rstrip()
+    left = len(text) - len(kept)
+    return kept + f" [... {left} more characters{' (cut inside a word)' if inside else ''}]"
 
 
 def _gist(e: BaseException) -> str:
@@ -59,8 +74,8 @@ def _gist(e: BaseException) -> str:
         return ""
     if _TRITON_AT.match(lines[0].strip()):
         reason = [ln for ln in lines[1:] if ln.strip().strip("^")]
-        return (reason[-1].strip() if reason else lines[0])[:300]
-    return lines[0][:300]
+        return _cut_at_word(reason[-1].strip() if reason else lines[0])
+    return _cut_at_word(lines[0])
 
 
 def _student_line(chain: list[BaseException], source: str | None) -> str:

@@ -14,6 +14,7 @@ from grader.problem import hints as problem_hints
 from grader.report.advice import advice, case_advice
 from grader.report.records import grade_of
 from grader.results import FLAG, HINT, SKIPPED, VIOLATION, WARNING, Finding, Grade, Kind, Reason, State, TestResult
+from grader.textscan import cut_at_word
 
 REASON_LINES = 6  # lines of a test's output quoted as the reason for lost points (the preview)
 FULL_OUTPUT_MAX = 20000  # characters of one test's output a report keeps (each case's, and the whole of the first)
@@ -101,8 +102,9 @@ class Failure:
 
 
 def capped(text: str, limit: int = FULL_OUTPUT_MAX) -> str:
-    out = text.strip()
-    return out if len(out) <= limit else out[:limit] + f"\n[... cut at {limit} characters]"
+    """An output as a report quotes it: whole up to `limit` characters (it is the submission's text, so capped),
+    and past that cut between words, never inside one."""
+    return cut_at_word(text.strip(), limit)
 
 
 def first_lines(text: str, n: int = REASON_LINES) -> list[str]:

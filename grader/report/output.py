@@ -196,6 +196,23 @@ def advisory_line(official: Any, why: Any) -> str | None:
     return ADVISORY + (": " + "; ".join(reasons) if reasons else "")
 
 
+# grader/pipeline.py's (and cli.py's) reason for a grade made without --secret-file: a student's local grade.
+NO_KEY = "no key file (--secret-file)"
+PRACTICE = "practice grade: graded here without the course's key, so not an official grade (the autograder's is)"
+
+
+def student_advisory(official: Any, why: Any) -> str | None:
+    """What a student's terminal and report say of officialness. A local grade (no key) says once that it is a
+    practice grade, and nothing of what else an official grade on this machine would need (a separate uid,
+    unreadable staff files, the staff probe's answer): those are for the staff, in results.json, and their number
+    depended on this machine and on timing (the probe's), so it differed between identical runs. Any other
+    advisory grade keeps its reasons (a staff member grading with a key must see them)."""
+    reasons = [str(w) for w in why] if isinstance(why, list) else []
+    if official is False and any(w.startswith(NO_KEY) for w in reasons):
+        return PRACTICE
+    return advisory_line(official, why)
+
+
 def advisory_of(g: Grade) -> str | None:
     """advisory_line for a grade read from a file: None when the file does not say official or advisory."""
     said = g.stated is None or g.stated.says_official

@@ -17,8 +17,8 @@ from typing import Any
 from grader.report import charts as charts_module
 from grader.report import html, markdown
 from grader.report.blocks import Bullets, CaseOutput, Cases, Cell, Chart, Output, Page, Pre, Row, Section, Table, Text
-from grader.report.failures import Failure, failures, first_lines
-from grader.report.output import advisory_of, write_text_atomic
+from grader.report.failures import Failure, capped, failures, first_lines
+from grader.report.output import student_advisory, write_text_atomic
 from grader.report.perf import case_title, perf_table, thresholds_line
 from grader.report.records import STAGES, grade_of, part_scores
 from grader.results import (
@@ -41,10 +41,20 @@ NO_PLOTS = "plots need matplotlib (pip install matplotlib); this report has tabl
 CELL: dict[State, str] = {PASSED: "pass", FAILED: "FAIL", SKIPPED: "skip"}
 COMPILER_TITLE = "What the compiler says (no GPU here)"
 GPU_COMPILE_TITLE = "Will not compile on a GPU"
+BUILD_TITLE = "Build output"
 GPU_COMPILE_INTRO = (
     "These kernels ran in Triton's interpreter here, but Triton's compiler rejects them: on a GPU "
     "(the autograder) every case of the part would fail. Fix the line it names, then grade again."
 )
+
+
+def build_rows(tests: list[TestResult]) -> list[TestResult]:
+    """The builds whose output a student must read: a build that failed (nvcc's errors), or one whose output says
+    more than its one-line verdict (the compiler's warnings). A failed build costs no points of its own (its cases
+    lose them), so it is in no lost-points entry: without this, its errors were in results.json only."""
+    return [
+        t for t in tests if t.kind in (Kind.BUILD, Kind.CPU_BUILD) and (t.state == FAILED or "\n" in t.output.strip())
+    ]
 
 
 def points(x: float) -> str:
@@ -137,8 +147,22 @@ def failure_section(f: Failure) -> Section:
     s = Section(f"{f.title}: {points(f.points)} {what}", style=f.state)
     if len(f.tests) > 1:
         s.blocks.append(Text(f"The {len(f.tests)} cases this covers, each with its own output:"))
+        # Cases whose line is the same are one entry with their count (26 copies of "did not compile" said nothing
+        # the first did not); each keeps its first case's whole output.
+        by_line: dict[str, list[TestResult]] = {}
+        for t in f.tests:
+            by_line.setdefault((first_lines(t.output, 1) or [""])[0], []).append(t)
         s.blocks.append(
-            Cases([CaseOutput(t.case, (first_lines(t.output, 1) or [""])[0], f.shown(t.output)) for t in f.tests])
+            Cases(
+                [
+                    CaseOutput(
+                        ts[0].case if len(ts) == 1 else f"{len(ts)} cases ({', '.join(t.case for t in ts)})",
+                        line,
+                        f.shown(ts[0].output),
+                    )
+                    for line, ts in by_line.items()
+                ]
+            )
         )
         s.blocks.append(Text(f"The output of the first, {f.first.case}:"))
     s.blocks.append(Output(f.output, f.preview))
@@ -176,7 +200,8 @@ def build(source: Grade | Mapping[str, Any], imgs: dict[str, bytes] | None, note
     g = grade_of(source)
     perf = g.performance
     page = Page(f"{g.problem or 'grade'} report: {headline(g)}", [Text(_facts(g, perf), "facts")])
-    adv = advisory_of(g)
+    said = g.stated is None or g.stated.says_official  # as advisory_of: a file that says neither gets no line
+    adv = student_advisory(bool(g.official) if said else None, g.official_why)
     if adv:
         page.head.append(Text("", "note", lead=adv))
     if imgs is None:
@@ -184,6 +209,8 @@ def build(source: Grade | Mapping[str, Any], imgs: dict[str, bytes] | None, note
     tests = g.tests
     lost = failures(g)
     page.sections = [_score(g), _performance(g, perf, imgs), _correctness(g)]
+    for t in build_rows(tests):
+        page.sections.append(Section(f"{BUILD_TITLE}: {t.name}", [Pre(capped(t.output))], style=t.state))
     broken = [t for t in tests if t.kind == Kind.COMPILE_CHECK and t.state == FAILED]
     if broken:
         intro = Section(GPU_COMPILE_TITLE, [Text(GPU_COMPILE_INTRO)])

@@ -3,6 +3,7 @@ the lecture-style bench tables. Test names and outputs are printed as text, neve
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import sys
@@ -16,10 +17,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from grader.report.failures import Failure, failures, short_output
-from grader.report.output import advisory_line
+from grader.report.failures import Failure, capped, failures, short_output
+from grader.report.output import student_advisory
 from grader.report.records import grade_of
-from grader.report.student import headline
+from grader.report.student import build_rows, headline
 from grader.results import FAILED, PASSED, SKIPPED, Grade, PerfCase, Reason, Stage, TestResult, Timing
 
 STYLE: dict[str, str] = {PASSED: "green", FAILED: "red", SKIPPED: "yellow"}
@@ -100,6 +101,11 @@ def overview(tests: list[TestResult], lost: list[Failure]) -> list[tuple[str, st
         t = ts[0]
         pts = f"{sum(x.score for x in ts):.3g}/{sum(x.max_score for x in ts):g}" if t.max_score else "-"
         first = t.output.splitlines()[0] if t.output else ""
+        if len(ts) > 1 and all(x.pending for x in ts) and first == t.pending_line():
+            # the row's points, not its first case's: "pending: 1 point" on a row of 0/2 was one case's share
+            whole = copy.copy(t)
+            whole.max_score = sum(x.max_score for x in ts)
+            first = whole.pending_line()
         name = t.name
         if len(ts) > 1:
             name = f"{t.part} / {t.stage} ({len(ts)} cases)"
@@ -129,6 +135,9 @@ def print_summary(g: Grade, console: Console | None = None, verbose_failures: in
     for name, state, pts, detail in overview(tests, lost):
         table.add_row(escape(name), f"[{STYLE.get(state, 'red')}]{escape(state)}[/]", pts, escape(detail))
     console.print(table)
+    for t in build_rows(tests):  # a build's output whole (capped): the errors are what the student fixes first
+        console.print(f"{t.name}: {t.state}", style="bold red" if t.state == FAILED else "bold", markup=False)
+        console.print(capped(t.output), markup=False, highlight=False)
     detailed = [f for f in lost if f.state == FAILED and "\n" in f.first.output and f.first.reason != Reason.FORFEIT]
     for f in detailed[:verbose_failures]:
         console.print(f.title, style="bold red", markup=False, highlight=False)
@@ -150,23 +159,9 @@ def print_summary(g: Grade, console: Console | None = None, verbose_failures: in
             extra += f"; the baselines' first calls ({overlapped:.1f} s, torch.compile) ran during correctness"
         console.print("wall time: " + ", ".join(f"{k} {v:.1f} s" for k, v in g.phases.items()) + extra, highlight=False)
     console.print(f"score: {headline(read)}", style="bold", markup=False, highlight=False)
-    adv = advisory_line(bool(g.official), _terminal_reasons(g.official_why))
+    adv = student_advisory(bool(g.official), g.official_why)
     if adv:
         console.print(adv, style="yellow", markup=False, highlight=False)  # reasons may hold [brackets]
-
-
-# grader/pipeline.py's reason for a grade made without --secret-file: such a grade is a student's local check and can
-# never be official, so the terminal says that one reason; the others (what an official grade on this machine would
-# also need: a separate uid, unreadable staff files, ...) are for the staff, in results.json and report.md.
-NO_KEY = "no key file (--secret-file)"
-
-
-def _terminal_reasons(why: list[str]) -> list[str]:
-    local = [w for w in why if w.startswith(NO_KEY)]
-    if not local or len(why) == 1:
-        return why
-    more = len(why) - 1
-    return [f"{local[0]} ({more} more reason{'s' if more > 1 else ''} for the staff in report.md)"]
 
 
 def print_bench(g: Grade, console: Console | None = None) -> None:
