@@ -40,6 +40,14 @@ EXIT_OK, EXIT_USAGE, EXIT_GRADER_FAULT = 0, 2, 3  # 0: graded (whatever the scor
 AUTOGRADE_KEY = Path("/autograder/secret/grader_key")  # Gradescope's staff-only folder; the container passes its own
 GRADESCOPE_METADATA = Path("/autograder/submission_metadata.json")  # written by Gradescope for each submission
 MAX_STUDENT_ID = 200
+# grade's and bench's results folder: DEFAULT_OUT/<problem>/ (default_out). One folder per problem: a grade of
+# --problem swiglu used to overwrite the GLU grade in grade-results/ (issue 40 item 9).
+DEFAULT_OUT = Path("grade-results")
+
+
+def default_out(problem: str) -> Path:
+    """Where a grade of `problem` goes when --out is not given."""
+    return DEFAULT_OUT / problem
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -65,7 +73,11 @@ def _parser() -> argparse.ArgumentParser:
     grade_staff.add_argument("--staff", action="store_true", help="grade the staff solutions from reference/ instead")
     what = argparse.ArgumentParser(add_help=False)
     what.add_argument(
-        "--out", type=Path, default=Path("grade-results"), help="where results.json goes (default: grade-results/)"
+        "--out",
+        type=Path,
+        default=None,
+        help=f"where results.json goes (default: {DEFAULT_OUT}/PROBLEM/, one folder per problem, so that grading "
+        "another problem keeps this one's results)",
     )
     what.add_argument(
         "--only",
@@ -293,6 +305,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if getattr(args, "course", None) is not None:
         from grader.problem import course
 
+        if args.out is None:  # a course's problems go to OUT/<problem>/: the same folders as their own grades
+            args.out = DEFAULT_OUT
         return course.run(args, ROOT, functools.partial(_usage_caught, _run))
     if args.command == "report":
         return _ta_report(args.dir, args.out, args.secret_file, args.roster, args.canvas_column, args.problem)
@@ -318,6 +332,8 @@ def _run(args: argparse.Namespace) -> int:
     error raises (the caller says it: `_usage_caught`); a grader fault is exit 3 with no results.json."""
     try:
         problem = load_problem(find_problem(args.problem, ROOT))
+        if args.out is None:  # (--watch grades again with the same args: the folder is chosen once)
+            args.out = default_out(problem.name)
         _check_only(getattr(args, "only", []) or (), problem)
         key = _key(getattr(args, "secret_file", None), missing_ok=args.command == "autograde")
         opts = _options(args, problem, key)

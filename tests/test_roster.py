@@ -406,7 +406,7 @@ def test_a_file_deep_in_a_students_folder_is_that_students_row(tmp_path):
     write(root / "alice" / "results.json", signed(result(triton=0.0), "alice"))
     write(root / "cbabbage" / "results.json", signed(result(), "cbabbage"))
     write(root / "alice" / "cbabbage" / "results.json", signed(result(), "cbabbage"))
-    write(root / "ghopper" / "grade-results" / "results.json", signed(result(cuda=3.0), "ghopper"))  # as a student keeps it
+    write(root / "ghopper" / "grade-results" / "glu" / "results.json", signed(result(cuda=3.0), "ghopper"))  # as kept
     roster = tareport.read_roster(write(tmp_path / "roster.csv", CANVAS_ROSTER))
     _, _, subs, _ = tareport.write_ta_report(root, tmp_path / "ta", key=KEY.signing, roster=roster)
     _, _, scores = canvas_reads(tmp_path / "ta" / "grades_canvas.csv")
