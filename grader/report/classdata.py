@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from grader import filetree, signing
+from grader.report import final
 from grader.report.assignment import UNKNOWN, Assignment, from_names
 from grader.report.cells import csv_text, safe_cell
 from grader.report.gsexport import class_root, gradescope_layout
@@ -57,6 +58,9 @@ class Submission:
     misfit: str = ""  # why the file does not fit the class's assignment (another problem, more points than it has)
     submitters: list[dict[str, str]] = field(default_factory=list)  # Gradescope's: name, sid, email (one per member)
     report_href: str = ""  # relative link from class_summary.html to this student's report.html, when there is one
+    # Why this grade is not a final grade of the assignment (grader/report/final.py; empty: final). A score that is
+    # not final is imported into Canvas only with `report --allow-partial`.
+    not_final: list[str] = field(default_factory=list)
 
     @property
     def counted(self) -> bool:
@@ -177,6 +181,8 @@ def read_class(
         what = "valid" if key is not None else "unchecked"
         assignment = from_names([s.grade.problem for s in subs if s.counted], what)
     fit(subs, assignment)
+    for s in subs:
+        s.not_final = final.reasons(s.grade, assignment)
     return ClassData(subs, bad, assignment)
 
 
@@ -345,7 +351,8 @@ def render_csv(subs: list[Submission], signatures: bool = False, assignment: Ass
     """student_id, then name/email/sid (Gradescope's export layout only), the assignment's part_stage columns (from
     its spec, grader/report/assignment.py: a file's own parts add none), device (the GPU model, or CPU: such a grade
     holds no performance points), containment (what held its untrusted processes, grader/box.py: box, container,
-    none; "not recorded" for an older grader's file), total, max, flags. A report of no submission has only
+    none; "not recorded" for an older grader's file), final ("yes", or "no: " and why: grader/report/final.py), total,
+    max, flags. A report of no submission has only
     student_id, total, max and flags. signatures: add a `signature` column (valid, INVALID, unsigned, replayed,
     identity not signed), when the report checked them. Every cell, headers included, is formula-safe
     (grader/report/cells.py)."""
@@ -355,7 +362,7 @@ def render_csv(subs: list[Submission], signatures: bool = False, assignment: Ass
         "student_id",
         *(["name", "email", "sid"] if people else []),
         *cols,
-        *(["device", "containment"] if subs else []),
+        *(["device", "containment", "final"] if subs else []),
         "total",
         "max",
         "flags",
@@ -370,6 +377,7 @@ def render_csv(subs: list[Submission], signatures: bool = False, assignment: Ass
                 *(f"{round(s.points[c][0], 4):g}" if c in s.points else "" for c in cols),
                 s.device_label,
                 s.grade.containment or "not recorded",
+                "no: " + "; ".join(s.not_final) if s.not_final else "yes",
                 f"{round(s.total, 4):g}",
                 f"{round(s.max, 4):g}",
                 " | ".join(s.flags),
