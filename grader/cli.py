@@ -712,6 +712,8 @@ def _say_class_read(done: ClassReport) -> None:
     if partial:
         print(f"warning: {partial} grade(s) not final (column final in grades.csv, and listed in the summary)")
     print(f"problem {a.problem or 'unknown'} ({tareport.points_text(a.points) or 'unknown'} points), from {a.source}")
+    for note in done.cls.notes:
+        print(f"the whole class: {note}")
 
 
 def _say_canvas(j: Join, roster: Roster) -> None:

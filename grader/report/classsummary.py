@@ -383,7 +383,7 @@ def write_class_report(
     except Exception:  # a chart must never cost the CSV: fall back to tables only
         imgs = None
     csv_path, html_path = out / "grades.csv", out / "class_summary.html"
-    write_text_atomic(csv_path, render_csv(subs, signatures=key is not None, assignment=a))
+    write_text_atomic(csv_path, render_csv(subs, signatures=key is not None, assignment=a, notes=cls.notes))
     if roster is not None and join is not None:
         if join.not_final and not allow_partial:
             # Refused: and an older grades_canvas.csv here goes too, so that nobody imports last run's by mistake.
@@ -392,6 +392,8 @@ def write_class_report(
         else:
             write_text_atomic(out / CANVAS_CSV, render_canvas_csv(roster, join))
     page = build(subs, bad, imgs, root.name or str(root), roster, join, a)
+    for note in reversed(cls.notes):  # said once for the class, first: no row is flagged for it
+        page.head.insert(2, Text(note, "note", "The whole class:"))
     if (
         out / "similarity.html"
     ).is_file():  # `python -m grader similarity` wrote one here (grader/report/similarity.py)
