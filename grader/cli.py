@@ -41,6 +41,14 @@ EXIT_OK, EXIT_USAGE, EXIT_GRADER_FAULT = 0, 2, 3  # 0: graded (whatever the scor
 AUTOGRADE_KEY = Path("/autograder/secret/grader_key")  # Gradescope's staff-only folder; the container passes its own
 GRADESCOPE_METADATA = Path("/autograder/submission_metadata.json")  # written by Gradescope for each submission
 MAX_STUDENT_ID = 200
+# grade's and bench's results folder: DEFAULT_OUT/<problem>/ (default_out). One folder per problem: a grade of
+# --problem swiglu used to overwrite the GLU grade in grade-results/ (issue 40 item 9).
+DEFAULT_OUT = Path("grade-results")
+
+
+def default_out(problem: str) -> Path:
+    """Where a grade of `problem` goes when --out is not given."""
+    return DEFAULT_OUT / problem
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -66,7 +74,11 @@ def _parser() -> argparse.ArgumentParser:
     grade_staff.add_argument("--staff", action="store_true", help="grade the staff solutions from reference/ instead")
     what = argparse.ArgumentParser(add_help=False)
     what.add_argument(
-        "--out", type=Path, default=Path("grade-results"), help="where results.json goes (default: grade-results/)"
+        "--out",
+        type=Path,
+        default=None,
+        help=f"where results.json goes (default: {DEFAULT_OUT}/PROBLEM/, one folder per problem, so that grading "
+        "another problem keeps this one's results)",
     )
     what.add_argument(
         "--only",
@@ -196,6 +208,13 @@ def _parser() -> argparse.ArgumentParser:
         help="the assignment column's header in grades_canvas.csv (default: '<PROBLEM> kernels', or that "
         "assignment's own column in a Canvas export; 'Name (12345)' names Canvas assignment 12345)",
     )
+    r.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="with --roster: write grades_canvas.csv even where a score it imports is not final (a CPU grade, a "
+        "part or stage left out by --only or --no-perf, a --case grade); without it such a file is not written "
+        "and the report names the rows (exit 2)",
+    )
     h = sub.add_parser(
         "handout",
         help="staff: write the repository students get (stubs, handout, grader, public spec and "
@@ -294,9 +313,13 @@ def _dispatch(args: argparse.Namespace) -> int:
     if getattr(args, "course", None) is not None:
         from grader.problem import course
 
+        if args.out is None:  # a course's problems go to OUT/<problem>/: the same folders as their own grades
+            args.out = DEFAULT_OUT
         return course.run(args, ROOT, functools.partial(_usage_caught, _run))
     if args.command == "report":
-        return _ta_report(args.dir, args.out, args.secret_file, args.roster, args.canvas_column, args.problem)
+        return _ta_report(
+            args.dir, args.out, args.secret_file, args.roster, args.canvas_column, args.problem, args.allow_partial
+        )
     if args.command == "similarity":
         from grader.report import similarity
 
@@ -319,6 +342,8 @@ def _run(args: argparse.Namespace) -> int:
     error raises (the caller says it: `_usage_caught`); a grader fault is exit 3 with no results.json."""
     try:
         problem = load_problem(find_problem(args.problem, ROOT))
+        if args.out is None:  # (--watch grades again with the same args: the folder is chosen once)
+            args.out = default_out(problem.name)
         _check_only(getattr(args, "only", []) or (), problem)
         key = _key(getattr(args, "secret_file", None), missing_ok=args.command == "autograde")
         opts = _options(args, problem, key)
@@ -601,11 +626,16 @@ def _ta_report(
     roster_path: Path | None = None,
     canvas_column: str | None = None,
     problem: str | None = None,
+    allow_partial: bool = False,
 ) -> int:
     """grades.csv + class_summary.html over every results.json under root (+ grades_canvas.csv with a roster).
-    Bad results files are listed, never fatal; a roster that cannot be used is (exit 2, before anything is written)."""
+    Bad results files are listed, never fatal; a roster that cannot be used is (exit 2, before anything is written).
+    A Canvas import that would hold a score that is not final is not written (exit 2 after the rest is), unless
+    allow_partial."""
     from grader.report import tareport
 
+    if allow_partial and roster_path is None:
+        raise UsageError("--allow-partial needs --roster (it is about grades_canvas.csv, Canvas's import)")
     assignment, roster, key = _ta_inputs(root, out, secret_file, roster_path, canvas_column, problem)
     with report.progress("report", min_interval_s=1.0) as update:
         done = tareport.write_class_report(
@@ -616,15 +646,20 @@ def _ta_report(
             roster=roster,
             canvas_column_name=canvas_column,
             assignment=assignment,
+            allow_partial=allow_partial,
         )
     _say_class_read(done)
     if roster is not None and done.join is not None:
         _say_canvas(done.join, roster)
     _say_signatures(done.cls.subs, key)
+    canvas = roster is not None and done.join is not None and done.join.written
     print(
-        f"written: {done.csv_path}{f', {done.csv_path.parent / tareport.CANVAS_CSV}' if roster is not None else ''} "
+        f"written: {done.csv_path}{f', {done.csv_path.parent / tareport.CANVAS_CSV}' if canvas else ''} "
         f"and {done.html_path}"
     )
+    if done.join is not None and not done.join.written:
+        print(f"grader error: {tareport.refusal(done.join)}", file=sys.stderr)  # one line, as _usage_caught's
+        return EXIT_USAGE
     return EXIT_OK
 
 
@@ -675,7 +710,12 @@ def _say_class_read(done: ClassReport) -> None:
             f"warning: {cpu} grade(s) made without a GPU (device CPU in grades.csv): no performance points "
             "in them; regrade on a GPU"
         )
+    partial = sum(1 for x in subs if x.not_final)
+    if partial:
+        print(f"warning: {partial} grade(s) not final (column final in grades.csv, and listed in the summary)")
     print(f"problem {a.problem or 'unknown'} ({tareport.points_text(a.points) or 'unknown'} points), from {a.source}")
+    for note in done.cls.notes:
+        print(f"the whole class: {note}")
 
 
 def _say_canvas(j: Join, roster: Roster) -> None:

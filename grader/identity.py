@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import random
+import shlex
 import shutil
 import signal
 import stat
@@ -42,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -486,6 +487,42 @@ def readable_by(path: Path, identity: Identity) -> bool:
         if not ok:
             return False
     return True
+
+
+def closed_folders(paths: Iterable[Path]) -> list[Path]:
+    """The folders on the way to `paths` that a uid other than their owner, in none of their groups, cannot pass
+    (no o+x): a Python under a private home (pyenv or conda in /root or a 0700 /home/x) that the grade's uid cannot
+    start outside a box. Each once, outermost first. (In a box it can: the box binds the interpreter's own folders
+    at their paths, under fresh 0755 parents; grader/box.py.)"""
+    out: list[Path] = []
+    for path in paths:
+        p = Path(os.path.abspath(path))
+        for d in reversed(p.parents):
+            try:
+                closed = not os.stat(d).st_mode & stat.S_IXOTH
+            except OSError:
+                break
+            if closed and d not in out:
+                out.append(d)
+    return out
+
+
+def unreachable_python(why: str) -> str:
+    """What open_scratch records when the grade's uid could not start this Python (`why`, the probe's own line):
+    the folders in the way and the one command that opens them for passing through (o+x: enter, not list; files
+    keep their own modes), or a box. Said at the first refusal (grader/preflight.py prints it before any grade)."""
+    closed = closed_folders([Path(sys.executable), *box.interpreter_paths()])
+    fix = (
+        f"run `chmod o+x {' '.join(shlex.quote(str(d)) for d in closed)}` (others may then pass through "
+        f"{'that folder' if len(closed) == 1 else 'those folders'}, not list them), or "
+        if closed
+        else ""
+    )
+    return (
+        f"the unprivileged uid could not start this Python ({why}); {fix}install bubblewrap (apt-get install "
+        "bubblewrap) so that each grade runs in a box, which shows this Python to the uid wherever it lives; or "
+        "install the grader where other users can read it (the container does)"
+    )
 
 
 def open_to_everyone(path: Path) -> bool:

@@ -221,10 +221,7 @@ def open_scratch(base: Path | None = None, hidden: tuple[Path, ...] = ()) -> ide
             os.getuid(),
             os.getgid(),
             False,
-            [
-                f"the unprivileged uid could not start this Python ({why}); install the grader where other "
-                "users can read it (the container does)"
-            ],
+            [identity.unreachable_python(why)],
         )
         scratch = _scratch(ident, trusted_cache, base, hidden)
     return scratch

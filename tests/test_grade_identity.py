@@ -382,7 +382,7 @@ def test_class_wide_values_come_from_the_problem_argument(tmp_path, capsys):
         put(root, "mallory", doc)
         assert cli.main(["report", str(root), "--out", str(out)]) == 0
         assert "problem unknown (unknown points)" in capsys.readouterr().out
-        assert csv_rows(out / "grades.csv")[0] == ["student_id", "device", "containment", "total", "max", "flags"]
+        assert csv_rows(out / "grades.csv")[0] == ["student_id", "device", "containment", "final", "total", "max", "flags"]
 
 
 def test_every_csv_cell_is_formula_safe(tmp_path):

@@ -354,7 +354,7 @@ def test_each_handout_command_runs(cmd, student_repo, monkeypatch, tmp_path):
     argv, nenv = _nox(cmd, student_repo, monkeypatch)
     assert argv[1:4] == ["-m", "grader", argv[3]] and argv[3] in ("grade", "profile", "bench"), argv
     if argv[3] == "grade":
-        argv += ["--out", str(tmp_path / "out")]  # the handout's default (grade-results/) is the student's folder
+        argv += ["--out", str(tmp_path / "out")]  # the handout's default (grade-results/<problem>/) is the student's folder
     if "--watch" in argv:
         p = subprocess.Popen(argv, cwd=student_repo, env=nenv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True)

@@ -165,7 +165,8 @@ def test_canvas_csv_from_a_canvas_roster(tmp_path, capsys):
     root, out = tmp_path / "class", tmp_path / "ta"
     class_dir(root)
     roster = write(tmp_path / "roster.csv", CANVAS_ROSTER)
-    assert cli.main(["report", str(root), "--out", str(out), "--roster", str(roster)]) == 0
+    # S1002's CPU grade is not final: imported only with --allow-partial (test_a_canvas_import_that_is_not_final_*)
+    assert cli.main(["report", str(root), "--out", str(out), "--roster", str(roster), "--allow-partial"]) == 0
     printed = capsys.readouterr().out
     column, points, scores = canvas_reads(out / "grades_canvas.csv")
     # Not "GLU kernels (76)": Canvas would read 76 as an assignment id, and make a new assignment at every import.
@@ -185,14 +186,73 @@ def test_canvas_csv_from_a_canvas_roster(tmp_path, capsys):
     assert "<td>zed</td>" in unmatched and "matches no roster student" in unmatched
 
 
+def only_triton_no_perf(doc: dict) -> dict:
+    """doc as `grade --only triton --no-perf` writes it: the Triton part's correctness rows only."""
+    doc = json.loads(json.dumps(doc))
+    doc["tests"] = [t for t in doc["tests"] if t["tags"][:2] == ["triton", "correctness"]]
+    doc["score"] = doc["max_score"] = sum(t["score"] for t in doc["tests"])
+    return doc
+
+
+def test_a_canvas_import_that_is_not_final_is_refused_unless_allow_partial(tmp_path, capsys):
+    """Issue 40 item 4: a CPU grade (48/76 for a perfect student), an --only triton --no-perf grade and a --case
+    grade are true grades of what ran, not of the assignment: grades_canvas.csv under "Points Possible 76" is not
+    written while it would import one. The terminal names the rows, why, and --allow-partial (one line, exit 2);
+    grades.csv's `final` column and class_summary.html say which rows and why. Decided from typed fields: a note
+    that says "final" changes nothing."""
+    root, out = tmp_path / "class", tmp_path / "ta"
+    write(root / "alice" / "results.json", result())                                    # final: an H200 grade
+    write(root / "S1002" / "results" / "results.json", result(device="cpu"))            # perfect, on a CPU: 52/76
+    write(root / "ghopper" / "results.json", only_triton_no_perf(result()))             # 26 of one part
+    partial = result()
+    partial["extra_data"]["partial_cases"] = ["tiny_*"]
+    partial["output"] = "final grade: every case ran"                                   # hostile text: not read
+    write(root / "S1004" / "results.json", partial)
+    roster = write(tmp_path / "roster.csv", CANVAS_ROSTER)
+    write(out / "grades_canvas.csv", "an older import\n")
+    assert cli.main(["report", str(root), "--out", str(out), "--roster", str(roster)]) == 2
+    printed = capsys.readouterr()
+    err = [line for line in printed.err.splitlines() if line.startswith("grader error:")]
+    assert len(err) == 1, printed.err
+    assert "grades_canvas.csv not written" in err[0] and "--allow-partial" in err[0], err
+    assert "S1002 (graded without a GPU" in err[0] and "ghopper (triton: no performance results " \
+        "(--no-perf); part cuda not graded (--only))" in err[0] and "S1004 (a partial grade" in err[0], err
+    assert "alice" not in err[0]
+    assert not (out / "grades_canvas.csv").exists(), "an older import must not be left to be imported by mistake"
+    final = {r["student_id"]: r["final"] for r in csv.DictReader(io.StringIO((out / "grades.csv").read_text()))}
+    assert final["alice"] == "yes" and final["S1002"].startswith("no: graded without a GPU")
+    assert final["ghopper"] == "no: triton: no performance results (--no-perf); part cuda not graded (--only)"
+    assert final["S1004"].startswith("no: a partial grade")
+    page = (out / "class_summary.html").read_text(encoding="utf-8")
+    assert "Grades that are not final (3)" in page and "grades_canvas.csv NOT WRITTEN (3 score(s) not final)" in page
+    # --allow-partial: written, and the summary says which imported scores are not final
+    assert cli.main(["report", str(root), "--out", str(out), "--roster", str(roster), "--allow-partial"]) == 0
+    _, points, scores = canvas_reads(out / "grades_canvas.csv")
+    assert points == 76.0 and scores["alice"] == "76" and scores["cbabbage"] == "52" and scores["ghopper"] == "26"
+    page = (out / "class_summary.html").read_text(encoding="utf-8")
+    assert "3 imported score(s) are not final grades, written with --allow-partial" in page
+    # every score final: written without the flag
+    for sid in ("S1002/results", "ghopper", "S1004"):
+        write(root / sid / "results.json", result())
+    assert cli.main(["report", str(root), "--out", str(tmp_path / "ok"), "--roster", str(roster)]) == 0
+    assert canvas_reads(tmp_path / "ok" / "grades_canvas.csv")[2]["ghopper"] == "76"
+
+
+def test_allow_partial_needs_a_roster(tmp_path, capsys):
+    root = tmp_path / "class"
+    class_dir(root)
+    assert cli.main(["report", str(root), "--allow-partial"]) == 2
+    assert "--allow-partial needs --roster" in capsys.readouterr().err
+
+
 def test_the_canvas_exports_own_assignment_column_is_reused(tmp_path):
     root = tmp_path / "class"
     class_dir(root)
     head, rest = CANVAS_ROSTER.split("\n", 1)
     roster = tareport.read_roster(write(tmp_path / "roster.csv", head + ",GLU kernels (48213)\n" + rest.replace(",,\n", ",,,\n")))
-    tareport.write_ta_report(root, tmp_path / "a", roster=roster)
+    tareport.write_ta_report(root, tmp_path / "a", roster=roster, allow_partial=True)  # S1002's is a CPU grade
     assert canvas_reads(tmp_path / "a" / "grades_canvas.csv")[0] == "GLU kernels (48213)"
-    tareport.write_ta_report(root, tmp_path / "b", roster=roster, canvas_column_name="Lab 3: fused GLU")
+    tareport.write_ta_report(root, tmp_path / "b", roster=roster, canvas_column_name="Lab 3: fused GLU", allow_partial=True)
     column, points, scores = canvas_reads(tmp_path / "b" / "grades_canvas.csv")
     assert column == "Lab 3: fused GLU" and points == 76.0 and scores["alice"] == "76"
 
@@ -240,7 +300,8 @@ def test_a_column_named_like_its_points_gets_a_note(tmp_path, capsys):
     root = tmp_path / "class"
     class_dir(root)
     roster = write(tmp_path / "roster.csv", CANVAS_ROSTER)
-    assert cli.main(["report", str(root), "--roster", str(roster), "--canvas-column", "GLU kernels (76)"]) == 0
+    assert cli.main(["report", str(root), "--roster", str(roster), "--canvas-column", "GLU kernels (76)",
+                     "--allow-partial"]) == 0  # class_dir has a CPU grade
     assert "note: Canvas reads '(76)' in 'GLU kernels (76)' as the id of a Canvas assignment" in capsys.readouterr().out
     assert canvas_reads(root / "grades_canvas.csv")[0] == "GLU kernels (76)"  # as asked
 
@@ -285,7 +346,7 @@ def test_gradescope_export_layout_names_the_students(tmp_path):
     assert not bad
     rows = {r["student_id"]: r for r in csv.DictReader(io.StringIO(csv_path.read_text(encoding="utf-8")))}
     head = list(next(iter(rows.values())))
-    assert head[:4] == ["student_id", "name", "email", "sid"] and head[-5:] == ["device", "containment", "total", "max", "flags"]
+    assert head[:4] == ["student_id", "name", "email", "sid"] and head[-6:] == ["device", "containment", "final", "total", "max", "flags"]
     assert rows["submission_1234567"]["name"] == "Ada Lovelace" and rows["submission_1234567"]["sid"] == "S1001"
     assert rows["submission_2345678"]["name"] == "Grace Hopper; Alan Turing"
     assert rows["submission_2345678"]["email"] == "grace@uni.edu; alan@uni.edu"
@@ -351,13 +412,13 @@ def test_links_to_each_students_report_are_relative(tmp_path):
 
 def test_the_class_report_without_a_roster_is_unchanged_in_shape(tmp_path):
     """No roster: no grades_canvas.csv, no roster section; the columns are the ones grades.csv always had, plus
-    device and containment (just before total)."""
+    device, containment and final (just before total)."""
     root = tmp_path / "class"
     class_dir(root)
     csv_path, html_path, _, _ = tareport.write_ta_report(root)
     assert not (root / "grades_canvas.csv").exists() and "Roster:" not in html_path.read_text(encoding="utf-8")
     assert csv_path.read_text().splitlines()[0] == ("student_id,triton_correctness,triton_performance,cuda_correctness,"
-                                                    "cuda_performance,device,containment,total,max,flags")
+                                                    "cuda_performance,device,containment,final,total,max,flags")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -406,7 +467,7 @@ def test_a_file_deep_in_a_students_folder_is_that_students_row(tmp_path):
     write(root / "alice" / "results.json", signed(result(triton=0.0), "alice"))
     write(root / "cbabbage" / "results.json", signed(result(), "cbabbage"))
     write(root / "alice" / "cbabbage" / "results.json", signed(result(), "cbabbage"))
-    write(root / "ghopper" / "grade-results" / "results.json", signed(result(cuda=3.0), "ghopper"))  # as a student keeps it
+    write(root / "ghopper" / "grade-results" / "glu" / "results.json", signed(result(cuda=3.0), "ghopper"))  # as kept
     roster = tareport.read_roster(write(tmp_path / "roster.csv", CANVAS_ROSTER))
     _, _, subs, _ = tareport.write_ta_report(root, tmp_path / "ta", key=KEY.signing, roster=roster)
     _, _, scores = canvas_reads(tmp_path / "ta" / "grades_canvas.csv")

@@ -39,6 +39,7 @@ class Summary:
     report_paths: list[str] = field(default_factory=list)
     unusable: list[tuple[str, str]] = field(default_factory=list)  # the TA report's unreadable files (path, why)
     report_error: str = ""  # why the TA report was not written (the grades are in place all the same)
+    notes: list[str] = field(default_factory=list)  # the same for every grade (classdata.class_notes): said once
 
     @property
     def per_gpu_hour(self) -> float | None:
@@ -104,7 +105,9 @@ def summarize(out: Path, manifest: dict[str, Any], live: set[int] | None = None,
 
         state.clean_staging(out)  # what killed tasks left: never read as a student's grade
         try:
-            csv_path, html_path, subs, bad = tareport.write_ta_report(out)
+            done = tareport.write_class_report(out)
+            csv_path, html_path, subs, bad = done.csv_path, done.html_path, done.cls.subs, done.cls.bad
+            s.notes = done.cls.notes
         except ImportError:  # the report judges every results.json by its schema: that needs jsonschema
             s.report_error = (
                 f"the TA report was not written: {tareport.NEEDS_JSONSCHEMA}; the grades are in place: make it "
@@ -137,6 +140,7 @@ def write_summary(out: Path, s: Summary) -> tuple[Path, Path]:
         "resubmit": s.resubmit or None,
         "unusable_in_report": [{"path": p, "why": w} for p, w in s.unusable],
         "report_error": s.report_error or None,
+        "class_notes": s.notes,
     }
     jp = out / SUMMARY_JSON
     write_json_atomic(jp, data)
@@ -158,6 +162,7 @@ def write_summary(out: Path, s: Summary) -> tuple[Path, Path]:
         "<a href='grades.csv'>grades.csv</a>.</p>",
         table(["status", "submissions"], [[k, v] for k, v in s.counts.items()]),
         f"<p>throughput: {e(_throughput(s))}</p>",
+        *[f"<p class='warn'>the whole class: {e(n)}</p>" for n in s.notes],
         *[f"<p class='warn'>warning: {e(w)}</p>" for w in s.warnings],
         "<h2>GPU models</h2>",
         table(["model", "grades"], [[m, n] for m, n in s.models.items()]),
@@ -187,6 +192,8 @@ def print_summary(s: Summary) -> None:
     for x in s.entries:
         if x.status not in (Status.DONE, Status.RUNNING):
             print(f"  {x.sid}: {x.status}{' (' + x.why + ')' if x.why else ''}")
+    for note in s.notes:
+        print(f"the whole class: {note}")
     if s.flagged:
         print(f"flagged ({len(s.flagged)}):")
         for who, flag in s.flagged[:50]:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from grader.problem.spec import Problem, SpecError, find_problem, load_problem
 from grader.report.records import STAGES
+from grader.results import Stage
 
 ROOT = Path(__file__).resolve().parent.parent.parent  # the checkout (or install) whose reference/ holds the specs
 _NAME = re.compile(r"[a-z0-9_]{1,64}")  # a problem folder's name: never a path
@@ -30,6 +31,8 @@ class Assignment:
     points: float | None  # what one grade of the problem is worth; None: unknown
     source: str  # for people: where these values come from
     spec_sha256: str = ""  # the spec's bytes, hashed: a valid grade signed over another version of it is flagged
+    # ("part_stage", points) for every column, from the spec: what a final grade holds in each (grader/report/final.py)
+    column_points: tuple[tuple[str, float], ...] = ()
 
     @property
     def columns(self) -> list[str]:
@@ -52,7 +55,10 @@ def problem_points(problem: Problem) -> float:
 
 def from_problem(problem: Problem, source: str) -> Assignment:
     spec = hashlib.sha256(problem.path.read_bytes()).hexdigest()
-    return Assignment(problem.name, tuple(problem.student_implementations), problem_points(problem), source, spec)
+    perf = sum(c.points for c in problem.performance.cases) if problem.performance is not None else 0.0
+    per_stage = {Stage.CORRECTNESS: problem.correctness_points, Stage.PERFORMANCE: perf}
+    cols = tuple((f"{p}_{st}", per_stage.get(st, 0.0)) for p in problem.student_implementations for st in STAGES)
+    return Assignment(problem.name, tuple(problem.student_implementations), problem_points(problem), source, spec, cols)
 
 
 def from_argument(name_or_path: str, root: Path = ROOT) -> Assignment:

@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from grader import filetree, signing
+from grader.report import final
 from grader.report.assignment import UNKNOWN, Assignment, from_names
 from grader.report.cells import csv_text, safe_cell
 from grader.report.gsexport import class_root, gradescope_layout
-from grader.report.output import advisory_of
+from grader.report.output import advisory_line, advisory_of
 from grader.report.records import STAGES, flags_of
 from grader.report.validate import MAX_FILE_BYTES, BadResults, Unreadable, parse_results, rel
 from grader.results import Grade, number
@@ -57,6 +58,9 @@ class Submission:
     misfit: str = ""  # why the file does not fit the class's assignment (another problem, more points than it has)
     submitters: list[dict[str, str]] = field(default_factory=list)  # Gradescope's: name, sid, email (one per member)
     report_href: str = ""  # relative link from class_summary.html to this student's report.html, when there is one
+    # Why this grade is not a final grade of the assignment (grader/report/final.py; empty: final). A score that is
+    # not final is imported into Canvas only with `report --allow-partial`.
+    not_final: list[str] = field(default_factory=list)
 
     @property
     def counted(self) -> bool:
@@ -131,9 +135,6 @@ def _load_one(path: Path, root: Path, key: bytes | None = None, top: Path | None
     sub.flags = flags_of(g)
     if abs(sub.total - tsum) > SCORE_TOLERANCE:
         sub.flags.append(f"top-level score {sub.total:g} differs from the sum of the tests' scores {tsum:.4g}")
-    adv = advisory_of(g)
-    if adv:
-        sub.flags.insert(0, adv)
     if key is not None:
         _check_signature(sub, key)
     return sub
@@ -157,6 +158,7 @@ class ClassData:
     subs: list[Submission]
     bad: list[Unreadable]
     assignment: Assignment
+    notes: list[str] = field(default_factory=list)  # class_notes: what is the same for every grade of the class
 
     @property
     def counted(self) -> list[Submission]:
@@ -177,7 +179,9 @@ def read_class(
         what = "valid" if key is not None else "unchecked"
         assignment = from_names([s.grade.problem for s in subs if s.counted], what)
     fit(subs, assignment)
-    return ClassData(subs, bad, assignment)
+    for s in subs:
+        s.not_final = final.reasons(s.grade, assignment)
+    return ClassData(subs, bad, assignment, class_notes(subs))
 
 
 def fit(subs: list[Submission], a: Assignment) -> None:
@@ -314,6 +318,7 @@ def collect(
         s.row_keys = {
             k.casefold() for k in (s.key, *(p.get(f, "") for p in s.submitters for f in ("sid", "email"))) if k
         }
+    _advisories(subs)
     if key is not None:
         check_identities(subs)
     has = {p.resolve() for f in files for p in f.parents}
@@ -331,6 +336,46 @@ def collect(
     return subs, bad
 
 
+MAX_REASON = 300  # characters of one not_official_because reason a class note quotes (the file's text)
+
+
+def class_wide(subs: list[Submission]) -> list[str]:
+    """The reasons every grade of the class gives for being advisory (issue 40 item 5a): a property of the grading
+    host or deployment (no key, a Python the grade's uid cannot start, no box), not of any submission. Said once
+    for the class, not in every row's flags, where nine copies of one sentence drowned a real flag. Only a reason
+    that every row (two or more) states counts: no one file can make a class note, nor take its own advisory line
+    out of its row unless the whole class shares it (and then the note says it)."""
+    if len(subs) < 2 or any(advisory_of(s.grade) is None for s in subs):
+        return []
+    first, *rest = ([str(w)[:MAX_REASON] for w in s.grade.official_why] for s in subs)
+    return [w for w in dict.fromkeys(first) if all(w in r for r in rest)]
+
+
+def class_notes(subs: list[Submission]) -> list[str]:
+    """What is the same for the whole class, as notes for the top of the report, grades.csv and the batch."""
+    common = class_wide(subs)
+    if not common:
+        return []
+    return [
+        f"all {len(subs)} grades are advisory (not official, unsigned) for the same reason, a property of the "
+        f"grading host rather than of any submission: {'; '.join(common)}"
+    ]
+
+
+def _advisories(subs: list[Submission]) -> None:
+    """Each row's advisory flag, less the class-wide reasons (class_notes says those once)."""
+    common = set(class_wide(subs))
+    for s in subs:
+        adv = advisory_of(s.grade)
+        if adv is None:
+            continue
+        own = [w for w in s.grade.official_why if str(w)[:MAX_REASON] not in common]
+        if common and not own:
+            continue  # advisory only for the class's reason: in the class note, not in this row
+        line = advisory_line(False, own) or adv
+        s.flags.insert(1 if s.flags and s.flags[0].startswith("NOT WRITTEN") else 0, line)
+
+
 def columns(a: Assignment = UNKNOWN) -> list[str]:
     """The part_stage columns: the assignment's parts (its spec's), never a name from a file."""
     return a.columns
@@ -341,11 +386,14 @@ def who(s: Submission, what: str) -> str:
     return "; ".join(p[what] for p in s.submitters if p.get(what))
 
 
-def render_csv(subs: list[Submission], signatures: bool = False, assignment: Assignment = UNKNOWN) -> str:
+def render_csv(
+    subs: list[Submission], signatures: bool = False, assignment: Assignment = UNKNOWN, notes: list[str] | None = None
+) -> str:
     """student_id, then name/email/sid (Gradescope's export layout only), the assignment's part_stage columns (from
     its spec, grader/report/assignment.py: a file's own parts add none), device (the GPU model, or CPU: such a grade
     holds no performance points), containment (what held its untrusted processes, grader/box.py: box, container,
-    none; "not recorded" for an older grader's file), total, max, flags. A report of no submission has only
+    none; "not recorded" for an older grader's file), final ("yes", or "no: " and why: grader/report/final.py), total,
+    max, flags. A report of no submission has only
     student_id, total, max and flags. signatures: add a `signature` column (valid, INVALID, unsigned, replayed,
     identity not signed), when the report checked them. Every cell, headers included, is formula-safe
     (grader/report/cells.py)."""
@@ -355,7 +403,7 @@ def render_csv(subs: list[Submission], signatures: bool = False, assignment: Ass
         "student_id",
         *(["name", "email", "sid"] if people else []),
         *cols,
-        *(["device", "containment"] if subs else []),
+        *(["device", "containment", "final"] if subs else []),
         "total",
         "max",
         "flags",
@@ -370,10 +418,15 @@ def render_csv(subs: list[Submission], signatures: bool = False, assignment: Ass
                 *(f"{round(s.points[c][0], 4):g}" if c in s.points else "" for c in cols),
                 s.device_label,
                 s.grade.containment or "not recorded",
+                "no: " + "; ".join(s.not_final) if s.not_final else "yes",
                 f"{round(s.total, 4):g}",
                 f"{round(s.max, 4):g}",
                 " | ".join(s.flags),
                 *([s.signature] if signatures else []),
             ]
+        )
+    for note in notes or []:  # once, after the rows: student_id "(class)", the note in the flags column
+        rows.append(
+            ["(class)", *[""] * (len(head) - 2 - (1 if signatures else 0)), note, *([""] if signatures else [])]
         )
     return csv_text(rows)

@@ -18,7 +18,7 @@ from urllib.parse import quote
 from grader import signing
 from grader.report import classstats, html
 from grader.report.assignment import UNKNOWN, Assignment
-from grader.report.blocks import Cell, Chart, Page, Row, Section, Table, Text
+from grader.report.blocks import Block, Cell, Chart, Page, Row, Section, Table, Text
 from grader.report.classdata import ClassData, Submission, read_class, render_csv, who
 from grader.report.devices import gpu_summary
 from grader.report.output import write_text_atomic
@@ -29,6 +29,7 @@ from grader.report.roster import (
     Roster,
     join_roster,
     points_text,
+    refusal,
     render_canvas_csv,
     why_withheld,
 )
@@ -91,10 +92,28 @@ def _roster(roster: Roster, j: Join) -> Section:
         for s, rows in j.ambiguous
     ]
     title = f"Roster: grades_canvas.csv ({len(j.matched)} of {len(roster.rows)} students with a score)"
+    partial = [[*person(i), f"{s.total:.4g}", "; ".join(s.not_final)] for i, s in j.not_final.items()]
+    head: list[Block] = [Text(facts, "facts")]
+    if partial and not j.written:
+        title = f"Roster: grades_canvas.csv NOT WRITTEN ({len(partial)} score(s) not final)"
+        head.insert(0, Text(refusal(j), "note", "Not written:"))
+    elif partial:
+        head.insert(
+            0,
+            Text(
+                f"{len(partial)} imported score(s) are not final grades, written with --allow-partial (listed below).",
+                "note",
+                "Partial scores:",
+            ),
+        )
     return Section(
         title,
-        [Text(facts, "facts")],
+        head,
         [
+            Section(
+                f"Scores that are not final ({len(partial)})",
+                [_none_or(_table([*CANVAS_HEADER, "total", "why not final"], partial))],
+            ),
             Section(
                 f"Roster students without a score ({len(empty)})", [_none_or(_table([*CANVAS_HEADER, "why"], empty))]
             ),
@@ -102,6 +121,23 @@ def _roster(roster: Roster, j: Join) -> Section:
                 f"Results not in grades_canvas.csv ({len(left)})",
                 [_none_or(_table(["student", "file", "total", "why"], left))],
             ),
+        ],
+    )
+
+
+def _not_final(subs: list[Submission]) -> Section:
+    """The grades that are not final (grader/report/final.py): their scores are not the assignment's."""
+    rows = [Row([_student(s), Cell(f"{s.total:.4g}"), Cell("", items=tuple(s.not_final))]) for s in subs if s.not_final]
+    return Section(
+        f"Grades that are not final ({len(rows)})",
+        [
+            Text(
+                "A CPU grade, a grade of some parts or stages only (--only, --no-perf), or of some cases (--case): "
+                "its score is not out of the assignment's points. grades_canvas.csv is not written while it would "
+                "import one, unless `report --allow-partial`.",
+                "facts",
+            ),
+            _none_or(Table(["student", "total", "why not final"], rows)),
         ],
     )
 
@@ -238,6 +274,7 @@ def build(
         Section(
             f"Flagged submissions ({len(flagged)})", [_none_or(Table(["student", "total", "why", "file"], flag_rows))]
         ),
+        _not_final(subs),
         hist,
         Section(
             "Graded on",
@@ -305,9 +342,10 @@ def write_ta_report(
     roster: Roster | None = None,
     canvas_column_name: str | None = None,
     assignment: Assignment | None = None,
+    allow_partial: bool = False,
 ) -> tuple[Path, Path, list[Submission], list[Unreadable]]:
     """write_class_report, returning (grades.csv, class_summary.html, submissions, unusable files)."""
-    r = write_class_report(root, out, progress, key, roster, canvas_column_name, assignment)
+    r = write_class_report(root, out, progress, key, roster, canvas_column_name, assignment, allow_partial)
     return r.csv_path, r.html_path, r.cls.subs, r.cls.bad
 
 
@@ -319,13 +357,16 @@ def write_class_report(
     roster: Roster | None = None,
     canvas_column_name: str | None = None,
     assignment: Assignment | None = None,
+    allow_partial: bool = False,
 ) -> ClassReport:
     """Write grades.csv and class_summary.html into out (default: root). Never raises for a bad results file.
     key: the signing key of the key file the grades were made with (keyfile.Key.signing); every file's signature
     and signed identity are then checked (grader/signing.py, classdata.check_identities). roster (read_roster):
     also write grades_canvas.csv, one row per roster student (join_roster), with the assignment column
     canvas_column_name (default: canvas_column's). assignment: `report --problem` (grader/report/assignment.py);
-    default: the problem the counted files name, when it is a known spec."""
+    default: the problem the counted files name, when it is a known spec. allow_partial: write grades_canvas.csv even
+    where a score it imports is not final (grader/report/final.py); without it such a file is not written (and an
+    older one in out is removed), join.written is False, and the summary says which rows and why."""
     root = Path(root)
     out = Path(out) if out is not None else root
     validator()  # the schema and the jsonschema package are there before any file is judged by them
@@ -342,10 +383,17 @@ def write_class_report(
     except Exception:  # a chart must never cost the CSV: fall back to tables only
         imgs = None
     csv_path, html_path = out / "grades.csv", out / "class_summary.html"
-    write_text_atomic(csv_path, render_csv(subs, signatures=key is not None, assignment=a))
+    write_text_atomic(csv_path, render_csv(subs, signatures=key is not None, assignment=a, notes=cls.notes))
     if roster is not None and join is not None:
-        write_text_atomic(out / CANVAS_CSV, render_canvas_csv(roster, join))
+        if join.not_final and not allow_partial:
+            # Refused: and an older grades_canvas.csv here goes too, so that nobody imports last run's by mistake.
+            join.written = False
+            (out / CANVAS_CSV).unlink(missing_ok=True)
+        else:
+            write_text_atomic(out / CANVAS_CSV, render_canvas_csv(roster, join))
     page = build(subs, bad, imgs, root.name or str(root), roster, join, a)
+    for note in reversed(cls.notes):  # said once for the class, first: no row is flagged for it
+        page.head.insert(2, Text(note, "note", "The whole class:"))
     if (
         out / "similarity.html"
     ).is_file():  # `python -m grader similarity` wrote one here (grader/report/similarity.py)

@@ -133,6 +133,15 @@ class Join:
     ambiguous: list[tuple[Submission, list[int]]] = field(default_factory=list)  # results that match several
     # results of a roster student who has one result that counts, besides them: that one is imported, these not
     beside: list[tuple[int, Submission]] = field(default_factory=list)
+    # Whether grades_canvas.csv was written (write_class_report): not when a score it would import is not final
+    # (Submission.not_final) and --allow-partial was not given.
+    written: bool = True
+
+    @property
+    def not_final(self) -> dict[int, Submission]:
+        """Roster rows whose imported score is not a final grade (a CPU grade, a part or stage left out, a partial
+        grade): grades_canvas.csv is refused while there is one, unless --allow-partial."""
+        return {i: s for i, s in self.matched.items() if s.not_final}
 
 
 def _identities(s: Submission) -> list[set[str]]:
@@ -246,6 +255,18 @@ def join_roster(
             j.matched[i] = got[0]
             j.scores[i] = points_text(got[0].total)
     return j
+
+
+def refusal(j: Join, limit: int = 10) -> str:
+    """The one line `report` says when grades_canvas.csv is not written: which rows are not final, why, the flag."""
+    rows = list(j.not_final.values())
+    named = " | ".join(f"{s.student} ({'; '.join(s.not_final)})" for s in rows[:limit])
+    more = f" | and {len(rows) - limit} more" if len(rows) > limit else ""
+    return (
+        f"{CANVAS_CSV} not written: {len(rows)} of the {len(j.matched)} score(s) it would import are not final "
+        f"grades: {named}{more}. Regrade them (on a GPU, every part, no --no-perf or --case), or pass --allow-partial "
+        "to import these scores as they are; grades.csv and class_summary.html list them"
+    )
 
 
 def render_canvas_csv(roster: Roster, j: Join) -> str:

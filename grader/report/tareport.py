@@ -29,6 +29,7 @@ from grader.report.roster import (
     join_roster,
     points_text,
     read_roster,
+    refusal,
     render_canvas_csv,
 )
 from grader.report.validate import NEEDS_JSONSCHEMA, BadResults, Unreadable, parse_results, validator
@@ -63,6 +64,7 @@ __all__ = [
     "points_text",
     "read_gradescope_metadata",
     "read_roster",
+    "refusal",
     "render_canvas_csv",
     "render_csv",
     "speedups",
