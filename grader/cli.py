@@ -655,7 +655,7 @@ def _ta_report(
     canvas = roster is not None and done.join is not None and done.join.written
     print(
         f"written: {done.csv_path}{f', {done.csv_path.parent / tareport.CANVAS_CSV}' if canvas else ''} "
-        f"and {done.html_path}"
+        f"and {done.html_path}{f' (the class note: {done.notes_path})' if done.notes_path else ''}"
     )
     if done.join is not None and not done.join.written:
         print(f"grader error: {tareport.refusal(done.join)}", file=sys.stderr)  # one line, as _usage_caught's

@@ -152,7 +152,8 @@ def test_a_partial_grade_goes_to_its_own_folder_and_the_full_grade_stays(partial
         assert full.read_text() == '{"the": "last full grade"}'  # untouched
         data = json.loads((out / "partial" / "results.json").read_text())
         assert data["extra_data"]["partial_cases"] == partial
-        assert (out / "partial" / "report.md").exists() and "the last full grade in" in printed, printed
+        # the terminal wraps its lines at its width: the phrase may cross a line break where tmp_path is long
+        assert (out / "partial" / "report.md").exists() and "the last full grade in" in " ".join(printed.split())
     else:  # a full grade replaces the full grade, and makes no partial folder
         assert json.loads(full.read_text())["tests"] and not (out / "partial").exists()
     assert args.failed == ["tiny_1x2/float32"]  # what --watch runs first next time

@@ -197,7 +197,7 @@ def test_a_local_grade_gets_a_fresh_input_secret_and_a_keyed_one_the_derived_one
     out = capsys.readouterr().out
     assert seen[0].secret != seen[1].secret, "a local grade must not reuse an input secret"
     assert not seen[0].keyed and seen[2].keyed and seen[2].secret == keyfile.load(key).inputs
-    assert "advisory: not an official grade (unsigned)" in out
+    assert "practice grade: graded here without the course's key" in out  # the keyless grades (output.PRACTICE)
     doc = json.loads((tmp_path / "out" / "results.json").read_text())  # the keyed (and here official) grade
     assert signing.verify(doc, keyfile.load(key).signing) == signing.VALID
 

@@ -114,7 +114,7 @@ def summarize(out: Path, manifest: dict[str, Any], live: set[int] | None = None,
                 f"here once installed, or anywhere jsonschema is, with `python -m grader report {out}`"
             )
         else:
-            s.report_paths = [str(csv_path), str(html_path)]
+            s.report_paths = [str(csv_path), str(html_path), *([str(done.notes_path)] if done.notes_path else [])]
             s.unusable = [(b.path, b.reason) for b in bad]
             s.flagged = [(x.student, x.flags[0]) for x in subs if x.flags]
     s.models, s.warnings = gpu_models(out, entries)

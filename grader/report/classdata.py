@@ -352,7 +352,7 @@ def class_wide(subs: list[Submission]) -> list[str]:
 
 
 def class_notes(subs: list[Submission]) -> list[str]:
-    """What is the same for the whole class, as notes for the top of the report, grades.csv and the batch."""
+    """What is the same for the whole class, as notes for the top of the report, class_notes.txt and the batch."""
     common = class_wide(subs)
     if not common:
         return []
@@ -386,9 +386,7 @@ def who(s: Submission, what: str) -> str:
     return "; ".join(p[what] for p in s.submitters if p.get(what))
 
 
-def render_csv(
-    subs: list[Submission], signatures: bool = False, assignment: Assignment = UNKNOWN, notes: list[str] | None = None
-) -> str:
+def render_csv(subs: list[Submission], signatures: bool = False, assignment: Assignment = UNKNOWN) -> str:
     """student_id, then name/email/sid (Gradescope's export layout only), the assignment's part_stage columns (from
     its spec, grader/report/assignment.py: a file's own parts add none), device (the GPU model, or CPU: such a grade
     holds no performance points), containment (what held its untrusted processes, grader/box.py: box, container,
@@ -425,8 +423,6 @@ def render_csv(
                 *([s.signature] if signatures else []),
             ]
         )
-    for note in notes or []:  # once, after the rows: student_id "(class)", the note in the flags column
-        rows.append(
-            ["(class)", *[""] * (len(head) - 2 - (1 if signatures else 0)), note, *([""] if signatures else [])]
-        )
+    # The class's notes (class_notes) are not rows here: every row of grades.csv is a submission, which an LMS import
+    # or a TA's script can rely on; they go to class_notes.txt beside it (grader/report/classsummary.py).
     return csv_text(rows)

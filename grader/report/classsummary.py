@@ -35,6 +35,8 @@ from grader.report.roster import (
 )
 from grader.report.validate import Unreadable, validator
 
+CLASS_NOTES = "class_notes.txt"  # what is the same for every grade of the class (classdata.class_notes), once
+
 NO_PLOTS = "Note: plots need matplotlib (pip install matplotlib); this summary has tables only."
 
 
@@ -332,6 +334,7 @@ class ClassReport:
     html_path: Path
     cls: ClassData  # the submissions, the unusable files, the assignment
     join: Join | None  # the roster's join (grades_canvas.csv), when there was a roster
+    notes_path: Path | None = None  # class_notes.txt, when the class has a note
 
 
 def write_ta_report(
@@ -383,7 +386,12 @@ def write_class_report(
     except Exception:  # a chart must never cost the CSV: fall back to tables only
         imgs = None
     csv_path, html_path = out / "grades.csv", out / "class_summary.html"
-    write_text_atomic(csv_path, render_csv(subs, signatures=key is not None, assignment=a, notes=cls.notes))
+    write_text_atomic(csv_path, render_csv(subs, signatures=key is not None, assignment=a))
+    notes_path = out / CLASS_NOTES
+    if cls.notes:  # beside grades.csv, whose rows are submissions only; the HTML page says them at its top too
+        write_text_atomic(notes_path, "".join(f"the whole class: {n}\n" for n in cls.notes))
+    else:
+        notes_path.unlink(missing_ok=True)  # last run's notes must not outlive the grades they were about
     if roster is not None and join is not None:
         if join.not_final and not allow_partial:
             # Refused: and an older grades_canvas.csv here goes too, so that nobody imports last run's by mistake.
@@ -400,4 +408,4 @@ def write_class_report(
         link = Cell("similarity.html: pairs of submissions with similar code", href="similarity.html")
         page.head.append(Table(["class integrity (evidence to read, never a penalty)"], [Row([link])]))
     write_text_atomic(html_path, html.render(page))
-    return ClassReport(csv_path, html_path, cls, join)
+    return ClassReport(csv_path, html_path, cls, join, notes_path if cls.notes else None)
