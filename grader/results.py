@@ -127,6 +127,7 @@ class Code(StrEnum):
     HINT_TAIL = "hint-tail"  # wrong only at the end of the flat output
     HINT_ROW_TAIL = "hint-row-tail"  # wrong only in the last columns of rows
     HINT_LOW_PRECISION = "hint-low-precision"  # wrong in a 16-bit dtype while the float32 case of that input passes
+    HINT_HALF_INTERMEDIATE = "hint-half-intermediate"  # a float32 case's wrong outputs are exact 16-bit values
     HINT_FORMULA = "hint-formula"  # the values equal an input operand or a known wrong formula (reference.mistakes)
 
 

@@ -172,3 +172,61 @@ def test_each_hint_from_a_broken_submission_of_its_kind(grade_dir, name, cases, 
             assert WORDS_OF[name] in text, text
     # Passing cases carry no hint.
     assert not [t.name for t in by_case.values() if t.state == "passed" and t.findings]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# issue 40 item 6: hints ranked by evidence, premises checked against the source, fp32 through a 16-bit type
+
+
+def _special(x: torch.Tensor) -> torch.Tensor:
+    """x with +inf in b at a few places (the inf_nan cases' input)."""
+    x = x.clone()
+    x[0, 21] = x[3, 30] = float("inf")
+    return x
+
+
+def test_swapped_halves_outranks_an_overflow_that_came_from_an_input_inf(x):
+    # b * sigmoid(a) on an input whose b holds +inf: inf where the answer (a) is finite, right where b is large,
+    # and every other wrong value is the swapped formula. The formula explains nearly all; the "overflow" is the
+    # input's own inf, so it comes after.
+    x = _special(x)
+    a, b = x.chunk(2, dim=-1)
+    got = b.double() * torch.sigmoid(a.double())
+    fs = detect(x, got, mistakes={"swapped": got})
+    assert codes(fs) == [Code.HINT_FORMULA, Code.HINT_OVERFLOW], [f.text for f in fs]
+    assert "halves swapped" in fs[0].text
+
+
+def test_a_kernel_without_exp_gets_no_overflow_hint(x):
+    x = _special(x)
+    a, b = x.chunk(2, dim=-1)
+    got = b.double() * torch.sigmoid(a.double())
+    fs = detect(x, got, mistakes={"swapped": got}, calls=frozenset({"load", "store", "sigmoid", "arange"}))
+    assert codes(fs) == [Code.HINT_FORMULA], [f.text for f in fs]
+    # A source that calls exp keeps the premise: the overflow hint stays (ranked by its evidence).
+    fs = detect(x, got, mistakes={"swapped": got}, calls=frozenset({"exp", "load"}))
+    assert Code.HINT_OVERFLOW in codes(fs)
+
+
+def test_source_calls_reads_the_names_a_file_calls(tmp_path):
+    f = tmp_path / "k.py"
+    f.write_text("import triton.language as tl\ndef k(p):\n    return tl.sigmoid(tl.load(p))\n")
+    assert patterns.source_calls(f) == {"sigmoid", "load"}
+    f.write_text("def (:\n")  # does not parse: no premise judged
+    assert patterns.source_calls(f) is None
+    f.write_text("x = 1\n" * (patterns.MAX_SOURCE_BYTES // 6 + 1))  # past the cap: not read further
+    assert patterns.source_calls(f) is None
+
+
+@pytest.mark.parametrize("half", [torch.float16, torch.bfloat16])
+def test_float32_through_a_16_bit_type(x, half):
+    got = glu(x).to(torch.float32).to(half).double()  # computed, then rounded through the 16-bit type
+    fs = detect(x, got)
+    assert codes(fs)[0] == Code.HINT_HALF_INTERMEDIATE, [f.text for f in fs]
+    name = "bfloat16" if half == torch.bfloat16 else "float16"
+    assert f"the wrong float32 outputs are {name} values" in fs[0].text and _index(fs[0].text)
+    assert "float32" in fs[0].text.split(". ", 1)[1]
+    # A 16-bit case itself, or float32 values that are not 16-bit values, get no such hint.
+    assert Code.HINT_HALF_INTERMEDIATE not in codes(detect(x, got, dtype=half))
+    noisy = glu(x) * (1 + 1e-3 * torch.randn(6, 20, generator=torch.Generator().manual_seed(3)).double())
+    assert Code.HINT_HALF_INTERMEDIATE not in codes(detect(x, noisy))

@@ -55,5 +55,5 @@ def gelu_triton(x: torch.Tensor) -> torch.Tensor:
 
     # TODO 6. The wrapper: cols = x.shape[-1]; x2 = x.view(-1, cols) (no copy, padded rows too);
     #   row_stride = x2.stride(0); y = torch.empty(x.shape, dtype=x.dtype, device=x.device);
-    #   return y when there is nothing to do (a grid of 0 programs is an error);
+    #   return y when there is nothing to do (a grid of 0 programs launches nothing);
     #   gelu_kernel[(triton.cdiv(n, BLOCK),)](x2, y, n, cols, row_stride, BLOCK=1024); return y

@@ -77,7 +77,7 @@ def glu_triton(x: torch.Tensor) -> torch.Tensor:
     #   View x as (rows, cols) *without copying* (x.view(-1, cols) works for padded rows too);
     #   row_stride = that view's stride(0).
     #   y = torch.empty((*x.shape[:-1], h), dtype=x.dtype, device=x.device)
-    #   If there is nothing to do (0 rows), return y before launching: a grid of 0 programs is an error.
+    #   If there is nothing to do (0 rows), return y (a grid of 0 programs launches nothing).
     #   grid = (triton.cdiv(n_out, BLOCK),)
     #   glu_kernel[grid](x2d, y, n_out, h, row_stride, BLOCK=1024)
     #   return y

@@ -23,8 +23,7 @@ def glu_bwd_kernel(x_ptr, dy_ptr, dx_ptr, n, h, x_stride, dy_stride, BLOCK: tl.c
     # TODO 1. offs over the n = rows * h half-row positions (64-bit: tl.program_id(0).to(tl.int64)), mask = offs < n.
     # TODO 2. row r = offs // h, column c = offs - r * h: a at x_ptr + r * x_stride + c, b at h further on,
     #   dy at dy_ptr + r * dy_stride + c.
-    # TODO 3. In float32: s = sigmoid(b), da = dy * s, db = da * a * (1 - s). (1 - s) cancels where s ~ 1:
-    #   sigmoid(-b) computed directly is more accurate.
+    # TODO 3. In float32: s = sigmoid(b), da = dy * s, db = da * a * (1 - s).
     # TODO 4. Store da at dx_ptr + r * 2h + c and db h further on, cast to dx_ptr.dtype.element_ty.
     pass
 

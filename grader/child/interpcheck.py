@@ -13,12 +13,20 @@ What counts as inside: the whole storage of a tensor argument, as the launch pas
 of a strided view is allowed here, since it is real memory; the correctness checks catch what it computes).
 Masked-off lanes are never checked. This is Triton's interpreter's own machinery, patched in one place. If a
 Triton version lacks any of the hooks, `install` returns False and the interpreter runs unchecked as before.
+
+Two bugs fault here and need opposite fixes. An access with no mask runs its tail lanes past the end: "mask it".
+An access whose mask holds for the faulting lanes has a wrong address (a row stride in bytes, another tensor's
+stride): a mask would only hide it. The message says which, and for a wrong address it names the pointer and the
+integer arguments of its offset expression (read from the kernel's source with `ast`, the file size-capped: the
+source is the student's), comparing their values with the tensors' real row strides.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import sys
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -55,28 +63,139 @@ def _ranges_of(names: list[str], args: list[Any], kwargs: dict[str, Any]) -> lis
     return out
 
 
+def _facts_of(names: list[str], args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """{argument: int value, or (row stride in elements or None, element size in bytes) for a tensor}: what a
+    wrong-address diagnosis compares an offset's integer arguments with."""
+    out: dict[str, Any] = {}
+    for name, a in [*zip(names, args, strict=False), *kwargs.items()]:
+        if isinstance(a, bool):
+            continue
+        if isinstance(a, int):
+            out[name] = a
+            continue
+        t = a if hasattr(a, "untyped_storage") else getattr(a, "base", None)
+        try:
+            if t is not None and hasattr(t, "untyped_storage"):
+                out[name] = (int(t.stride(-2)) if t.dim() >= 2 else None, int(t.element_size()))
+        except (TypeError, ValueError, RuntimeError, AttributeError):
+            continue
+    return out
+
+
+SOURCE_CAP = 1 << 20  # bytes of a kernel's file read for the diagnosis; a larger file gets the generic words
+NODE_CAP = 5000  # expression nodes followed from one pointer expression back through the kernel's assignments
+
+
+@lru_cache(maxsize=32)
+def _kernel_tree(path: str, name: str) -> ast.FunctionDef | None:
+    """The kernel's own `def`, parsed from its file (read at most SOURCE_CAP bytes); None when it cannot be."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(SOURCE_CAP + 1)
+        if len(raw) > SOURCE_CAP:
+            return None
+        tree = ast.parse(raw.decode("utf-8"))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    defs = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name]
+    return defs[0] if len(defs) == 1 else None
+
+
+@lru_cache(maxsize=128)
+def _pointer_args(path: str, name: str, line: int) -> tuple[str, ...]:
+    """The kernel's parameters that the pointer of the load/store at `line` is computed from, following plain
+    assignments back (a_off = row * row_stride + col; row = offs // h): () when the source does not say."""
+    fn = _kernel_tree(path, name)
+    if fn is None:
+        return ()
+    # A tl.constexpr (BLOCK) is a tile size, not an offset's stride: left out, so its value is never taken for one.
+    params = {
+        a.arg
+        for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)
+        if not (
+            a.annotation is not None
+            and "constexpr" in {getattr(n, "attr", getattr(n, "id", "")) for n in ast.walk(a.annotation)}
+        )
+    }
+    assigned: dict[str, list[ast.expr]] = {}
+    calls: list[ast.Call] = []
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                if isinstance(t, ast.Name):
+                    assigned.setdefault(t.id, []).append(n.value)
+        elif isinstance(n, (ast.AugAssign, ast.AnnAssign)) and isinstance(n.target, ast.Name) and n.value:
+            assigned.setdefault(n.target.id, []).append(n.value)
+        elif isinstance(n, ast.Call) and n.lineno <= line <= (n.end_lineno or n.lineno):
+            f = n.func
+            if (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")) in ("load", "store"):
+                calls.append(n)
+    if not calls:
+        return ()
+    call = min(calls, key=lambda c: (c.end_lineno or c.lineno) - c.lineno)  # the innermost at that line
+    ptr = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "pointer"), None)
+    if ptr is None:
+        return ()
+    found: dict[str, None] = {}
+    seen: set[str] = set()
+    todo: list[ast.expr] = [ptr]
+    budget = NODE_CAP
+    while todo and budget > 0:
+        for n in ast.walk(todo.pop()):
+            budget -= 1
+            if isinstance(n, ast.Name) and n.id not in seen:
+                seen.add(n.id)
+                if n.id in params:
+                    found[n.id] = None
+                todo.extend(assigned.get(n.id, []))
+    return tuple(found)
+
+
+def _wrong_address(site_args: tuple[str, ...], facts: dict[str, Any], guess: str | None) -> tuple[str, str]:
+    """(the pointer's name, what is wrong with its offset) for an access whose faulting lanes are inside its mask."""
+    tensors = [a for a in site_args if isinstance(facts.get(a), tuple)]
+    ints = [(a, facts[a]) for a in site_args if isinstance(facts.get(a), int) and not isinstance(facts.get(a), bool)]
+    ptr = tensors[0] if tensors else guess
+    if ptr is None or not isinstance(facts.get(ptr), tuple):
+        return ptr or "?", "check the offset: a row stride in elements (not bytes), and the right tensor's"
+    stride, size = facts[ptr]
+    for a, v in ints:  # a stride in bytes: Triton's pointer arithmetic counts elements
+        if stride and size > 1 and v == stride * size:
+            return ptr, (f"{a} = {v} is {ptr}'s row stride in bytes ({stride} x {size}): Triton offsets count elements")
+    for a, v in ints:  # another tensor's row stride
+        others = [o for o, f in facts.items() if o != ptr and isinstance(f, tuple) and f[0] == v]
+        if stride is not None and v != stride and others:
+            return ptr, f"{ptr}'s offset uses {a} = {v}, the row stride of {others[0]}; {ptr}'s own is {stride}"
+    named = [(a, v) for a, v in ints if "stride" in a.lower()]
+    own = f"{ptr}'s row stride is {stride} elements" if stride is not None else f"{ptr} is 1-D"
+    if named:
+        return ptr, f"check {ptr}'s offset: {named[0][0]} = {named[0][1]}, while {own}"
+    return ptr, f"check {ptr}'s offset ({own}; offsets count elements, not bytes)"
+
+
 MAX_SITES = 10  # distinct access sites a launch reports (each once, with how many accesses it made)
 # Refused accesses a launch may make before it is stopped at once: enough for every program of any case's grid to
 # hit each site, few enough that a loop whose exit depends on an out-of-bounds load (now `other`) cannot hang it.
 MAX_REFUSED = 20000
 
 
-def _site() -> str:
+def _site() -> tuple[str, int]:
     """The kernel source line of the access being checked: the innermost frame of the kernel's own file (the
-    interpreter runs the @triton.jit function as Python), as 'file.py:LINE'; '' when it is not on the stack."""
+    interpreter runs the @triton.jit function as Python), as ('file.py:LINE', LINE); ('', 0) when it is not on the
+    stack."""
     want = _state.get("file")
     f = sys._getframe(1)
     while f is not None:
         if want and f.f_code.co_filename == want:
-            return f"{os.path.basename(want)}:{f.f_lineno}"
+            return f"{os.path.basename(want)}:{f.f_lineno}", f.f_lineno
         f = f.f_back  # type: ignore[assignment]
-    return ""
+    return "", 0
 
 
 def _check(kind: str, ptrs: Any, mask: Any) -> bool:
     """Record an access with active lanes outside every tensor argument; True when it must be skipped (none of its
     lanes touches memory: a store writes nothing, a load gives `other`). The launch goes on, so that one run finds
-    every unmasked access site; it raises OutOfBounds at its end (`install`), listing them."""
+    every faulting access site; it raises OutOfBounds at its end (`install`), listing them."""
     ranges = _state["ranges"]
     addr = np.asarray(ptrs.data).astype(np.uint64, copy=False).ravel()
     active = np.broadcast_to(np.asarray(mask.data, dtype=bool), np.shape(ptrs.data)).ravel()
@@ -85,14 +204,33 @@ def _check(kind: str, ptrs: Any, mask: Any) -> bool:
         return False
     size = np.uint64(max(1, ptrs.get_element_ty().primitive_bitwidth // 8))
     ok = np.zeros(addr.shape, dtype=bool)
-    for _, lo, hi in ranges:
-        ok |= (addr >= np.uint64(lo)) & (addr + size <= np.uint64(hi))
+    inside: dict[str, int] = {}
+    for n, lo, hi in ranges:
+        here = (addr >= np.uint64(lo)) & (addr + size <= np.uint64(hi))
+        inside[n] = int(here.sum())
+        ok |= here
     if ok.all():
         return False
+    masked = _state.get("masked", True)
     bad = addr[~ok]
     first = int(bad[0])
+    site, line = _site()
+    ptr: str | None = None
+    advice = ""
+    if masked:
+        # Lanes the mask lets through at a wrong address: name the pointer the source computes it from (else the
+        # tensor its other lanes hit) and what is wrong with its offset.
+        args = _pointer_args(_state.get("file") or "", _state["kernel"], line) if line else ()
+        hit = max(inside, key=lambda k: inside[k]) if inside and max(inside.values()) > 0 else None
+        ptr, advice = _wrong_address(args, _state.get("facts", {}), hit)
     where = "outside every tensor passed to the kernel"
-    if ranges:
+    own = [(lo, hi) for n, lo, hi in ranges if n == ptr]
+    if own:  # relative to the tensor it was meant to address
+        lo, hi = own[0]
+        d = first - hi if first >= hi else lo - first
+        where = f"{d} bytes {'past the end' if first >= hi else 'before the start'} of argument {ptr!r}"
+        where = f"just past the end of argument {ptr!r}" if first == hi else where
+    elif ranges:
         # Name the argument it most plausibly ran past: the nearest storage end below the address, else the
         # nearest start above it.
         below = [(first - hi, n) for n, lo, hi in ranges if hi <= first + int(size)]
@@ -105,19 +243,19 @@ def _check(kind: str, ptrs: Any, mask: Any) -> bool:
             where = f"{d} bytes before the start of argument {n!r}"
     verb = "write" if kind == "store" else "read"
     _state["refused"] = _state.get("refused", 0) + 1
-    site = _site()
     sites: dict[tuple[str, str], list[Any]] = _state.setdefault("sites", {})
     key = (kind, site or f"#{len(sites)}")
     if key in sites:
         sites[key][1] += 1
     elif len(sites) < MAX_SITES:
-        at = f", at {site}" if site else ""
+        lanes = "lanes inside the mask" if masked else "active lanes"
         sites[key] = [
-            f"out-of-bounds {kind} in {_state['kernel']} (program {_state.get('pid', '?')}): {bad.size} of "
-            f"{active.sum()} active lanes {verb} memory outside the tensors passed to the kernel (the first {where})"
-            f"{at}",
+            f"in {_state['kernel']} (program {_state.get('pid', '?')}), {bad.size} of {active.sum()} {lanes} {verb} "
+            f"memory outside the tensors passed to the kernel (the first {where})",
             1,
             kind,
+            advice if masked else None,
+            site,
         ]
     if _state["refused"] > MAX_REFUSED:
         _raise_sites()
@@ -125,23 +263,77 @@ def _check(kind: str, ptrs: Any, mask: Any) -> bool:
 
 
 def _raise_sites() -> None:
+    """Raise OutOfBounds for the sites a launch recorded. The message's first line is what a one-line summary keeps
+    (and may cut short), so it starts with the diagnosis and the fix; the lanes and the argument follow."""
     sites = _state.pop("sites", None)
     _state["refused"] = 0
     if not sites:
         return
+    unmasked = dict.fromkeys(k for _, _, k, advice, _ in sites.values() if advice is None)
+    wrong = list(dict.fromkeys(advice for _, _, _, advice, _ in sites.values() if advice is not None))
+    fix = " and ".join(f"tl.{k}(..., mask=offs < n)" for k in unmasked)
+    why = []
+    if unmasked:
+        mask_it = "mask it" if len(sites) == 1 else ("mask every one" if not wrong else "mask the unmasked ones")
+        why.append(f"{mask_it} with {fix}; on a GPU an unmasked access past the end corrupts memory or faults")
+    if wrong:
+        # A mask would only hide these lanes: the mask already lets them through, so their address is wrong.
+        who = (
+            "where the lanes are inside the mask, "
+            if unmasked
+            else ""
+            if len(sites) == 1
+            else "their lanes are inside the mask: "
+        )
+        why.append(f"{who}the address is wrong, not the mask. {'; '.join(wrong)}")
     lines = []
-    for text, hits, _ in sites.values():
-        lines.append(text + (f"; {hits} such accesses in all" if hits > 1 else ""))
-    kinds = dict.fromkeys(k for _, _, k in sites.values())
-    fix = " and ".join(f"tl.{k}(..., mask=offs < n)" for k in kinds)
+    for text, hits, kind, advice, site in sites.values():
+        how = "with no mask" if advice is None else "with its lanes inside the mask"
+        at = f" at {site}" if site else ""
+        lines.append(f"out-of-bounds {kind}{at} {how}: {text}" + (f"; {hits} such accesses in all" if hits > 1 else ""))
     if len(lines) == 1:
-        raise OutOfBounds(f"{lines[0]}. On a GPU this corrupts memory or faults; mask it: {fix}")
-    # The first line (what a one-line summary keeps) names every site; the details follow, one line each.
+        text, hits, kind, advice, site = next(iter(sites.values()))
+        how = "which has no mask" if advice is None else "its lanes inside the mask"
+        at = f" at {site}" if site else ""
+        more = f"; {hits} such accesses in all" if hits > 1 else ""
+        raise OutOfBounds(f"out-of-bounds {kind}{at}, {how}: {why[0]}. {text[0].upper()}{text[1:]}{more}")
     where = ", ".join(f"{k} at {site}" if not site.startswith("#") else k for k, site in sites)
     raise OutOfBounds(
-        f"{len(lines)} out-of-bounds access sites in one run of {_state['kernel']}: {where}. On a GPU these corrupt "
-        f"memory or fault; mask every one: {fix}\n" + "\n".join(lines)
+        f"{len(lines)} out-of-bounds access sites in one run of {_state['kernel']}: {where}. "
+        + ". ".join(w[0].upper() + w[1:] for w in why)
+        + "\n"
+        + "\n".join(lines)
     )
+
+
+HOOKS = (
+    ("_init_args_hst",),
+    ("create_masked_load", "create_masked_store", "create_load", "create_store", "set_grid_idx"),
+)
+
+
+def _has_hooks(gx: Any, ib: Any) -> bool:
+    return (
+        gx is not None
+        and ib is not None
+        and all(hasattr(gx, h) for h in HOOKS[0])
+        and all(hasattr(ib, h) for h in HOOKS[1])
+    )
+
+
+def _unmasked(plain: Any) -> Any:
+    """tl.load/tl.store without a mask come through the builder's create_load/create_store, which then call the
+    masked forms with an all-true mask: the flag tells the check that no mask was given (the fix is a mask) from a
+    mask that holds (the address is wrong)."""
+
+    def call(self: Any, *a: Any, **k: Any) -> Any:
+        _state["masked"] = False
+        try:
+            return plain(self, *a, **k)
+        finally:
+            _state["masked"] = True
+
+    return call
 
 
 def install() -> bool:
@@ -151,13 +343,7 @@ def install() -> bool:
     except ImportError:
         return False
     gx, ib = getattr(ti, "GridExecutor", None), getattr(ti, "InterpreterBuilder", None)
-    hooks = ("_init_args_hst",), ("create_masked_load", "create_masked_store", "set_grid_idx")
-    if (
-        gx is None
-        or ib is None
-        or not all(hasattr(gx, h) for h in hooks[0])
-        or not all(hasattr(ib, h) for h in hooks[1])
-    ):
+    if gx is None or ib is None or not _has_hooks(gx, ib):
         return False
     if getattr(gx, "_grader_checked", False):
         return True
@@ -181,12 +367,14 @@ def install() -> bool:
         res = init_args(self, args_dev, kwargs, *rest, **kw)
         try:
             args_hst, kwargs_hst = res
-            _state["ranges"] = _ranges_of(list(getattr(self, "arg_names", [])), list(args_hst), dict(kwargs_hst))
+            names = list(getattr(self, "arg_names", []))
+            _state["ranges"] = _ranges_of(names, list(args_hst), dict(kwargs_hst))
+            _state["facts"] = _facts_of(names, list(args_hst), dict(kwargs_hst))
             fn = getattr(self, "fn", None)
             _state["kernel"] = getattr(fn, "__name__", "a kernel")
             _state["file"] = getattr(getattr(fn, "__code__", None), "co_filename", None)
         except (TypeError, ValueError):
-            _state["ranges"] = []
+            _state["ranges"], _state["facts"] = [], {}
         return res
 
     def create_masked_load(self: Any, ptrs: Any, mask: Any, *a: Any, **k: Any) -> Any:
@@ -213,5 +401,6 @@ def install() -> bool:
         create_masked_store,
         set_grid_idx,
     )
+    ib.create_load, ib.create_store = _unmasked(ib.create_load), _unmasked(ib.create_store)
     gx._grader_checked = True
     return True

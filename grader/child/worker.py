@@ -82,7 +82,10 @@ def _student_line(chain: list[BaseException], source: str | None) -> str:
     """', at glu_triton.py line N': the deepest frame in the submission's file, searched from the root cause out.
     Triton's interpreter runs a kernel as Python compiled with the file's name and line numbers, so a kernel's
     own line is found too."""
-    if not source:
+    check = sys.modules.get(f"{__package__}.interpcheck")  # imported by CPU workers only
+    if not source or (check is not None and isinstance(chain[-1], check.OutOfBounds)):
+        # The interpreter's bounds check (interpcheck.py) raises at the end of the launch, and its message already
+        # names each faulting load/store line: the launch line would point the student at the wrong line.
         return ""
     for x in reversed(chain):
         frames = [f for f in traceback.extract_tb(x.__traceback__) if f.filename == source]

@@ -7,6 +7,7 @@ A crash or hang in one case costs that case; the worker is restarted for the res
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -125,8 +126,10 @@ def check_case(
     ref: Reference,
     device: str,
     extra: Sequence[torch.Tensor] = (),
+    calls: frozenset[str] | None = None,
 ) -> check.Verdict:
-    """Every check for one case, in order; the first failure is the verdict."""
+    """Every check for one case, in order; the first failure is the verdict. calls: what the submission's source
+    calls (patterns.source_calls), for the failure patterns' premises; None when unknown (a CUDA part)."""
     dtype = inputs.TORCH_DTYPES[case.dtype]
     meta = reply["meta"]
     if meta.get("type") != "Tensor":
@@ -178,6 +181,7 @@ def check_case(
                 unstrided=ref.truth(base.reshape(-1)[: x.numel()].view(x.shape).to(device))
                 if case.pad and len(xd) == 1
                 else None,
+                calls=calls,
             )
             v.details += ["hint: " + f.text for f in v.findings]
         return v
@@ -573,7 +577,8 @@ class _PartRun:
         t0: float,
         out_numel: int,
     ) -> None:
-        verdict = check_case(self.problem, case, reply, base, self.ref, self.device, extra)
+        calls = _calls(self.target.path) if self.target.impl.kind == "triton" else None
+        verdict = check_case(self.problem, case, reply, base, self.ref, self.device, extra, calls)
         violations = _call_violations(self.target.impl.kind, case, reply, verdict.ok, out_numel)
         result = _test(
             self.target.impl,
@@ -719,6 +724,12 @@ def _first_wrong(v: check.Verdict) -> dict[str, Any]:
         return {}
     at, expected, got = v.first_wrong
     return {"first_wrong": {"index": list(at), "expected": expected, "got": got}}
+
+
+@functools.lru_cache(maxsize=8)
+def _calls(path: str) -> frozenset[str] | None:
+    """patterns.source_calls, once per submission file (every wrong case of a part asks)."""
+    return patterns.source_calls(path)
 
 
 def _low_precision_hints(problem: Problem, cases: Sequence[Case], results: list[TestResult]) -> None:
