@@ -68,7 +68,8 @@ def _parser() -> argparse.ArgumentParser:
         "--submission",
         type=Path,
         default=DEFAULT_SUBMISSION,
-        help="directory with the student's files (default: assignment/)",
+        help="the student's files: a problem's folder, or a folder laid out like assignment/ (then its folder of the "
+        "problem is graded); default: assignment/<problem>/, e.g. assignment/glu/",
     )
     grade_staff = argparse.ArgumentParser(add_help=False)
     grade_staff.add_argument("--staff", action="store_true", help="grade the staff solutions from reference/ instead")
@@ -98,7 +99,9 @@ def _parser() -> argparse.ArgumentParser:
         "written to OUT/partial/ (the last full grade in OUT stays)",
     )
     what.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    g = sub.add_parser("grade", help="grade a submission (default: assignment/)", parents=[where, grade_staff, what])
+    g = sub.add_parser(
+        "grade", help="grade a submission (default: assignment/<problem>/)", parents=[where, grade_staff, what]
+    )
     g.add_argument("--no-perf", action="store_true", help="skip performance timing (correctness only)")
     g.add_argument(
         "--watch",
