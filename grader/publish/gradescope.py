@@ -170,8 +170,9 @@ def read_submission_metadata(path: Path) -> SubmissionMeta:
 def plan(root: Path = ROOT) -> list[handout.Item]:
     """The course files of the zip: the handout's allow-list without its tests, each checked as staff-only."""
     items = [i for i in handout.plan(root) if not i.rel.startswith("tests/") and i.rel != ".gitignore"]
+    staff = handout.staff_paths(root)
     for it in items:
-        if handout.staff_only(it.rel, root) or Path(it.rel).name.startswith("solution_"):
+        if handout.staff_only(it.rel, root, staff) or Path(it.rel).name.startswith("solution_"):
             raise GradescopeError(f"{it.rel}: staff-only, yet on the autograder's list (grader/publish/handout.py)")
     return items
 
