@@ -444,3 +444,87 @@ def test_the_export_extracts_without_tarfile_s_filter_as_python_3_11_2_must(tmp_
     with archive(["../escape.txt"]) as t, pytest.raises(handout.HandoutError, match="outside its folder"):
         handout.extract_all(t, tmp_path / "out2")
     assert not (tmp_path / "escape.txt").exists()
+
+
+# ------------------------------------------------------------------------------------------------------------
+# A solution committed into a stub (issue 40 item 1): the stub is a public file, so its lines used to vouch for
+# themselves and the export called itself clean. Each stub must still be the starter (it keeps the line students
+# are told to delete), and only a starter stub's lines count as public in the staff-line check.
+
+def _course_tree(tmp_path: Path) -> Path:
+    """The files the handout reads, copied (no git: exported with ref=None)."""
+    import shutil
+
+    tree = tmp_path / "course"
+    for top in ("grader", "reference", "assignment"):
+        shutil.copytree(ROOT / top, tree / top, ignore=shutil.ignore_patterns("__pycache__"))
+    for f in (*handout.TOP_FILES, handout.README):
+        if (ROOT / f).is_file():
+            shutil.copy2(ROOT / f, tree / f)
+    (tree / "tests").mkdir()
+    for f in handout.STUDENT_TESTS:
+        shutil.copy2(ROOT / "tests" / f, tree / "tests" / f)
+    return tree
+
+
+def _ta_solved_triton(stub: str) -> str:
+    """The starter with its marked line replaced by a TA's own (working) wrapper: no staff line in it."""
+    start = stub.index("    raise NotImplementedError(")
+    end = stub.index(")\n", start) + 2
+    return stub[:start] + "    return x[..., : x.shape[-1] // 2] * torch.sigmoid(x[..., x.shape[-1] // 2 :])\n" + stub[end:]
+
+
+SOLVED_STUBS = {
+    "staff_triton": ("glu_triton.py", lambda stub: (ROOT / "reference/glu/solution_triton.py").read_text()),
+    "staff_cuda": ("glu_cuda.cu", lambda stub: (ROOT / "reference/glu/solution_cuda.cu").read_text()),
+    "ta_triton": ("glu_triton.py", _ta_solved_triton),
+    "cuda_marker_commented_out": ("glu_cuda.cu", lambda stub: stub.replace("    return GLU_ERR_NOT_IMPLEMENTED;",
+                                                                          "    // return GLU_ERR_NOT_IMPLEMENTED;")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SOLVED_STUBS))
+def test_a_solved_stub_stops_the_handout_and_the_zip(case, tmp_path):
+    from grader.publish import gradescope
+
+    tree = _course_tree(tmp_path)
+    name, solve = SOLVED_STUBS[case]
+    stub = tree / "assignment" / "glu" / name
+    solved = solve(stub.read_text())
+    assert solved != stub.read_text()
+    stub.write_text(solved)
+    rel = f"assignment/glu/{name}"
+    with pytest.raises(handout.HandoutError) as e:
+        handout.export(tmp_path / "out", tree, ref=None)
+    msg = str(e.value)
+    assert msg.startswith(f"{rel}: not the starter stub (") and f"git log -p -- {rel}" in msg, msg
+    assert len(msg.splitlines()) == 1 and not (tmp_path / "out").exists()
+    if case == "staff_triton":  # the autograder zip holds the stubs too (once: each build reads every spec, ~1 s)
+        with pytest.raises(gradescope.GradescopeError, match=f"^{rel}: not the starter stub"):
+            gradescope.build(tmp_path / "ag.zip", root=tree, ref=None, problem="glu")
+        assert not (tmp_path / "ag.zip").exists()
+
+
+def test_the_starter_stubs_pass_and_a_stub_s_comment_edit_is_still_the_starter(tmp_path):
+    tree = _course_tree(tmp_path)
+    assert handout.starters(tree) and not any(handout.starters(tree).values()), handout.starters(tree)
+    stub = tree / "assignment" / "glu" / "glu_triton.py"
+    stub.write_text(stub.read_text() + "\n# a TA's note\n")
+    assert "assignment/glu/glu_triton.py" in handout.export(tmp_path / "out", tree, ref=None)
+
+
+def test_only_a_starter_stub_vouches_for_lines_of_the_staff_solution(tmp_path):
+    """The staff-line check, on its own: the staff kernel's lines are staff lines when a solved stub holds them
+    (they were 'public' before, being in a public file), and a staff solution beside the stubs stops the export."""
+    tree = _course_tree(tmp_path)
+    staff = (ROOT / "reference/glu/solution_triton.py").read_text()
+    kernel = [ln.strip() for ln in staff.splitlines() if "glu_kernel_fixed" in ln and len(ln.strip()) >= 30]
+    assert kernel, "the staff kernel changed: pick another of its names"
+    (tree / "assignment" / "glu" / "glu_triton.py").write_text(staff)
+    lines = handout.staff_lines(tree)
+    assert set(kernel) <= set(lines), kernel
+    (tree / "assignment" / "glu" / "glu_triton.py").write_bytes((ROOT / "assignment/glu/glu_triton.py").read_bytes())
+    (tree / "assignment" / "glu" / "my_notes.py").write_text(staff)  # on the public list: assignment/*/*.py
+    with pytest.raises(handout.HandoutError, match=r"^assignment/glu/my_notes.py: holds a line of the staff solution"):
+        handout.export(tmp_path / "out", tree, ref=None)
+    assert not (tmp_path / "out").exists()

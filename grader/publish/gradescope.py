@@ -233,6 +233,10 @@ def _files(root: Path, problem: str, script: str) -> list[tuple[str, bytes, int]
         names = sorted(p.parent.name for p in (root / "reference").glob("*/spec.yaml"))
         raise GradescopeError(f"--problem {problem}: no such problem (choose from {', '.join(names) or 'none'})")
     items = plan(root)
+    try:
+        handout.check_starters(root)  # the zip holds the stubs too (the default submission of a local run)
+    except handout.HandoutError as e:
+        raise GradescopeError(str(e)) from None
     leaks = handout.staff_lines(root, handout.plan(root))
     present = {it.rel for it in items}
     files: list[tuple[str, bytes, int]] = [

@@ -21,11 +21,14 @@ tests/exploits/ (the exploit catalogue), docs/ (staff notes: performance, SECURI
 Dockerfile, and every other test module.
 
 Every file is checked again on the way out (`staff_only`): a file on the allow-list that is also staff-only by
-path, or that holds a line of a staff solution, stops the export before anything is written.
+path, or that holds a line of a staff solution, stops the export before anything is written. Each stub must still be
+the starter (`not_starter`: it keeps the line a student is told to delete), so that a solution committed into a
+stub, the staff's or a TA's own, stops the export too.
 """
 
 from __future__ import annotations
 
+import ast
 import io
 import os
 import re
@@ -39,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.errors import UsageError
-from grader.problem.spec import Problem, SpecError, load_problem
+from grader.problem.spec import Implementation, Problem, SpecError, load_problem
 from grader.publish import public_files
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,6 +77,17 @@ STAFF_DIRS = (
 STAFF_FILES = ("Dockerfile",)
 STAFF_GLOBS = ("reference/*/solution_*",)
 MIN_STAFF_LINE = 30  # a staff-solution line this long (stripped) that no public file has is staff-only text
+
+
+# The line every starter stub has and every solved file has lost: the one the student is told to delete (the
+# handout's TODO 3 / "delete the next line"), which makes the stub report "not implemented" when graded.
+# Why a marker and not a comparison with git: the handout is built from a commit, and a solution committed into a
+# stub *is* that commit's stub, so git has no other version to call the starter; the marker needs no history and
+# also holds for a tree without git (ref=None, an unpacked archive).
+# Triton: the entry function's first statement (after its docstring) is `raise NotImplementedError(...)`, so
+# nothing of the wrapper can run before it. CUDA: an uncommented `return <PREFIX>_ERR_NOT_IMPLEMENTED;`.
+_CUDA_MARKER = re.compile(r"^[ \t]*return[ \t]+[A-Z0-9_]*ERR_NOT_IMPLEMENTED[ \t]*;", re.M)
+_C_BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.S)
 
 
 class HandoutError(UsageError):
@@ -116,6 +130,63 @@ def staff_only(rel: str, root: Path = ROOT, staff: list[Path] | None = None) -> 
     if any(Path(rel).match(g) for g in STAFF_GLOBS) or public_files.is_staff(rel):
         return True
     return any(rel == _rel(p, root) for p in (staff_paths(root) if staff is None else staff))
+
+
+def _triton_marker(text: str, entry: str) -> str | None:
+    """Why a Triton stub's text is not a starter (None: it is)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return "it does not parse"
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == entry), None)
+    if fn is None:
+        return f"no function {entry}"
+    body = fn.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring
+    first = body[0] if body else None
+    exc = first.exc if isinstance(first, ast.Raise) else None
+    if isinstance(exc, ast.Call):
+        exc = exc.func
+    if not (isinstance(exc, ast.Name) and exc.id == "NotImplementedError"):
+        return f"{entry} no longer starts with `raise NotImplementedError(...)`"
+    return None
+
+
+def not_starter(path: Path, impl: Implementation) -> str | None:
+    """Why the stub at path is not the starter of `impl` (a solved or half-solved file), or None when it is."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return "it cannot be read as UTF-8 text"
+    if impl.kind == "triton":
+        return _triton_marker(text, impl.entry)
+    if impl.kind == "cuda":
+        if _CUDA_MARKER.search(_C_BLOCK_COMMENT.sub("", text)) is None:
+            return "its `return ..._ERR_NOT_IMPLEMENTED;` line is gone"
+        return None
+    return None  # a kind with no starter convention yet: nothing to check against
+
+
+def starters(root: Path = ROOT) -> dict[str, str | None]:
+    """Every stub the specs name (posix path from root) -> why it is not the starter, or None when it is."""
+    out: dict[str, str | None] = {}
+    for prob in _problems(root):
+        for impl in prob.student_implementations.values():
+            rel = Path(prob.stubs, impl.file).as_posix()
+            out[rel] = not_starter(root / rel, impl)
+    return out
+
+
+def check_starters(root: Path = ROOT) -> None:
+    """Raise HandoutError for the first stub that is not the starter, naming it and how to put the starter back."""
+    for rel, why in starters(root).items():
+        if why is not None:
+            raise HandoutError(
+                f"{rel}: not the starter stub ({why}), so the handout would give students a solution: put the "
+                f"starter back in the commit the handout is built from (`git log -p -- {rel}` shows when it "
+                f"changed; `git checkout <that commit>~1 -- {rel}`, then commit), or build from another with --ref"
+            )
 
 
 def plan(root: Path = ROOT) -> list[Item]:
@@ -219,12 +290,18 @@ def uncommitted(root: Path) -> list[str]:
 
 def staff_lines(root: Path = ROOT, public: list[Item] | None = None) -> dict[str, str]:
     """Distinctive lines of the staff solutions (line -> the file it is from): stripped lines of at least
-    MIN_STAFF_LINE characters that neither the problem's contract files (handout, stubs, spec, reference) nor
-    the grader package hold. One of them in a handout file (a test, a README) means staff code leaked."""
+    MIN_STAFF_LINE characters that neither the problem's contract files (handout, starter stubs, spec, reference)
+    nor the grader package hold. One of them in a handout file (a test, a README, a stub) means staff code leaked.
+    A stub vouches for its lines only while it is the starter (`starters`), and no other code file under
+    assignment/ vouches at all: a solution committed into a stub, or beside it, would otherwise make every one of
+    its own lines "public" and pass itself."""
     public = plan(root) if public is None else public
+    starter = {rel for rel, why in starters(root).items() if why is None}
     seen: set[str] = set()
     for it in public:
         if not it.rel.startswith(("grader/", "assignment/", "reference/")):
+            continue
+        if it.rel.startswith("assignment/") and it.rel.endswith((".py", ".cu")) and it.rel not in starter:
             continue
         try:
             seen |= {ln.strip() for ln in it.src.read_text(encoding="utf-8").splitlines()}
@@ -291,6 +368,7 @@ def _export(out: Path, root: Path) -> list[str]:
     for it in items:
         if staff_only(it.rel, root, staff):
             raise HandoutError(f"{it.rel}: staff-only, yet on the handout's list (grader/publish/handout.py)")
+    check_starters(root)
     leaks = staff_lines(root, items)
     present = {it.rel for it in items}
     texts: dict[str, bytes] = {}
