@@ -106,6 +106,57 @@ def test_the_handout_readme_links_only_to_files_it_has(export):
     assert "| `docs/" not in text and "| `scripts/" not in text
 
 
+# The handout's README and noxfile are the student's (issue 40 item 10): the staff README (test counts, docker
+# build, sudo nox -s audit) and the staff sessions (audit, lint, handout, ...) do not apply in the handout.
+STAFF_WORDS = ("docker", "sudo", "audit", "1043", "gradescope", "keygen", "secret-file", "batch", "slurm", "staff",
+               "docs/", "scripts/", "tests/exploits")
+STUDENT_SESSIONS = {"grade", "bench", "profile", "tests"}
+
+
+def _nox_sessions(noxfile: str) -> set[str]:
+    """The sessions a noxfile defines: `@nox.session` (or `(name="...")`) over a def."""
+    return {m.group(1) or m.group(2)
+            for m in re.finditer(r'^@nox\.session(?:\(name="([\w-]+)"\))?\ndef (\w+)\(', noxfile, re.M)}
+
+
+def _named_sessions(text: str) -> set[str]:
+    return set(re.findall(r"\bnox (?:--no-venv )?-s ([\w-]+)", text))
+
+
+def test_the_handout_readme_is_the_student_s(export):
+    text = (export / "README.md").read_text(encoding="utf-8")
+    found = [w for w in STAFF_WORDS if w in text.lower()]
+    assert not found, found
+    cmds = handout_commands(text)
+    assert cmds[:2] == [INSTALL_LINE, "nox -s grade"], cmds
+    for needed in ("assignment/README.md", "assignment/glu/glu_triton.py", "grade-results/", "report.html",
+                   "--no-venv", "Without a GPU", "With a GPU"):
+        assert needed in text, needed
+    paths = re.findall(r"`((?:assignment|grader|reference)/[^`<>]*)`", text)
+    assert len(paths) >= 4 and all((export / p).exists() for p in paths), paths
+    assert _named_sessions(text) <= _nox_sessions((export / "noxfile.py").read_text()), _named_sessions(text)
+    for c in cmds:  # each grader option it shows is one the grader takes
+        if c.startswith("nox -s grade -- ") and "--help" not in c:
+            cli._parser().parse_args(["grade", *re.sub(r"\s+#.*", "", c).split()[4:]])
+
+
+def test_the_handout_noxfile_has_the_student_sessions_only(export):
+    text = (export / "noxfile.py").read_text(encoding="utf-8")
+    assert _nox_sessions((ROOT / "noxfile.py").read_text()) > STUDENT_SESSIONS  # the course's has staff ones too
+    assert _nox_sessions(text) == STUDENT_SESSIONS
+    # Every session the handout's texts name is there; the docstring lists exactly the sessions there are.
+    texts = [export / "README.md", *sorted((export / "assignment").glob("**/README.md"))]
+    named = set().union(*(_named_sessions(p.read_text(encoding="utf-8")) for p in texts))
+    assert {"grade", "bench", "profile", "tests"} <= named <= STUDENT_SESSIONS, named
+    doc = text.split('"""', 2)[1]
+    assert set(re.findall(r"^\s+nox -s ([\w-]+)", doc, re.M)) == STUDENT_SESSIONS
+    # Nothing of the staff sessions' needs is left, and the tests session installs what the handout's tests import.
+    for staff in ("LINT_DEPS", "hadolint", "actionlint", "scripts/", "Dockerfile", "audit"):
+        assert staff not in text, staff
+    assert re.search(r'^TEST_DEPS = \["pytest", "hypothesis"\]$', text, re.M)
+    compile(text, "noxfile.py", "exec")
+
+
 @pytest.mark.slow  # a CLI grade from the exported handout: ~7 s
 def test_grading_from_the_handout_uses_its_own_grader(export, tmp_path):
     env = _env()
