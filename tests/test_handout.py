@@ -106,6 +106,57 @@ def test_the_handout_readme_links_only_to_files_it_has(export):
     assert "| `docs/" not in text and "| `scripts/" not in text
 
 
+# The handout's README and noxfile are the student's (issue 40 item 10): the staff README (test counts, docker
+# build, sudo nox -s audit) and the staff sessions (audit, lint, handout, ...) do not apply in the handout.
+STAFF_WORDS = ("docker", "sudo", "audit", "1043", "gradescope", "keygen", "secret-file", "batch", "slurm", "staff",
+               "docs/", "scripts/", "tests/exploits")
+STUDENT_SESSIONS = {"grade", "bench", "profile", "tests"}
+
+
+def _nox_sessions(noxfile: str) -> set[str]:
+    """The sessions a noxfile defines: `@nox.session` (or `(name="...")`) over a def."""
+    return {m.group(1) or m.group(2)
+            for m in re.finditer(r'^@nox\.session(?:\(name="([\w-]+)"\))?\ndef (\w+)\(', noxfile, re.M)}
+
+
+def _named_sessions(text: str) -> set[str]:
+    return set(re.findall(r"\bnox (?:--no-venv )?-s ([\w-]+)", text))
+
+
+def test_the_handout_readme_is_the_student_s(export):
+    text = (export / "README.md").read_text(encoding="utf-8")
+    found = [w for w in STAFF_WORDS if w in text.lower()]
+    assert not found, found
+    cmds = handout_commands(text)
+    assert cmds[:2] == [INSTALL_LINE, "nox -s grade"], cmds
+    for needed in ("assignment/README.md", "assignment/glu/glu_triton.py", "grade-results/", "report.html",
+                   "--no-venv", "Without a GPU", "With a GPU"):
+        assert needed in text, needed
+    paths = re.findall(r"`((?:assignment|grader|reference)/[^`<>]*)`", text)
+    assert len(paths) >= 4 and all((export / p).exists() for p in paths), paths
+    assert _named_sessions(text) <= _nox_sessions((export / "noxfile.py").read_text()), _named_sessions(text)
+    for c in cmds:  # each grader option it shows is one the grader takes
+        if c.startswith("nox -s grade -- ") and "--help" not in c:
+            cli._parser().parse_args(["grade", *re.sub(r"\s+#.*", "", c).split()[4:]])
+
+
+def test_the_handout_noxfile_has_the_student_sessions_only(export):
+    text = (export / "noxfile.py").read_text(encoding="utf-8")
+    assert _nox_sessions((ROOT / "noxfile.py").read_text()) > STUDENT_SESSIONS  # the course's has staff ones too
+    assert _nox_sessions(text) == STUDENT_SESSIONS
+    # Every session the handout's texts name is there; the docstring lists exactly the sessions there are.
+    texts = [export / "README.md", *sorted((export / "assignment").glob("**/README.md"))]
+    named = set().union(*(_named_sessions(p.read_text(encoding="utf-8")) for p in texts))
+    assert {"grade", "bench", "profile", "tests"} <= named <= STUDENT_SESSIONS, named
+    doc = text.split('"""', 2)[1]
+    assert set(re.findall(r"^\s+nox -s ([\w-]+)", doc, re.M)) == STUDENT_SESSIONS
+    # Nothing of the staff sessions' needs is left, and the tests session installs what the handout's tests import.
+    for staff in ("LINT_DEPS", "hadolint", "actionlint", "scripts/", "Dockerfile", "audit"):
+        assert staff not in text, staff
+    assert re.search(r'^TEST_DEPS = \["pytest", "hypothesis"\]$', text, re.M)
+    compile(text, "noxfile.py", "exec")
+
+
 @pytest.mark.slow  # a CLI grade from the exported handout: ~7 s
 def test_grading_from_the_handout_uses_its_own_grader(export, tmp_path):
     env = _env()
@@ -444,3 +495,87 @@ def test_the_export_extracts_without_tarfile_s_filter_as_python_3_11_2_must(tmp_
     with archive(["../escape.txt"]) as t, pytest.raises(handout.HandoutError, match="outside its folder"):
         handout.extract_all(t, tmp_path / "out2")
     assert not (tmp_path / "escape.txt").exists()
+
+
+# ------------------------------------------------------------------------------------------------------------
+# A solution committed into a stub (issue 40 item 1): the stub is a public file, so its lines used to vouch for
+# themselves and the export called itself clean. Each stub must still be the starter (it keeps the line students
+# are told to delete), and only a starter stub's lines count as public in the staff-line check.
+
+def _course_tree(tmp_path: Path) -> Path:
+    """The files the handout reads, copied (no git: exported with ref=None)."""
+    import shutil
+
+    tree = tmp_path / "course"
+    for top in ("grader", "reference", "assignment"):
+        shutil.copytree(ROOT / top, tree / top, ignore=shutil.ignore_patterns("__pycache__"))
+    for f in (*handout.TOP_FILES, handout.README):
+        if (ROOT / f).is_file():
+            shutil.copy2(ROOT / f, tree / f)
+    (tree / "tests").mkdir()
+    for f in handout.STUDENT_TESTS:
+        shutil.copy2(ROOT / "tests" / f, tree / "tests" / f)
+    return tree
+
+
+def _ta_solved_triton(stub: str) -> str:
+    """The starter with its marked line replaced by a TA's own (working) wrapper: no staff line in it."""
+    start = stub.index("    raise NotImplementedError(")
+    end = stub.index(")\n", start) + 2
+    return stub[:start] + "    return x[..., : x.shape[-1] // 2] * torch.sigmoid(x[..., x.shape[-1] // 2 :])\n" + stub[end:]
+
+
+SOLVED_STUBS = {
+    "staff_triton": ("glu_triton.py", lambda stub: (ROOT / "reference/glu/solution_triton.py").read_text()),
+    "staff_cuda": ("glu_cuda.cu", lambda stub: (ROOT / "reference/glu/solution_cuda.cu").read_text()),
+    "ta_triton": ("glu_triton.py", _ta_solved_triton),
+    "cuda_marker_commented_out": ("glu_cuda.cu", lambda stub: stub.replace("    return GLU_ERR_NOT_IMPLEMENTED;",
+                                                                          "    // return GLU_ERR_NOT_IMPLEMENTED;")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SOLVED_STUBS))
+def test_a_solved_stub_stops_the_handout_and_the_zip(case, tmp_path):
+    from grader.publish import gradescope
+
+    tree = _course_tree(tmp_path)
+    name, solve = SOLVED_STUBS[case]
+    stub = tree / "assignment" / "glu" / name
+    solved = solve(stub.read_text())
+    assert solved != stub.read_text()
+    stub.write_text(solved)
+    rel = f"assignment/glu/{name}"
+    with pytest.raises(handout.HandoutError) as e:
+        handout.export(tmp_path / "out", tree, ref=None)
+    msg = str(e.value)
+    assert msg.startswith(f"{rel}: not the starter stub (") and f"git log -p -- {rel}" in msg, msg
+    assert len(msg.splitlines()) == 1 and not (tmp_path / "out").exists()
+    if case == "staff_triton":  # the autograder zip holds the stubs too (once: each build reads every spec, ~1 s)
+        with pytest.raises(gradescope.GradescopeError, match=f"^{rel}: not the starter stub"):
+            gradescope.build(tmp_path / "ag.zip", root=tree, ref=None, problem="glu")
+        assert not (tmp_path / "ag.zip").exists()
+
+
+def test_the_starter_stubs_pass_and_a_stub_s_comment_edit_is_still_the_starter(tmp_path):
+    tree = _course_tree(tmp_path)
+    assert handout.starters(tree) and not any(handout.starters(tree).values()), handout.starters(tree)
+    stub = tree / "assignment" / "glu" / "glu_triton.py"
+    stub.write_text(stub.read_text() + "\n# a TA's note\n")
+    assert "assignment/glu/glu_triton.py" in handout.export(tmp_path / "out", tree, ref=None)
+
+
+def test_only_a_starter_stub_vouches_for_lines_of_the_staff_solution(tmp_path):
+    """The staff-line check, on its own: the staff kernel's lines are staff lines when a solved stub holds them
+    (they were 'public' before, being in a public file), and a staff solution beside the stubs stops the export."""
+    tree = _course_tree(tmp_path)
+    staff = (ROOT / "reference/glu/solution_triton.py").read_text()
+    kernel = [ln.strip() for ln in staff.splitlines() if "glu_kernel_fixed" in ln and len(ln.strip()) >= 30]
+    assert kernel, "the staff kernel changed: pick another of its names"
+    (tree / "assignment" / "glu" / "glu_triton.py").write_text(staff)
+    lines = handout.staff_lines(tree)
+    assert set(kernel) <= set(lines), kernel
+    (tree / "assignment" / "glu" / "glu_triton.py").write_bytes((ROOT / "assignment/glu/glu_triton.py").read_bytes())
+    (tree / "assignment" / "glu" / "my_notes.py").write_text(staff)  # on the public list: assignment/*/*.py
+    with pytest.raises(handout.HandoutError, match=r"^assignment/glu/my_notes.py: holds a line of the staff solution"):
+        handout.export(tmp_path / "out", tree, ref=None)
+    assert not (tmp_path / "out").exists()

@@ -170,8 +170,9 @@ def read_submission_metadata(path: Path) -> SubmissionMeta:
 def plan(root: Path = ROOT) -> list[handout.Item]:
     """The course files of the zip: the handout's allow-list without its tests, each checked as staff-only."""
     items = [i for i in handout.plan(root) if not i.rel.startswith("tests/") and i.rel != ".gitignore"]
+    staff = handout.staff_paths(root)
     for it in items:
-        if handout.staff_only(it.rel, root) or Path(it.rel).name.startswith("solution_"):
+        if handout.staff_only(it.rel, root, staff) or Path(it.rel).name.startswith("solution_"):
             raise GradescopeError(f"{it.rel}: staff-only, yet on the autograder's list (grader/publish/handout.py)")
     return items
 
@@ -232,6 +233,10 @@ def _files(root: Path, problem: str, script: str) -> list[tuple[str, bytes, int]
         names = sorted(p.parent.name for p in (root / "reference").glob("*/spec.yaml"))
         raise GradescopeError(f"--problem {problem}: no such problem (choose from {', '.join(names) or 'none'})")
     items = plan(root)
+    try:
+        handout.check_starters(root)  # the zip holds the stubs too (the default submission of a local run)
+    except handout.HandoutError as e:
+        raise GradescopeError(str(e)) from None
     leaks = handout.staff_lines(root, handout.plan(root))
     present = {it.rel for it in items}
     files: list[tuple[str, bytes, int]] = [

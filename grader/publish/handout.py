@@ -10,8 +10,10 @@ the handout until it is named. In:
 - grader/, reference/, assignment/: exactly the public list of grader/publish/public_files.py (the grader package, every
   problem's spec, reference.py and hints.yaml, the stubs and handouts), the same files the image, the wheel and
   Gradescope's zip hold (tests/test_public_files.py); each problem's handout and stubs its spec names must be on it;
-- pyproject.toml, requirements.txt, constraints.txt, noxfile.py, .gitignore, README.md (its table rows and links
-  that point at files the handout does not have are left out or unlinked);
+- pyproject.toml, requirements.txt, constraints.txt, .gitignore;
+- README.md: a student README (STUDENT_README: set-up, grading, where the files are, CPU vs GPU), not the staff one;
+- noxfile.py: the course's, with the student sessions only (STUDENT_SESSIONS; `student_noxfile`): the staff
+  sessions (audit, handout, batch, lint, ...) need files the handout does not have;
 - the student-facing tests: STUDENT_TESTS, the grader's own tests that need nothing staff-only (no staff
   solution, no submission of tests/data/ or tests/exploits/, no docs/ or scripts/, no recorded staff grade), so
   that `nox -s tests` runs in the handout too.
@@ -21,11 +23,14 @@ tests/exploits/ (the exploit catalogue), docs/ (staff notes: performance, SECURI
 Dockerfile, and every other test module.
 
 Every file is checked again on the way out (`staff_only`): a file on the allow-list that is also staff-only by
-path, or that holds a line of a staff solution, stops the export before anything is written.
+path, or that holds a line of a staff solution, stops the export before anything is written. Each stub must still be
+the starter (`not_starter`: it keeps the line a student is told to delete), so that a solution committed into a
+stub, the staff's or a TA's own, stops the export too.
 """
 
 from __future__ import annotations
 
+import ast
 import io
 import os
 import re
@@ -39,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.errors import UsageError
-from grader.problem.spec import Problem, SpecError, load_problem
+from grader.problem.spec import Implementation, Problem, SpecError, load_problem
 from grader.publish import public_files
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,6 +64,17 @@ STUDENT_TESTS = (
     "test_wire.py",
     "test_wire_fuzz.py",
 )
+# The nox sessions a student runs: the ones assignment/README.md and STUDENT_README name (grade, bench, profile),
+# and tests, which runs STUDENT_TESTS. Every other session of the course's noxfile is staff tooling.
+STUDENT_SESSIONS = ("grade", "bench", "profile", "tests")
+# What the handout's `nox -s tests` installs besides requirements.txt: STUDENT_TESTS import only these (the staff
+# list adds linters, hadolint, uv and build for tests the handout does not ship).
+STUDENT_TEST_DEPS = ("pytest", "hypothesis")
+NOXFILE = "noxfile.py"
+STUDENT_TESTS_DOC = (
+    "The grader's own tests that come with the handout. Args after `--` go to pytest; `-- --all` also runs\n"
+    "    those marked slow."
+)
 TOP_FILES = ("pyproject.toml", "requirements.txt", "constraints.txt", "noxfile.py", ".gitignore")
 README = "README.md"
 # Staff-only by path, whatever the allow-list says (checked on every file written).
@@ -74,6 +90,17 @@ STAFF_DIRS = (
 STAFF_FILES = ("Dockerfile",)
 STAFF_GLOBS = ("reference/*/solution_*",)
 MIN_STAFF_LINE = 30  # a staff-solution line this long (stripped) that no public file has is staff-only text
+
+
+# The line every starter stub has and every solved file has lost: the one the student is told to delete (the
+# handout's TODO 3 / "delete the next line"), which makes the stub report "not implemented" when graded.
+# Why a marker and not a comparison with git: the handout is built from a commit, and a solution committed into a
+# stub *is* that commit's stub, so git has no other version to call the starter; the marker needs no history and
+# also holds for a tree without git (ref=None, an unpacked archive).
+# Triton: the entry function's first statement (after its docstring) is `raise NotImplementedError(...)`, so
+# nothing of the wrapper can run before it. CUDA: an uncommented `return <PREFIX>_ERR_NOT_IMPLEMENTED;`.
+_CUDA_MARKER = re.compile(r"^[ \t]*return[ \t]+[A-Z0-9_]*ERR_NOT_IMPLEMENTED[ \t]*;", re.M)
+_C_BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.S)
 
 
 class HandoutError(UsageError):
@@ -108,13 +135,71 @@ def staff_paths(root: Path = ROOT) -> list[Path]:
     return sorted(out)
 
 
-def staff_only(rel: str, root: Path = ROOT) -> bool:
-    """Whether a handout path is staff-only by where it is (the content check is separate)."""
+def staff_only(rel: str, root: Path = ROOT, staff: list[Path] | None = None) -> bool:
+    """Whether a handout path is staff-only by where it is (the content check is separate). `staff`: staff_paths(root)
+    computed once by a caller that checks many paths (it reads every spec: 0.1 s a call, 15 s over a whole handout)."""
     if rel in STAFF_FILES or any(rel == d or rel.startswith(d + "/") for d in STAFF_DIRS):
         return True
     if any(Path(rel).match(g) for g in STAFF_GLOBS) or public_files.is_staff(rel):
         return True
-    return any(rel == _rel(p, root) for p in staff_paths(root))
+    return any(rel == _rel(p, root) for p in (staff_paths(root) if staff is None else staff))
+
+
+def _triton_marker(text: str, entry: str) -> str | None:
+    """Why a Triton stub's text is not a starter (None: it is)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return "it does not parse"
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == entry), None)
+    if fn is None:
+        return f"no function {entry}"
+    body = fn.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring
+    first = body[0] if body else None
+    exc = first.exc if isinstance(first, ast.Raise) else None
+    if isinstance(exc, ast.Call):
+        exc = exc.func
+    if not (isinstance(exc, ast.Name) and exc.id == "NotImplementedError"):
+        return f"{entry} no longer starts with `raise NotImplementedError(...)`"
+    return None
+
+
+def not_starter(path: Path, impl: Implementation) -> str | None:
+    """Why the stub at path is not the starter of `impl` (a solved or half-solved file), or None when it is."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return "it cannot be read as UTF-8 text"
+    if impl.kind == "triton":
+        return _triton_marker(text, impl.entry)
+    if impl.kind == "cuda":
+        if _CUDA_MARKER.search(_C_BLOCK_COMMENT.sub("", text)) is None:
+            return "its `return ..._ERR_NOT_IMPLEMENTED;` line is gone"
+        return None
+    return None  # a kind with no starter convention yet: nothing to check against
+
+
+def starters(root: Path = ROOT) -> dict[str, str | None]:
+    """Every stub the specs name (posix path from root) -> why it is not the starter, or None when it is."""
+    out: dict[str, str | None] = {}
+    for prob in _problems(root):
+        for impl in prob.student_implementations.values():
+            rel = Path(prob.stubs, impl.file).as_posix()
+            out[rel] = not_starter(root / rel, impl)
+    return out
+
+
+def check_starters(root: Path = ROOT) -> None:
+    """Raise HandoutError for the first stub that is not the starter, naming it and how to put the starter back."""
+    for rel, why in starters(root).items():
+        if why is not None:
+            raise HandoutError(
+                f"{rel}: not the starter stub ({why}), so the handout would give students a solution: put the "
+                f"starter back in the commit the handout is built from (`git log -p -- {rel}` shows when it "
+                f"changed; `git checkout <that commit>~1 -- {rel}`, then commit), or build from another with --ref"
+            )
 
 
 def plan(root: Path = ROOT) -> list[Item]:
@@ -218,12 +303,18 @@ def uncommitted(root: Path) -> list[str]:
 
 def staff_lines(root: Path = ROOT, public: list[Item] | None = None) -> dict[str, str]:
     """Distinctive lines of the staff solutions (line -> the file it is from): stripped lines of at least
-    MIN_STAFF_LINE characters that neither the problem's contract files (handout, stubs, spec, reference) nor
-    the grader package hold. One of them in a handout file (a test, a README) means staff code leaked."""
+    MIN_STAFF_LINE characters that neither the problem's contract files (handout, starter stubs, spec, reference)
+    nor the grader package hold. One of them in a handout file (a test, a README, a stub) means staff code leaked.
+    A stub vouches for its lines only while it is the starter (`starters`), and no other code file under
+    assignment/ vouches at all: a solution committed into a stub, or beside it, would otherwise make every one of
+    its own lines "public" and pass itself."""
     public = plan(root) if public is None else public
+    starter = {rel for rel, why in starters(root).items() if why is None}
     seen: set[str] = set()
     for it in public:
         if not it.rel.startswith(("grader/", "assignment/", "reference/")):
+            continue
+        if it.rel.startswith("assignment/") and it.rel.endswith((".py", ".cu")) and it.rel not in starter:
             continue
         try:
             seen |= {ln.strip() for ln in it.src.read_text(encoding="utf-8").splitlines()}
@@ -236,6 +327,160 @@ def staff_lines(root: Path = ROOT, public: list[Item] | None = None) -> dict[str
             if len(s) >= MIN_STAFF_LINE and s not in seen:
                 out.setdefault(s, p.name)
     return out
+
+
+# The handout's README.md. Short and for students only: nothing about the course's staff tooling, test counts or
+# deployment (the staff README's subject), and every path it names is in the handout (tests/test_handout.py).
+STUDENT_README = """\
+# GLU kernels in Triton and CUDA (CS336 lecture 6): student handout
+
+You write one memory-bound op twice, as a Triton kernel and as a CUDA kernel. The grader in this repository
+checks and times them the way the course's autograder does.
+
+## Set up
+
+You need Python 3.11 or later. From this folder:
+
+```bash
+python -m pip install nox
+nox -s grade
+```
+
+The first `nox` command makes `.nox/env` and installs torch and the rest into it (a few GB on Linux, minutes).
+Later commands reuse it. On a GPU machine whose Python already has torch and triton with CUDA (such as the course
+container), add `--no-venv` to use that Python instead: `nox --no-venv -s grade`.
+
+## Where things are
+
+- `assignment/README.md`: the assignment. Read it first.
+- `assignment/glu/glu_triton.py` and `assignment/glu/glu_cuda.cu`: your files for GLU, the default problem.
+  If your course gives you another problem, its files and README are in `assignment/<problem>/`.
+- `grader/` and `reference/`: the grader and each problem's spec. You do not edit them.
+
+## Grade
+
+```bash
+nox -s grade                     # grade assignment/glu/ (both parts)
+nox -s grade -- --only triton    # one part (or --only cuda)
+nox -s grade -- --no-perf        # correctness only: faster while you debug
+nox -s grade -- --problem gelu   # another problem
+nox -s grade -- --help           # every option
+```
+
+The terminal shows a summary. The full report is in `grade-results/`: open `report.html` in a browser
+(`report.md` is the same as text, `results.json` is what the autograder uploads). Each failed case says what
+went wrong and where. Your grade here is advisory: only the course's autograder grade counts.
+
+## CPU or GPU
+
+Without a GPU the grader checks correctness only. Your Triton kernel runs in Triton's interpreter, with every
+load and store bounds-checked. Your CUDA kernel is built as C++ (with `g++` or `clang++`) and run on the CPU.
+Large cases and all timing need a GPU: the report lists their points as not earned on this machine. Grade on
+a GPU before you submit.
+
+With a GPU everything runs, timing included. Two more commands help there:
+
+```bash
+nox -s bench      # timing table: your kernels against PyTorch
+nox -s profile    # profile your kernels
+```
+
+`nox -s tests` runs the grader's own tests (CPU is fine).
+"""
+
+
+def student_noxfile(text: str) -> str:
+    """The handout's noxfile.py from the course's: the sessions of STUDENT_SESSIONS only (their lines in the module
+    docstring too), LINT_DEPS dropped, TEST_DEPS = STUDENT_TEST_DEPS. The rest (the shared environment, _env,
+    _grader) is the course's own code, unchanged, so a student's `nox -s grade` behaves as the staff's.
+    Raises HandoutError when the result is not the student noxfile (a student session missing, or it does not parse):
+    the course's noxfile changed shape, and this function must follow."""
+    tree = ast.parse(text)
+    lines = text.splitlines(keepends=True)
+    drop: set[int] = set()  # 0-based line numbers
+    replace: dict[int, str] = {}
+
+    def span(node: ast.stmt) -> range:
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))]) - 1
+        while first > 0 and lines[first - 1].lstrip().startswith("#"):
+            first -= 1  # the comment block above a dropped statement says what it was for
+        return range(first, node.end_lineno or node.lineno)
+
+    def rewrite(where: range, new: str, keep_from: int | None = None) -> None:
+        """Lines `where` become `new` (the lines from keep_from on stay: a statement whose comment alone changes)."""
+        drop.update(range(where.start, where.stop if keep_from is None else keep_from))
+        replace[where.start] = new
+
+    kept: list[str] = []
+    for node in tree.body:
+        name = _session_name(node) if isinstance(node, ast.FunctionDef) else None
+        target = _assigned_name(node)
+        if name in STUDENT_SESSIONS:
+            kept.append(name)
+            doc = node.body[0] if isinstance(node, ast.FunctionDef) else None
+            if name == "tests" and isinstance(doc, ast.Expr):
+                # the course's docstring says how long the staff suite takes and how CI runs it
+                rewrite(range(doc.lineno - 1, doc.end_lineno or doc.lineno), f'    """{STUDENT_TESTS_DOC}"""\n')
+        elif name is not None or target == "LINT_DEPS":
+            drop.update(span(node))
+        elif target == "INSTALL_ARGS":  # its comment names the Dockerfile and a staff test
+            note = "# The one install step: requirements.txt at constraints.txt's versions.\n"
+            rewrite(span(node), note, keep_from=node.lineno - 1)
+        elif target == "TEST_DEPS":
+            deps = ", ".join(f'"{d}"' for d in STUDENT_TEST_DEPS)
+            rewrite(span(node), f"# What the handout's tests import besides requirements.txt.\nTEST_DEPS = [{deps}]\n")
+    if sorted(kept) != sorted(STUDENT_SESSIONS):
+        raise HandoutError(
+            f"{NOXFILE}: sessions {', '.join(sorted(set(STUDENT_SESSIONS) - set(kept)))} missing, which the handout "
+            "needs (STUDENT_SESSIONS in grader/publish/handout.py)"
+        )
+    drop |= _docstring_sessions_dropped(tree, lines)
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        if i in replace:
+            out.append(replace[i])
+        if i not in drop:
+            out.append(line)
+    # At most two blank lines where a session went, and one newline at the end (ruff format's layout).
+    result = re.sub(r"\n{4,}", "\n\n\n", "".join(out)).rstrip("\n") + "\n"
+    try:
+        ast.parse(result)
+    except SyntaxError as e:
+        raise HandoutError(f"{NOXFILE}: the student version does not parse (line {e.lineno}): {e.msg}") from None
+    return result
+
+
+def _docstring_sessions_dropped(tree: ast.Module, lines: list[str]) -> set[int]:
+    """The lines (0-based) of the module docstring's list of sessions that name a session the handout has not."""
+    doc = tree.body[0] if tree.body and isinstance(tree.body[0], ast.Expr) else None
+    if doc is None:
+        return set()
+    out = set()
+    for i in range(doc.lineno - 1, doc.end_lineno or doc.lineno):
+        m = re.match(r"^\s+nox (?:--no-venv )?-s ([\w-]+)", lines[i])
+        if m and m.group(1) not in STUDENT_SESSIONS:
+            out.add(i)
+    return out
+
+
+def _assigned_name(node: ast.stmt) -> str | None:
+    """NAME of a top-level `NAME = ...`, else None."""
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        return node.targets[0].id
+    return None
+
+
+def _session_name(fn: ast.FunctionDef) -> str | None:
+    """The session a function of the noxfile defines (`@nox.session` or `@nox.session(name=...)`), or None."""
+    for d in fn.decorator_list:
+        call = d if isinstance(d, ast.Call) else None
+        target = call.func if call is not None else d
+        if isinstance(target, ast.Attribute) and target.attr == "session":
+            for kw in call.keywords if call is not None else []:
+                if kw.arg == "name" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
+                    return kw.value.value
+            return fn.name
+    return None
 
 
 def _readme(text: str, present: set[str]) -> str:
@@ -286,16 +531,19 @@ def export(out: Path, root: Path = ROOT, ref: str | None = "HEAD") -> list[str]:
 
 def _export(out: Path, root: Path) -> list[str]:
     items = plan(root)
+    staff = staff_paths(root)
     for it in items:
-        if staff_only(it.rel, root):
+        if staff_only(it.rel, root, staff):
             raise HandoutError(f"{it.rel}: staff-only, yet on the handout's list (grader/publish/handout.py)")
+    check_starters(root)
     leaks = staff_lines(root, items)
-    present = {it.rel for it in items}
     texts: dict[str, bytes] = {}
     for it in items:
         data = it.src.read_bytes()
         if it.rel == README:
-            data = _readme(data.decode("utf-8"), present).encode("utf-8")
+            data = STUDENT_README.encode("utf-8")  # the staff README is about staff tooling
+        elif it.rel == NOXFILE:
+            data = student_noxfile(data.decode("utf-8")).encode("utf-8")
         text = data.decode("utf-8", errors="replace")
         hit = next((ln for ln in (s.strip() for s in text.splitlines()) if ln in leaks), None)
         if hit is not None:
