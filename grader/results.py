@@ -557,7 +557,14 @@ class Grade:
 
     @property
     def unearnable(self) -> float:
-        return sum(t.max_score for t in self.tests if t.state == SKIPPED)
+        """The points this machine could not grade (a GPU-only case on a CPU). Cases that `grade --watch` did not
+        run (Reason.NOT_RUN) are not among them: this machine can grade them, and the next full grade does."""
+        return sum(t.max_score for t in self.tests if t.state == SKIPPED and t.reason != Reason.NOT_RUN)
+
+    @property
+    def not_run(self) -> float:
+        """The points of the cases `grade --watch` did not run after the first failing one."""
+        return sum(t.max_score for t in self.tests if t.state == SKIPPED and t.reason == Reason.NOT_RUN)
 
     @property
     def performance(self) -> PerfSummary:

@@ -12,6 +12,7 @@ import pytest
 
 from grader import cli, report, results
 from grader.correctness.stage import STOPPED
+from grader.report import student
 from grader.pipeline import Options, grade, run_first
 from grader.results import FAILED, PASSED, SKIPPED, Grade, Kind, Reason
 
@@ -73,6 +74,13 @@ def test_a_watch_grade_runs_the_last_failure_first_and_stops_at_the_first_failin
     assert stopped[0].gradescope()["output"].startswith("not run: 1 point, --watch stopped")
     gpu_only = sum(t.max_score for t in g.tests if t.state == SKIPPED and t.reason != Reason.NOT_RUN)
     assert any(n.startswith(f"{gpu_only:g} of ") and "could not be earned" in n for n in g.notes), g.notes
+    # ... and what the file, the headline and the report's facts say of it (issue 40 item 7): the unrun cases are
+    # neither "not earnable on this machine" nor lost
+    assert g.unearnable == gpu_only and g.not_run == sum(t.max_score for t in stopped) > 0
+    doc = json.loads(json.dumps(g.to_json()))
+    assert doc["extra_data"]["points_not_earnable_here"] == gpu_only
+    head = student.headline(doc)
+    assert f"({g.max_score:g} in all, {g.not_run:g} not run (--watch))" in head, head
     perf = [t for t in g.tests if t.kind == Kind.PERFORMANCE]  # on a CPU: never timed here anyway
     assert perf and all(t.state == SKIPPED and t.reason == Reason.NEEDS_GPU for t in perf)
 

@@ -31,6 +31,7 @@ from grader.results import (
     Grade,
     Kind,
     PerfSummary,
+    Reason,
     Stage,
     State,
     TestResult,
@@ -70,9 +71,11 @@ def headline(source: Grade | Mapping[str, Any]) -> str:
     score = number(stated.score)
     top = number(stated.max_score, g.max_score)
     unearnable = number(stated.unearnable)
+    # Cases --watch did not run are neither lost nor beyond this machine: said apart, so that the score reads right.
+    unrun = f", {g.not_run:g} not run (--watch)" if g.not_run else ""
     if unearnable > 0:
-        return f"{score:.4g}/{max(0.0, top - unearnable):g} points earnable on this machine ({top:g} in all)"
-    return f"{score:.4g} / {top:g} points"
+        return f"{score:.4g}/{max(0.0, top - unearnable):g} points earnable on this machine ({top:g} in all{unrun})"
+    return f"{score:.4g} / {top:g} points" + (f" ({unrun[2:]})" if unrun else "")
 
 
 def _facts(g: Grade, perf: PerfSummary) -> str:
@@ -84,6 +87,8 @@ def _facts(g: Grade, perf: PerfSummary) -> str:
     unearnable = number(g.stated.unearnable) if g.stated is not None else g.unearnable
     if unearnable:
         facts.append(f"{unearnable:g} points cannot be earned on this machine")
+    if g.not_run:
+        facts.append(f"{g.not_run:g} points not run (--watch stopped at the first failing case)")
     return "; ".join(facts)
 
 
@@ -143,7 +148,10 @@ def _correctness(g: Grade) -> Section:
 
 
 def failure_section(f: Failure) -> Section:
-    what = "not earnable on this machine" if f.state == SKIPPED else "lost"
+    what = "lost"
+    if f.state == SKIPPED:
+        not_run = all(t.reason == Reason.NOT_RUN for t in f.tests)
+        what = "not run (--watch stopped at the first failing case)" if not_run else "not earnable on this machine"
     s = Section(f"{f.title}: {points(f.points)} {what}", style=f.state)
     if len(f.tests) > 1:
         s.blocks.append(Text(f"The {len(f.tests)} cases this covers, each with its own output:"))
