@@ -367,7 +367,8 @@ nox -s grade -- --problem gelu   # another problem
 nox -s grade -- --help           # every option
 ```
 
-The terminal shows a summary. The full report is in `grade-results/`: open `report.html` in a browser
+The terminal shows a summary. The full report is in `grade-results/glu/` (`grade-results/<problem>/` for
+another problem): open `report.html` in a browser
 (`report.md` is the same as text, `results.json` is what the autograder uploads). Each failed case says what
 went wrong and where. Your grade here is advisory: only the course's autograder grade counts.
 
