@@ -157,6 +157,80 @@ def test_the_handout_noxfile_has_the_student_sessions_only(export):
     compile(text, "noxfile.py", "exec")
 
 
+# A course noxfile in little: what only staff sessions use (a constant, a helper, the import only that helper
+# needs, each with its comment) goes with them, whatever its name; what a student session uses, directly or through
+# a kept helper, stays.
+SMALL_NOXFILE = '''"""Sessions:
+
+    nox -s grade   grade
+    nox -s lint    lint
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import nox
+
+nox.options.sessions = ["tests"]
+INSTALL_ARGS = ["-r", "requirements.txt"]
+TEST_DEPS = ["pytest", "ruff"]
+# lint's own tool
+STAFF_TOOL = "some-linter"
+HELPER_ENV = {"A": "1"}
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, **HELPER_ENV}
+
+
+def _grader(session: nox.Session) -> None:
+    session.run("python", "-m", "grader", *INSTALL_ARGS, env=_env())
+
+
+# only lint uses this
+def _staff_helper(name: str) -> str | None:
+    return shutil.which(name)
+
+
+@nox.session
+def grade(session: nox.Session) -> None:
+    _grader(session)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    _grader(session)
+
+
+@nox.session
+def profile(session: nox.Session) -> None:
+    _grader(session)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    session.run("pytest", *TEST_DEPS)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.run(_staff_helper(STAFF_TOOL) or "true", *TEST_DEPS)
+'''
+
+
+def test_the_handout_noxfile_drops_what_only_staff_sessions_use():
+    text = handout.student_noxfile(SMALL_NOXFILE)
+    for gone in ("STAFF_TOOL", "_staff_helper", "import shutil", "lint", "only lint uses this"):
+        assert gone not in text, gone
+    for kept in ("import os\n", "import nox\n", "from __future__ import annotations", 'nox.options.sessions = ["tests"]',
+                 "HELPER_ENV = ", "def _env(", "def _grader(", "INSTALL_ARGS = "):
+        assert kept in text, kept
+    assert _nox_sessions(text) == STUDENT_SESSIONS
+    compile(text, "noxfile.py", "exec")
+
+
 @pytest.mark.slow  # a CLI grade from the exported handout: ~7 s
 def test_grading_from_the_handout_uses_its_own_grader(export, tmp_path):
     env = _env()

@@ -392,8 +392,11 @@ nox -s profile    # profile your kernels
 
 def student_noxfile(text: str) -> str:
     """The handout's noxfile.py from the course's: the sessions of STUDENT_SESSIONS only (their lines in the module
-    docstring too), LINT_DEPS dropped, TEST_DEPS = STUDENT_TEST_DEPS. The rest (the shared environment, _env,
-    _grader) is the course's own code, unchanged, so a student's `nox -s grade` behaves as the staff's.
+    docstring too), TEST_DEPS = STUDENT_TEST_DEPS, and what the staff sessions alone use dropped with them: a
+    top-level function, constant or import that no kept session needs, directly or through a kept helper
+    (`_live`), goes with the comment block above it (LINT_DEPS, lint's ACTIONLINT and _optional_tool, and the
+    `import shutil` only _optional_tool used). The rest (the shared environment, _env, _grader) is the course's own
+    code, unchanged, so a student's `nox -s grade` behaves as the staff's.
     Raises HandoutError when the result is not the student noxfile (a student session missing, or it does not parse):
     the course's noxfile changed shape, and this function must follow."""
     tree = ast.parse(text)
@@ -412,6 +415,7 @@ def student_noxfile(text: str) -> str:
         drop.update(range(where.start, where.stop if keep_from is None else keep_from))
         replace[where.start] = new
 
+    live = _live(tree, STUDENT_SESSIONS)
     kept: list[str] = []
     for node in tree.body:
         name = _session_name(node) if isinstance(node, ast.FunctionDef) else None
@@ -422,7 +426,7 @@ def student_noxfile(text: str) -> str:
             if name == "tests" and isinstance(doc, ast.Expr):
                 # the course's docstring says how long the staff suite takes and how CI runs it
                 rewrite(range(doc.lineno - 1, doc.end_lineno or doc.lineno), f'    """{STUDENT_TESTS_DOC}"""\n')
-        elif name is not None or target == "LINT_DEPS":
+        elif node not in live:  # a staff session, or what only staff sessions use
             drop.update(span(node))
         elif target == "INSTALL_ARGS":  # its comment names the Dockerfile and a staff test
             note = "# The one install step: requirements.txt at constraints.txt's versions.\n"
@@ -449,6 +453,58 @@ def student_noxfile(text: str) -> str:
     except SyntaxError as e:
         raise HandoutError(f"{NOXFILE}: the student version does not parse (line {e.lineno}): {e.msg}") from None
     return result
+
+
+def _defines(node: ast.stmt) -> set[str]:
+    """The names a top-level statement of the noxfile defines, where defining them is all it does: a function that
+    is no session, a class, `NAME = ...` (also annotated or augmented; not a dunder), an import (not
+    `from __future__`). Empty for every other statement (a session, `nox.options... = `, a call): `_live` keeps those
+    of the kept sessions and all the others whatever they name."""
+    if isinstance(node, ast.FunctionDef):
+        return set() if _session_name(node) is not None else {node.name}
+    if isinstance(node, (ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    targets: list[ast.expr] = []
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        targets = [node.target]
+    if targets:
+        if not all(isinstance(t, ast.Name) for t in targets):
+            return set()  # `x.y = ...`, `a[i] = ...`: a side effect, not a definition
+        names = {t.id for t in targets if isinstance(t, ast.Name)}
+        return set() if any(n.startswith("__") and n.endswith("__") for n in names) else names
+    if isinstance(node, ast.Import):
+        return {(a.asname or a.name).split(".")[0] for a in node.names}
+    if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+        return {a.asname or a.name for a in node.names if a.name != "*"}
+    return set()
+
+
+def _live(tree: ast.Module, sessions: tuple[str, ...]) -> set[ast.stmt]:
+    """The top-level statements of a noxfile that the sessions `sessions` keep: every statement that defines nothing
+    (`_defines`) but is no other session, and, transitively, each definition of a name one of those uses. A helper
+    or constant only a dropped session uses (lint's _optional_tool, LINT_DEPS) is not live, nor an import only such
+    a helper used."""
+    live: set[ast.stmt] = set()
+    defs: list[tuple[ast.stmt, set[str]]] = []
+    for node in tree.body:
+        names = _defines(node)
+        session = _session_name(node) if isinstance(node, ast.FunctionDef) else None
+        if names:
+            defs.append((node, names))
+        elif session is None or session in sessions:
+            live.add(node)
+    needed: set[str] = set()
+    todo = list(live)
+    while todo:
+        node = todo.pop()
+        needed |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)}
+        for d, names in defs:
+            if d not in live and names & needed:
+                live.add(d)
+                todo.append(d)
+    return live
 
 
 def _docstring_sessions_dropped(tree: ast.Module, lines: list[str]) -> set[int]:
