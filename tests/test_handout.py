@@ -151,7 +151,7 @@ def test_the_handout_noxfile_has_the_student_sessions_only(export):
     doc = text.split('"""', 2)[1]
     assert set(re.findall(r"^\s+nox -s ([\w-]+)", doc, re.M)) == STUDENT_SESSIONS
     # Nothing of the staff sessions' needs is left, and the tests session installs what the handout's tests import.
-    for staff in ("LINT_DEPS", "hadolint", "actionlint", "scripts/", "Dockerfile", "audit"):
+    for staff in ("LINT_DEPS", "hadolint", "actionlint", "scripts/", "Dockerfile", "audit", "lint checks"):
         assert staff not in text, staff
     assert re.search(r'^TEST_DEPS = \["pytest", "hypothesis"\]$', text, re.M)
     compile(text, "noxfile.py", "exec")
