@@ -69,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         default=DEFAULT_SUBMISSION,
         help="the student's files: a problem's folder, or a folder laid out like assignment/ (then its folder of the "
-        "problem is graded); default: assignment/<problem>/, e.g. assignment/glu/",
+        "problem is graded); default: assignment/<problem>/, the default problem's stubs",
     )
     grade_staff = argparse.ArgumentParser(add_help=False)
     grade_staff.add_argument("--staff", action="store_true", help="grade the staff solutions from reference/ instead")

@@ -332,7 +332,7 @@ def staff_lines(root: Path = ROOT, public: list[Item] | None = None) -> dict[str
 # The handout's README.md. Short and for students only: nothing about the course's staff tooling, test counts or
 # deployment (the staff README's subject), and every path it names is in the handout (tests/test_handout.py).
 STUDENT_README = """\
-# GLU kernels in Triton and CUDA (CS336 lecture 6): student handout
+# Kernels in Triton and CUDA (CS336 lecture 6): student handout
 
 You write one memory-bound op twice, as a Triton kernel and as a CUDA kernel. The grader in this repository
 checks and times them the way the course's autograder does.
@@ -353,22 +353,22 @@ container), add `--no-venv` to use that Python instead: `nox --no-venv -s grade`
 ## Where things are
 
 - `assignment/README.md`: the assignment. Read it first.
-- `assignment/glu/glu_triton.py` and `assignment/glu/glu_cuda.cu`: your files for GLU, the default problem.
+- {files}: your files for {name}, the default problem.
   If your course gives you another problem, its files and README are in `assignment/<problem>/`.
 - `grader/` and `reference/`: the grader and each problem's spec. You do not edit them.
 
 ## Grade
 
 ```bash
-nox -s grade                     # grade assignment/glu/ (both parts)
-nox -s grade -- --only triton    # one part (or --only cuda)
+nox -s grade                     # grade {folder}/ (every part)
+nox -s grade -- --only {part}{pad}# one part
 nox -s grade -- --no-perf        # correctness only: faster while you debug
-nox -s grade -- --problem gelu   # another problem
+nox -s grade -- --problem NAME   # another problem
 nox -s grade -- --help           # every option
 ```
 
-The terminal shows a summary. The full report is in `grade-results/glu/` (`grade-results/<problem>/` for
-another problem): open `report.html` in a browser
+The terminal shows a summary. The full report is in `grade-results/{name}/` (`grade-results/<problem>/`
+for another problem): open `report.html` in a browser
 (`report.md` is the same as text, `results.json` is what the autograder uploads). Each failed case says what
 went wrong and where. Your grade here is advisory: only the course's autograder grade counts.
 
@@ -388,6 +388,23 @@ nox -s profile    # profile your kernels
 
 `nox -s tests` runs the grader's own tests (CPU is fine).
 """
+
+
+def student_readme(root: Path = ROOT) -> str:
+    """STUDENT_README for the course's default problem (its spec's name, stubs folder and files: data, never a name
+    written here)."""
+    from grader.problem.spec import default_problem
+
+    try:
+        prob = load_problem(default_problem(root))
+    except SpecError as e:
+        raise HandoutError(str(e)) from None
+    impls = list(prob.student_implementations.items())
+    files = " and ".join(f"`{Path(prob.stubs, impl.file).as_posix()}`" for _, impl in impls)
+    part = impls[0][0] if impls else "PART"
+    return STUDENT_README.format(
+        name=prob.name, folder=Path(prob.stubs).as_posix(), files=files, part=part, pad=" " * max(1, 10 - len(part))
+    )
 
 
 def student_noxfile(text: str) -> str:
@@ -599,7 +616,7 @@ def _export(out: Path, root: Path) -> list[str]:
     for it in items:
         data = it.src.read_bytes()
         if it.rel == README:
-            data = STUDENT_README.encode("utf-8")  # the staff README is about staff tooling
+            data = student_readme(root).encode("utf-8")  # the staff README is about staff tooling
         elif it.rel == NOXFILE:
             data = student_noxfile(data.decode("utf-8")).encode("utf-8")
         text = data.decode("utf-8", errors="replace")
