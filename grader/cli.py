@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # the TA report's modules are imported only by `report`
     from grader.report.tareport import Assignment, ClassReport, Join, Roster, Submission
 
 ROOT = Path(__file__).resolve().parent.parent
-# A checkout grades its own assignment/; an installed grader (`pip install .`, then `glu-grade`) the assignment/ of
+# A checkout grades its own assignment/; an installed grader (`pip install .`, then `kernel-grader`) the assignment/ of
 # the directory it is run from, not the stubs installed beside it.
 DEFAULT_SUBMISSION = ROOT / "assignment" if (ROOT / "pyproject.toml").is_file() else Path("assignment")
 EXIT_OK, EXIT_USAGE, EXIT_GRADER_FAULT = 0, 2, 3  # 0: graded (whatever the score); 2: cannot run; 3: grader fault
@@ -232,7 +232,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     gs.add_argument("--out", type=Path, required=True, metavar="ZIP", help="the zip to write (never overwritten)")
     gs.add_argument(
-        "--key",
+        "--secret-file",
+        "--key",  # the old spelling, accepted for one term with a deprecation line (main); every command says this
+        dest="key",
         type=Path,
         default=None,
         metavar="KEY",
@@ -299,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return batch_main(argv[1:])
     args = _parser().parse_args(argv)
+    if args.command == "gradescope" and any(a == "--key" or a.startswith("--key=") for a in argv):
+        print("grader: gradescope --key is deprecated: say --secret-file KEY, as every other command", file=sys.stderr)
     return _usage_caught(_dispatch, args)
 
 

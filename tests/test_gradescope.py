@@ -73,7 +73,7 @@ def test_key_goes_in_as_grader_key_mode_0600_with_a_warning(tmp_path, capsys):
     key = tmp_path / "key"
     keyfile.keygen(key)
     capsys.readouterr()
-    with zipfile.ZipFile(_build(tmp_path, "--key", str(key))) as z:
+    with zipfile.ZipFile(_build(tmp_path, "--secret-file", str(key))) as z:
         assert z.read("grader_key") == key.read_bytes()
         assert _modes(z)["grader_key"] == 0o600
     assert "anyone with the zip has the key" in capsys.readouterr().err
@@ -181,3 +181,13 @@ def test_run_autograder_grades_the_problem_it_is_built_for(tmp_path):
     with pytest.raises(gradescope.GradescopeError, match=r"--problem: name the problem"):  # no default problem
         gradescope.build(tmp_path / "z.zip", root=ROOT, ref=None)
     assert not any((tmp_path / n).exists() for n in ("x.zip", "y.zip", "z.zip"))
+
+
+def test_gradescope_takes_secret_file_like_every_command_and_key_with_a_deprecation_line(monkeypatch, capsys):
+    seen = []
+    monkeypatch.setattr(cli, "_gradescope", lambda out, key, ref, problem: seen.append(key) or 0)
+    assert cli.main(["gradescope", "--out", "z.zip", "--secret-file", "k1"]) == 0
+    assert "deprecated" not in capsys.readouterr().err
+    assert cli.main(["gradescope", "--out", "z.zip", "--key", "k2"]) == 0
+    err = capsys.readouterr().err
+    assert seen == [Path("k1"), Path("k2")] and err.count("--key is deprecated: say --secret-file KEY") == 1, err

@@ -285,7 +285,7 @@ def test_no_staff_solution_in_any_distribution_and_the_problem_is(dists):
 @pytest.mark.slow
 @pytest.mark.network
 def test_the_installed_wheel_grades_the_stubs(dists, tmp_path):
-    """`pip install` of the wheel, then `glu-grade grade` from elsewhere: the console script, the spec, the
+    """`pip install` of the wheel, then `kernel-grader grade` from elsewhere: the console script, the spec, the
     reference and the stubs all come from the install (not from this checkout), and the grade completes."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
@@ -312,7 +312,8 @@ def test_the_installed_wheel_grades_the_stubs(dists, tmp_path):
     work = tmp_path / "work"
     shutil.copytree(site_dir / "assignment", work / "assignment", ignore=shutil.ignore_patterns("__pycache__"))
     out = tmp_path / "out"
-    exe = bindir / ("glu-grade.exe" if os.name == "nt" else "glu-grade")
+    exe = bindir / ("kernel-grader.exe" if os.name == "nt" else "kernel-grader")
+    assert (bindir / ("glu-grade.exe" if os.name == "nt" else "glu-grade")).is_file()  # the old name, this term
     r = subprocess.run([str(exe), "grade", "--device", "cpu", "--no-perf", "--only", "triton", "--out", str(out)],
                        check=False, cwd=work, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

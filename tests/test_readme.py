@@ -26,7 +26,7 @@ def test_no_test_count_that_rots(doc):
 
 
 def test_the_default_submission_is_the_default_problems_folder(tmp_path, monkeypatch, capsys):
-    """README: `glu-grade grade` (an installed grader, run from a folder with assignment/) grades ./assignment/glu/."""
+    """README: `kernel-grader grade` (an installed grader, run from a folder with assignment/) grades ./assignment/glu/."""
     problem = load_problem(default_problem(ROOT))
     assert problem.name == "glu" and problem.folder == "glu"
     (tmp_path / "assignment" / "glu").mkdir(parents=True)
@@ -34,7 +34,7 @@ def test_the_default_submission_is_the_default_problems_folder(tmp_path, monkeyp
     got = layout.locate(Path("assignment"), problem).path
     assert got.resolve() == (tmp_path / "assignment" / "glu").resolve()
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
-    assert "`glu-grade grade` grades `./assignment/glu/`" in readme
+    assert "`kernel-grader grade` grades `./assignment/glu/`" in readme
     with pytest.raises(SystemExit):
         cli._parser().parse_args(["grade", "--help"])
     help_text = " ".join(cli._parser().format_help().split()) + " ".join(capsys.readouterr().out.split())

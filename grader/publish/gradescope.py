@@ -1,4 +1,4 @@
-"""Gradescope's autograder zip: `python -m grader gradescope --out autograder.zip [--key KEY]`.
+"""Gradescope's autograder zip: `python -m grader gradescope --out autograder.zip [--secret-file KEY]`.
 
 Gradescope unzips the autograder into /autograder/source, runs `setup.sh` there once (as root, when the image is
 built), and for every submission runs `run_autograder` with the student's files in /autograder/submission; the
@@ -197,7 +197,7 @@ def build(
     if not out.parent.is_dir():
         raise GradescopeError(f"--out {out}: no such directory {out.parent}")
     if key is not None and not Path(key).is_file():
-        raise GradescopeError(f"--key {key}: no such file (make one with `python -m grader keygen --out KEY`)")
+        raise GradescopeError(f"--secret-file {key}: no such file (make one with `python -m grader keygen --out KEY`)")
     script = run_autograder(problem)
     try:
         if ref is None:
