@@ -188,11 +188,13 @@ def test_thirty_identical_stubs_match_nothing(tmp_path: Path) -> None:
     r = S.run_check(tmp_path / "class", GLU, threshold=0.01, min_tokens=1)
     assert [len(p.pairs) for p in r.parts] == [0, 0]
     assert all(p.compared == 30 and p.stub_only == 30 for p in r.parts)
-    # The same class checked without the starter code (a root with no stubs and no handout): every pair matches.
-    # The boilerplate is what keeps the 30 stubs apart.
+    # Three of them checked without the starter code (a root with no stubs and no handout): every pair matches.
+    # The boilerplate is what keeps the stubs apart (in a class this small, rarity and the outlier test cannot).
     (tmp_path / "bare").mkdir()
+    for i in range(3, 30):
+        shutil.rmtree(tmp_path / "class" / f"student{i:02d}")
     unprotected = S.run_check(tmp_path / "class", GLU, threshold=0.5, min_tokens=1, root=tmp_path / "bare")
-    assert all(len(p.pairs) == 30 * 29 // 2 for p in unprotected.parts)
+    assert all(len(p.pairs) == 3 for p in unprotected.parts)
 
 
 def test_small_forced_kernels_are_not_matched(tmp_path: Path) -> None:

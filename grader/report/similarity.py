@@ -55,6 +55,7 @@ from grader import textscan
 from grader.commands import grader_command
 from grader.errors import UsageError
 from grader.problem.spec import Implementation, Problem, SpecError, find_problem, load_problem
+from grader.report import simnorm
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,7 +72,13 @@ MAX_SHOWN_LINES = 600  # lines of a file shown in the report (pairs.csv and the 
 MAX_SHOWN_LINE_CHARS = 240
 MAX_DETAILED_PAIRS = 200  # pairs shown side by side per part; the rest are in the table and pairs.csv
 MAX_TABLE_ROWS = 2000  # pairs listed in the report's table per part; all of them are in pairs.csv
-PREFILTER = 0.25  # a pair's exact score is computed when its shared fingerprints reach this share of the threshold
+PREFILTER = 0.5  # a pair's exact score is computed when its shared sets reach this share of the threshold
+MIN_STMT_TOKENS = 5  # statements shorter than this (`return y`, `}`) are no evidence alone
+RARE_MIN, RARE_SHARE, COMMON_SHARE = 3, 0.1, 0.5  # Rarity's weights: full up to max(3, 10%), none from 50%
+OUTLIER_MIN_FILES = 10  # a class this large is its own baseline; a smaller one is read by the threshold alone
+OUTLIER_MIN = 3.0  # robust deviations above the class's median pair a flagged pair needs
+MIN_SPREAD = 0.05
+CPP_MAX_BYTES = 256 << 10  # a CUDA file larger than this is compared by its own tokens (cpp is not run on it)
 HTML_NAME, CSV_NAME = "similarity.html", "pairs.csv"
 STAFF_PREFIX, KNOWN_PREFIX = "staff:", "known:"
 
@@ -102,6 +109,7 @@ C_KEEP = frozenset(
     "expf exp exp2f logf log1pf tanhf tanh fabsf fmaxf fminf max min rsqrtf sqrtf erff fmaf "
     "include define ifdef ifndef endif pragma unroll".split()
 )
+C_DIRECTIVE_WORDS = frozenset("include define ifdef ifndef endif pragma".split())  # fallback: no cpp
 PY_STRING_PREFIXES = frozenset("r u b f rb br fr rf".split())
 _SPACE = re.compile(r"[ \t\r\f\v\\]+")  # one character class: cannot backtrack
 _WORD = re.compile(r"\w+")
@@ -278,6 +286,48 @@ def winnow(hashes: Sequence[int], w: int = W) -> list[int]:
     return picked
 
 
+def normalize(text: str, lang: str) -> simnorm.Normal:
+    """The file's tokens after simnorm's normalisation (Python through `ast`, C/CUDA through cpp and its token
+    classes), with the statements; the raw tokens where the parser cannot take the file."""
+    if lang == "py":
+        stmts = simnorm.py_statements(text)
+        if stmts is not None:
+            kinds: list[str] = []
+            lines: list[int] = []
+            ranges: list[tuple[int, int]] = []
+            for stext, line in stmts:
+                start = len(kinds)
+                for t in tokenize(stext, "py").kinds:
+                    if t != "pass" and len(kinds) < MAX_TOKENS:
+                        kinds.append(t)
+                        lines.append(line)
+                if len(kinds) > start:
+                    ranges.append((start, len(kinds)))
+            return simnorm.Normal(kinds, lines, ranges, "ast")
+        t = tokenize(text, "py")
+        keep = [i for i, k in enumerate(t.kinds) if k != "pass"]
+        kinds, lines = [t.kinds[i] for i in keep], [t.lines[i] for i in keep]
+        ranges = []
+        start = 0
+        for i in range(1, len(lines) + 1):
+            if i == len(lines) or lines[i] != lines[i - 1]:
+                ranges.append((start, i))
+                start = i
+        return simnorm.Normal(kinds, lines, ranges, "tokens")
+    out = simnorm.run_cpp(text) if len(text) <= CPP_MAX_BYTES else None
+    if out is not None:
+        body, where = simnorm.cpp_lines(out)
+        t = tokenize(body, "c")
+        n = simnorm.c_classes(t.kinds, [where[min(x, len(where)) - 1] for x in t.lines])
+        n.how = "cpp"
+        return n
+    t = tokenize(text, "c")
+    keep = [i for i, k in enumerate(t.kinds) if k not in C_DIRECTIVE_WORDS]
+    n = simnorm.c_classes([t.kinds[i] for i in keep], [t.lines[i] for i in keep])
+    n.how = "tokens"
+    return n
+
+
 @dataclass
 class Doc:
     """One file of one part: a submission's, or a staff solution's (staff=True)."""
@@ -287,11 +337,16 @@ class Doc:
     path: str  # where it was read from, for the report
     text: str
     staff: bool
-    lines: list[int]  # each token's line
+    lines: list[int]  # each normalised token's line
     own: bytearray  # per token: 1 when no boilerplate run covers it
     fingerprints: dict[int, list[int]]  # non-boilerplate fingerprint hash -> its token positions
     keys: frozenset[int]
     n_own: int
+    stmt_len: dict[int, int]  # own statement hash -> its tokens (summed over repeats)
+    stmt_lines: dict[int, list[int]]  # own statement hash -> its lines
+    skeys: frozenset[int]
+    n_stmt: int  # tokens in own statements
+    how: str = ""
 
     @property
     def tokens(self) -> int:
@@ -299,32 +354,64 @@ class Doc:
 
 
 def make_doc(
-    name: str, part: str, path: str, text: str, lang: str, vocab: Vocabulary, boiler: frozenset[int], staff: bool
+    name: str,
+    part: str,
+    path: str,
+    text: str,
+    lang: str,
+    vocab: Vocabulary,
+    boiler: Boilerplate,
+    staff: bool,
+    normal: simnorm.Normal | None = None,
 ) -> Doc:
-    t = tokenize(text, lang)
-    hashes = kgram_hashes(vocab.encode(t.kinds))
+    t = normal if normal is not None else normalize(text, lang)
+    ids = vocab.encode(t.kinds)
+    hashes = kgram_hashes(ids)
     own = bytearray(b"\x01") * len(t.kinds)
     for i, h in enumerate(hashes):
-        if h in boiler:
+        if h in boiler.kgrams:
             own[i : i + K] = bytes(len(own[i : i + K]))
     fps: dict[int, list[int]] = {}
     for p in winnow(hashes):
         h = hashes[p]
-        if h not in boiler:
+        if h not in boiler.kgrams:
             fps.setdefault(h, []).append(p)
-    return Doc(name, part, path, text, staff, t.lines, own, fps, frozenset(fps), sum(own))
+    slen: dict[int, int] = {}
+    slines: dict[int, list[int]] = {}
+    for a, b in t.stmts:
+        if b - a < MIN_STMT_TOKENS:
+            continue
+        h = hash(tuple(ids[a:b]))
+        if h in boiler.stmts or sum(own[a:b]) * 2 < b - a:
+            continue
+        slen[h] = slen.get(h, 0) + (b - a)
+        slines.setdefault(h, []).extend(sorted(set(t.lines[a:b])))
+    return Doc(
+        name, part, path, text, staff, t.lines, own, fps, frozenset(fps), sum(own), slen, slines,
+        frozenset(slen), sum(slen.values()), t.how,
+    )  # fmt: skip
 
 
-def boilerplate(texts: Iterable[tuple[str, str]], vocab: Vocabulary) -> frozenset[int]:
-    """Every K-token hash of what the class was given: (text, lang) pairs of code, each also read for the code in
-    its comments and string literals (a stub's TODO that spells out the line to write is given code too)."""
-    got: set[int] = set()
+@dataclass
+class Boilerplate:
+    kgrams: frozenset[int]
+    stmts: frozenset[int]
+
+
+def boilerplate(texts: Iterable[tuple[str, str]], vocab: Vocabulary) -> Boilerplate:
+    """Every K-token hash and statement of what the class was given: (text, lang) pairs of code, each also read
+    for the code in its comments and string literals (a stub's TODO that spells out the line to write is given code
+    too). Normalised as the submissions are."""
+    grams: set[int] = set()
+    stmts: set[int] = set()
     for text, lang in texts:
-        t = tokenize(text, lang, keep_texts=True)
-        got.update(kgram_hashes(vocab.encode(t.kinds)))
-        inner = tokenize("\n".join(t.texts), lang)
-        got.update(kgram_hashes(vocab.encode(inner.kinds)))
-    return frozenset(got)
+        inner = "\n".join(tokenize(text, lang, keep_texts=True).texts)
+        for code in (text, inner):
+            n = normalize(code, lang)
+            ids = vocab.encode(n.kinds)
+            grams.update(kgram_hashes(ids))
+            stmts.update(hash(tuple(ids[a:b])) for a, b in n.stmts)
+    return Boilerplate(frozenset(grams), frozenset(stmts))
 
 
 def handout_code(markdown: str) -> list[tuple[str, str]]:
@@ -351,7 +438,53 @@ def handout_code(markdown: str) -> list[tuple[str, str]]:
     return out
 
 
+# -- rarity -------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Rarity:
+    """How many files of the part hold each fingerprint and statement, and the weight that gives it: 1 while at most
+    max(RARE_MIN, RARE_SHARE * files) hold it, falling to 0 at COMMON_SHARE of the class (MOSS's document
+    frequency: what much of the class wrote is the obvious kernel, not a copy)."""
+
+    files: int
+    fp: dict[int, float]  # weight of the fingerprints under 1 (the rest weigh 1)
+    stmt: dict[int, float]
+
+    @staticmethod
+    def of(docs: Sequence[Doc]) -> Rarity:
+        n = len(docs)
+        full = max(RARE_MIN, RARE_SHARE * n)
+        zero = max(full + 1, COMMON_SHARE * n)
+
+        def weights(counts: dict[int, int]) -> dict[int, float]:
+            return {h: max(0.0, (zero - c) / (zero - full)) for h, c in counts.items() if c > full}
+
+        fpc: dict[int, int] = {}
+        stc: dict[int, int] = {}
+        for d in docs:
+            for h in d.keys:
+                fpc[h] = fpc.get(h, 0) + 1
+            for h in d.skeys:
+                stc[h] = stc.get(h, 0) + 1
+        return Rarity(n, weights(fpc), weights(stc))
+
+
 # -- pairs --------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Side:
+    """What one file of a pair shares with the other."""
+
+    runs: float  # share of its own tokens inside shared runs (weighted by rarity)
+    statements: float  # share of its own statements' tokens the other has too, in any order (weighted)
+    longest: int  # the longest run of its own tokens inside shared runs
+    longest_lines: tuple[int, int]
+
+    @property
+    def coverage(self) -> float:
+        return max(self.runs, self.statements)
 
 
 @dataclass
@@ -360,90 +493,200 @@ class Pair:
     b: Doc
     part: str
     similarity: float
-    covered_a: int  # own tokens of a in shared runs
+    covered_a: int  # own tokens of a in shared runs or shared statements
     covered_b: int
     lines_a: list[int]  # the lines of a with matched own tokens
     lines_b: list[int]
-    group: int = 0  # the group (3 or more submissions linked by pairs) it belongs to; 0: none
+    side_a: Side | None = None
+    side_b: Side | None = None
+    outlier: float = 0.0  # how far above the class's typical nearest neighbour, in robust deviations
+    reason: str = ""
+    group: int = 0  # the clique (3 or more submissions, every two of them a pair) it belongs to; 0: none
 
     @property
     def staff(self) -> bool:
         return self.a.staff or self.b.staff
 
+    def swap(self) -> None:
+        self.a, self.b, self.covered_a, self.covered_b = self.b, self.a, self.covered_b, self.covered_a
+        self.lines_a, self.lines_b, self.side_a, self.side_b = self.lines_b, self.lines_a, self.side_b, self.side_a
 
-def _covered(d: Doc, shared: Iterable[int]) -> tuple[int, list[int]]:
-    """(own tokens of d inside a shared fingerprint's run, their lines)."""
+
+def _side(d: Doc, shared: AbstractSet[int], sshared: AbstractSet[int], rare: Rarity) -> tuple[Side, int, list[int]]:
+    """(the Side of d, its own tokens matched, their lines)."""
     mark = bytearray(d.tokens)
-    for h in shared:
+    ordered = sorted(shared, key=lambda h: rare.fp.get(h, 1.0))  # heavier last: a token keeps its heaviest run
+    for h in ordered:
+        lvl = bytes([round(10 * rare.fp.get(h, 1.0))])
         for p in d.fingerprints[h]:
-            mark[p : p + K] = b"\x01" * len(mark[p : p + K])
-    idx = [i for i in range(d.tokens) if mark[i] and d.own[i]]
-    return len(idx), sorted({d.lines[i] for i in idx})
+            mark[p : p + K] = lvl * len(mark[p : p + K])
+    own = d.own
+    weighted = 0
+    best = run = 0
+    best_end = 0
+    matched: set[int] = set()
+    lines = d.lines
+    for i in range(d.tokens):
+        m = mark[i] if own[i] else 0
+        if m:
+            weighted += m
+            run += 1
+            matched.add(lines[i])
+            if run > best:
+                best, best_end = run, i
+        else:
+            run = 0
+    n_matched = sum(1 for i in range(d.tokens) if mark[i] and own[i])
+    runs = weighted / 10 / d.n_own if d.n_own else 0.0
+    st = 0.0
+    if d.n_stmt:
+        st = sum(rare.stmt.get(h, 1.0) * d.stmt_len[h] for h in sshared) / d.n_stmt
+        for h in sshared:
+            matched.update(d.stmt_lines[h])
+        n_matched = max(n_matched, sum(d.stmt_len[h] for h in sshared))
+    span = (lines[best_end - best + 1], lines[best_end]) if best else (0, 0)
+    return Side(runs, st, best, span), n_matched, sorted(matched)
 
 
-def score(a: Doc, b: Doc) -> Pair | None:
-    """The pair's score, or None when they share no fingerprint."""
+def combine(ca: float, na: int, cb: float, nb: int) -> float:
+    """A pair's similarity from its sides' coverage: the mean of the both-sides share (Dolos's measure, over both
+    files' own tokens) and the larger side's (a copy padded with dead code, or half a file copied, still covers
+    most of one side)."""
+    both = (ca * na + cb * nb) / (na + nb) if na + nb else 0.0
+    return (both + max(ca, cb)) / 2
+
+
+def score(a: Doc, b: Doc, rare: Rarity | None = None) -> Pair | None:
+    """The pair's score, or None when they share no fingerprint and no statement."""
+    rare = rare or Rarity(0, {}, {})
     shared = a.keys & b.keys
-    if not shared:
+    sshared = a.skeys & b.skeys
+    if not shared and not sshared:
         return None
-    ca, la = _covered(a, shared)
-    cb, lb = _covered(b, shared)
-    total = a.n_own + b.n_own
-    return Pair(a, b, a.part, (ca + cb) / total if total else 0.0, ca, cb, la, lb)
+    sa, ca, la = _side(a, shared, sshared, rare)
+    sb, cb, lb = _side(b, shared, sshared, rare)
+    sim = combine(sa.coverage, a.n_own, sb.coverage, b.n_own)
+    return Pair(a, b, a.part, sim, ca, cb, la, lb, sa, sb)
 
 
-def compare(docs: Sequence[Doc], threshold: float, min_tokens: int = MIN_MATCH_TOKENS) -> list[Pair]:
-    """The pairs of docs (one part's) at or above the threshold with min_tokens matched on each side, most similar
-    first; staff against staff is never compared. Every pair's shared fingerprints are counted (a frozenset
-    intersection: 125k pairs of 500 files in about a second); the exact score only where that count can reach it."""
-    got: list[Pair] = []
-    live = [d for d in docs if d.keys]
+def _estimate(a: Doc, b: Doc) -> float:
+    """An upper-ish bound of the pair's coverage from set sizes alone: the larger share of either file's
+    fingerprints or statements the other has."""
+    best = 0.0
+    c = len(a.keys & b.keys)
+    if c:
+        best = c / min(len(a.keys), len(b.keys))
+    if a.skeys and b.skeys:
+        s = len(a.skeys & b.skeys)
+        if s:
+            best = max(best, s / min(len(a.skeys), len(b.skeys)))
+    return best
+
+
+def compare(
+    docs: Sequence[Doc], threshold: float, min_tokens: int = MIN_MATCH_TOKENS, rare: Rarity | None = None
+) -> list[Pair]:
+    """The pairs of docs (one part's) flagged: similarity at or above the threshold, min_tokens matched on each
+    side and, in a class of OUTLIER_MIN_FILES or more, an outlier among the class's pairs (OUTLIER_MIN robust
+    deviations above their median: baseline). Most similar first; staff against staff is never compared.
+    The exact score is computed only where the set sizes allow it to reach a share of the threshold."""
+    rare = rare or Rarity.of(docs)
+    live = [d for d in docs if d.keys or d.skeys]
+    scored: list[Pair] = []
+    among = [p for p in live if not p.staff]
     for i, a in enumerate(live):
         for b in live[i + 1 :]:
             if a.staff and b.staff:
                 continue
-            c = len(a.keys & b.keys)
-            if not c or 2 * c < PREFILTER * threshold * (len(a.keys) + len(b.keys)):
+            if _estimate(a, b) < PREFILTER * threshold:
                 continue
-            p = score(a, b)
-            if p is not None and p.similarity >= threshold and min(p.covered_a, p.covered_b) >= min_tokens:
-                if p.a.staff:  # a staff solution is named second
-                    p.a, p.b, p.covered_a, p.covered_b, p.lines_a, p.lines_b = (
-                        p.b,
-                        p.a,
-                        p.covered_b,
-                        p.covered_a,
-                        p.lines_b,
-                        p.lines_a,
-                    )
-                got.append(p)
+            p = score(a, b, rare)
+            if p is not None:
+                scored.append(p)
+    n_pairs = len(among) * (len(among) - 1) // 2
+    sims = [p.similarity for p in scored if not p.staff]
+    med, spread = baseline(sims, n_pairs - len(sims))
+    use_outlier = len(among) >= OUTLIER_MIN_FILES
+    got: list[Pair] = []
+    for p in scored:
+        p.outlier = (p.similarity - med) / spread
+        if p.similarity < threshold or min(p.covered_a, p.covered_b) < min_tokens:
+            continue
+        if use_outlier and p.outlier < OUTLIER_MIN:
+            continue
+        if p.a.staff:  # a staff solution is named second
+            p.swap()
+        p.reason = reason(p, med, use_outlier)
+        got.append(p)
     got.sort(key=lambda p: (-p.similarity, p.a.name, p.b.name))
     return got
 
 
+def baseline(sims: Sequence[float], unscored: int = 0) -> tuple[float, float]:
+    """(median, robust spread) of the similarity of every pair of the class's submissions (`unscored` more pairs,
+    too unlike to be scored, count as 0): 1.4826 x their median absolute deviation, at least MIN_SPREAD. In a
+    class whose kernels are all alike the median is high, and a pair must stand out from it to be flagged."""
+    xs = sorted([0.0] * max(0, unscored) + list(sims))
+    if not xs:
+        return 0.0, MIN_SPREAD
+
+    def median(v: list[float]) -> float:
+        n = len(v)
+        return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+    med = median(xs)
+    mad = median(sorted(abs(x - med) for x in xs))
+    return med, max(1.4826 * mad, MIN_SPREAD)
+
+
+def reason(p: Pair, med: float, outlier: bool) -> str:
+    """Why the pair is flagged, in one sentence for the report."""
+    assert p.side_a is not None and p.side_b is not None
+    parts = []
+    for who, s in ((p.a.name, p.side_a), (p.b.name, p.side_b)):
+        how = "in shared runs" if s.runs >= s.statements else "as the same statements, in any order"
+        parts.append(f"{s.coverage:.0%} of {who}'s own code {how}")
+    longest = max(p.side_a.longest, p.side_b.longest)
+    la, lb = p.side_a.longest_lines, p.side_b.longest_lines
+    text = (
+        f"{'; '.join(parts)} (rarity-weighted: what much of the class wrote counts less); the longest shared run is "
+        f"{longest} tokens (lines {la[0]}-{la[1]} and {lb[0]}-{lb[1]})"
+    )
+    if outlier:
+        text += f"; {p.outlier:.1f} robust deviations above the class's median pair ({med:.2f})"
+    return text + "."
+
+
 def groups(pairs: Sequence[Pair]) -> list[list[str]]:
-    """Names linked by reported pairs (union-find), the components of three or more, largest first. Each pair in
-    one gets its number (Pair.group, from 1)."""
-    parent: dict[str, str] = {}
-
-    def root(x: str) -> str:
-        while parent.setdefault(x, x) != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
+    """Cliques of three or more names, every two of them a reported pair, found greedily (the strongest pair
+    first, then every name paired with all members, strongest first): no group links two files that are not a pair
+    themselves. Each pair inside one gets its number (Pair.group, from 1); largest first."""
+    adj: dict[str, dict[str, float]] = {}
     for p in pairs:
-        ra, rb = root(p.a.name), root(p.b.name)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-    comps: dict[str, list[str]] = {}
-    for x in list(parent):
-        comps.setdefault(root(x), []).append(x)
-    big = sorted((sorted(c) for c in comps.values() if len(c) >= 3), key=lambda c: (-len(c), c))
-    number = {x: n for n, c in enumerate(big, 1) for x in c}
+        adj.setdefault(p.a.name, {})[p.b.name] = p.similarity
+        adj.setdefault(p.b.name, {})[p.a.name] = p.similarity
+    used: set[str] = set()
+    cliques: list[list[str]] = []
+    for p in pairs:  # most similar first
+        if p.a.name in used or p.b.name in used:
+            continue
+        members = [p.a.name, p.b.name]
+        cands = sorted(
+            (x for x in adj[p.a.name] if x not in used and x not in members),
+            key=lambda x: -adj[p.a.name][x],
+        )
+        for x in cands:
+            if all(x in adj[m] for m in members):
+                members.append(x)
+        if len(members) >= 3:
+            cliques.append(sorted(members))
+            used.update(members)
+    cliques.sort(key=lambda c: (-len(c), c))
+    number = {x: n for n, c in enumerate(cliques, 1) for x in c}
     for p in pairs:
-        p.group = number.get(p.a.name, 0)
-    return big
+        na, nb = number.get(p.a.name, 0), number.get(p.b.name, 0)
+        p.group = na if na and na == nb else 0
+    return cliques
 
 
 def line_ranges(lines: Sequence[int]) -> str:
@@ -592,6 +835,16 @@ class Result:
     seconds: float = 0.0
 
 
+def _normalize_all(texts: Sequence[str], lang: str) -> list[simnorm.Normal]:
+    """normalize() of every text; C's in threads (each waits on its cpp subprocess)."""
+    if lang != "c" or len(texts) < 4:
+        return [normalize(t, lang) for t in texts]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(2, min(8, os.cpu_count() or 2))) as pool:
+        return list(pool.map(lambda t: normalize(t, lang), texts))
+
+
 def run_check(
     src: Path,
     problem: Problem,
@@ -616,17 +869,21 @@ def run_check(
         boiler = boilerplate(([(stub_text, lang)] if stub_text else []) + given_here, vocab)
         docs: list[Doc] = []
         stub_only = 0
+        read: list[tuple[Submission, Path, str]] = []
         for s in subs:
             path = s.folder / impl.file
             text, why = read_source(path)
             if text is None:
                 skipped.append(Skipped(s.name, pname, str(path), why))
                 continue
-            d = make_doc(s.name, pname, str(path), text, lang, vocab, boiler, staff=False)
+            read.append((s, path, text))
+        normals = _normalize_all([text for _, _, text in read], lang)
+        for (s, path, text), normal in zip(read, normals, strict=True):
+            d = make_doc(s.name, pname, str(path), text, lang, vocab, boiler, staff=False, normal=normal)
             if not d.tokens:
                 skipped.append(Skipped(s.name, pname, str(path), "no code (comments or blank lines only)"))
                 continue
-            stub_only += not d.keys
+            stub_only += not d.keys and not d.skeys
             docs.append(d)
         staff_names = []
         for p in [*staff_files(problem, impl), *(k for k in known if lang_of(k.name) == lang)]:
