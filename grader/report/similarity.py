@@ -70,7 +70,7 @@ MAX_FILE_BYTES = 1 << 20  # a kernel source is a few kB; a file over 1 MiB is li
 MAX_TOKENS = 200_000  # tokens kept per file (1 MiB of dense code is fewer)
 MAX_SHOWN_LINES = 600  # lines of a file shown in the report (pairs.csv and the scores use all of them)
 MAX_SHOWN_LINE_CHARS = 240
-MAX_DETAILED_PAIRS = 200  # pairs shown side by side per part; the rest are in the table and pairs.csv
+MAX_DETAILED_PAIRS = 500  # pairs shown side by side per part (every flagged pair of a class); the rest: pairs.csv
 MAX_TABLE_ROWS = 2000  # pairs listed in the report's table per part; all of them are in pairs.csv
 PREFILTER = 0.5  # a pair's exact score is computed when its shared sets reach this share of the threshold
 MIN_STMT_TOKENS = 5  # statements shorter than this (`return y`, `}`) are no evidence alone
@@ -304,9 +304,9 @@ def normalize(text: str, lang: str) -> simnorm.Normal:
                 if len(kinds) > start:
                     ranges.append((start, len(kinds)))
             return simnorm.Normal(kinds, lines, ranges, "ast")
-        t = tokenize(text, "py")
-        keep = [i for i, k in enumerate(t.kinds) if k != "pass"]
-        kinds, lines = [t.kinds[i] for i in keep], [t.lines[i] for i in keep]
+        raw = tokenize(text, "py")
+        keep = [i for i, k in enumerate(raw.kinds) if k != "pass"]
+        kinds, lines = [raw.kinds[i] for i in keep], [raw.lines[i] for i in keep]
         ranges = []
         start = 0
         for i in range(1, len(lines) + 1):
@@ -317,13 +317,13 @@ def normalize(text: str, lang: str) -> simnorm.Normal:
     out = simnorm.run_cpp(text) if len(text) <= CPP_MAX_BYTES else None
     if out is not None:
         body, where = simnorm.cpp_lines(out)
-        t = tokenize(body, "c")
-        n = simnorm.c_classes(t.kinds, [where[min(x, len(where)) - 1] for x in t.lines])
+        pre = tokenize(body, "c")
+        n = simnorm.c_classes(pre.kinds, [where[min(x, len(where)) - 1] for x in pre.lines])
         n.how = "cpp"
         return n
-    t = tokenize(text, "c")
-    keep = [i for i, k in enumerate(t.kinds) if k not in C_DIRECTIVE_WORDS]
-    n = simnorm.c_classes([t.kinds[i] for i in keep], [t.lines[i] for i in keep])
+    own = tokenize(text, "c")
+    keep = [i for i, k in enumerate(own.kinds) if k not in C_DIRECTIVE_WORDS]
+    n = simnorm.c_classes([own.kinds[i] for i in keep], [own.lines[i] for i in keep])
     n.how = "tokens"
     return n
 
@@ -910,7 +910,21 @@ def pairs_csv(result: Result) -> str:
     from grader.report.cells import csv_text
 
     rows: list[list[object]] = [
-        ["submission_a", "submission_b", "part", "similarity", "lines_a", "lines_b", "staff", "group"]
+        [
+            "submission_a",
+            "submission_b",
+            "part",
+            "similarity",
+            "lines_a",
+            "lines_b",
+            "staff",
+            "group",
+            "coverage_a",
+            "coverage_b",
+            "longest_run",
+            "outlier",
+            "reason",
+        ]  # fmt: skip
     ]
     for part in result.parts:
         for p in part.pairs:
@@ -924,6 +938,11 @@ def pairs_csv(result: Result) -> str:
                     line_ranges(p.lines_b),
                     "yes" if p.staff else "",
                     p.group or "",
+                    f"{p.side_a.coverage:.3f}" if p.side_a else "",
+                    f"{p.side_b.coverage:.3f}" if p.side_b else "",
+                    max(p.side_a.longest, p.side_b.longest) if p.side_a and p.side_b else "",
+                    f"{p.outlier:.1f}",
+                    p.reason,
                 ]
             )
     return csv_text(rows)
@@ -966,32 +985,19 @@ def render_html(result: Result, out: Path) -> str:
         members = []
         for n, g in enumerate(part.groups, 1):
             inside = [p for p in part.pairs if p.group == n]
-            docs = {p.a.name: p.a for p in inside} | {p.b.name: p.b for p in inside}
-            matched: dict[str, set[int]] = {}
-            for p in inside:
-                matched.setdefault(p.a.name, set()).update(p.lines_a)
-                matched.setdefault(p.b.name, set()).update(p.lines_b)
-            members.append(
-                {
-                    "number": n,
-                    "names": g,
-                    "pairs": inside,
-                    "files": [shown(docs[x], matched.get(x, ())) for x in g],
-                    "top": max(p.similarity for p in inside),
-                }
-            )
-        detailed = [p for p in part.pairs if not p.group][:MAX_DETAILED_PAIRS]
+            members.append({"number": n, "names": g, "pairs": inside, "top": max(p.similarity for p in inside)})
+        detailed = part.pairs[:MAX_DETAILED_PAIRS]
         views.append(
             {
                 "part": part,
                 "groups": members,
                 "detailed": [(p, shown(p.a, p.lines_a), shown(p.b, p.lines_b)) for p in detailed],
-                "not_detailed": len([p for p in part.pairs if not p.group]) - len(detailed),
+                "not_detailed": len(part.pairs) - len(detailed),
             }
         )
     total = sum(len(p.pairs) for p in result.parts)
     page = {
-        "title": f"Similarity: {total} pair(s) at or above {result.threshold:g}",
+        "title": f"Similarity: {total} pair(s) flagged",
         "result": result,
         "views": views,
         "ranges": line_ranges,
@@ -1000,6 +1006,10 @@ def render_html(result: Result, out: Path) -> str:
         "w": W,
         "min_tokens": MIN_MATCH_TOKENS,
         "max_rows": MAX_TABLE_ROWS,
+        "outlier_min": OUTLIER_MIN,
+        "outlier_files": OUTLIER_MIN_FILES,
+        "rare_share": RARE_SHARE,
+        "common_share": COMMON_SHARE,
     }
     return html.environment().get_template("similarity.html.j2").render(page=page)
 
@@ -1049,6 +1059,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "named known:<file>, its part by its suffix (.py, .cu); repeatable. The staff solutions are always known "
         "sources",
     )
+
+
+def command(argv: Sequence[str]) -> int:
+    """`python -m grader similarity ...` without grader.cli (whose imports load torch, ~2 s this command never
+    needs): the same arguments and exit codes."""
+    p = argparse.ArgumentParser(
+        prog="python -m grader similarity",
+        description="TA: pairs of submissions with similar code per part, the starter code left out (similarity.html, "
+        "pairs.csv; grader/report/similarity.py): evidence to read, never a penalty",
+    )
+    add_arguments(p)
+    return main(p.parse_args(list(argv)))
 
 
 def _problem_of(src: Path, name: str | None, root: Path) -> Problem:
