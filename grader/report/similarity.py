@@ -62,7 +62,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # Tuned on the generated class of scripts/similarity_bench.py and tests/test_similarity.py (the real correct designs
 # of tests/data/problems/glu/correct/ and the staff solutions included): every planted copy there scores >= 0.6, no
 # pair of independently written kernels reaches 0.4.
-DEFAULT_THRESHOLD = 0.5
+DEFAULT_THRESHOLD = 0.7
 K = 15  # tokens per hashed run: the minimum match length (about two lines of kernel code)
 W = 8  # winnowing window: every shared run of K + W - 1 = 22 tokens is found
 MIN_MATCH_TOKENS = 80  # matched own tokens a pair needs on each side (about five lines), whatever its share
@@ -73,7 +73,10 @@ MAX_SHOWN_LINE_CHARS = 240
 MAX_DETAILED_PAIRS = 500  # pairs shown side by side per part (every flagged pair of a class); the rest: pairs.csv
 MAX_TABLE_ROWS = 2000  # pairs listed in the report's table per part; all of them are in pairs.csv
 PREFILTER = 0.5  # a pair's exact score is computed when its shared sets reach this share of the threshold
-MIN_STMT_TOKENS = 5  # statements shorter than this (`return y`, `}`) are no evidence alone
+MIN_RUN = (
+    2 * K
+)  # own tokens in a row a shared run needs to count: shorter ones are what two kernels of one design share
+MIN_STMT_TOKENS = 8  # statements shorter than this (`return y`, `}`, `i += step;`) are no evidence alone
 RARE_MIN, RARE_SHARE, COMMON_SHARE = 3, 0.1, 0.5  # Rarity's weights: full up to max(3, 10%), none from 50%
 OUTLIER_MIN_FILES = 10  # a class this large is its own baseline; a smaller one is read by the threshold alone
 OUTLIER_MIN = 3.0  # robust deviations above the class's median pair a flagged pair needs
@@ -347,6 +350,10 @@ class Doc:
     skeys: frozenset[int]
     n_stmt: int  # tokens in own statements
     how: str = ""
+    hashes: list[int] = field(default_factory=list)  # every K-token run's hash, at its first token
+    weight: list[float] = field(default_factory=list)  # per token: its rarity in the class (Rarity.apply), 0-1
+    w_own: float = 0.0  # own tokens, weighted
+    w_stmt: float = 0.0  # own statements' tokens, weighted
 
     @property
     def tokens(self) -> int:
@@ -386,10 +393,12 @@ def make_doc(
             continue
         slen[h] = slen.get(h, 0) + (b - a)
         slines.setdefault(h, []).extend(sorted(set(t.lines[a:b])))
-    return Doc(
+    d = Doc(
         name, part, path, text, staff, t.lines, own, fps, frozenset(fps), sum(own), slen, slines,
-        frozenset(slen), sum(slen.values()), t.how,
+        frozenset(slen), sum(slen.values()), t.how, hashes,
     )  # fmt: skip
+    Rarity(0, {}, {}).apply(d)
+    return d
 
 
 @dataclass
@@ -443,12 +452,14 @@ def handout_code(markdown: str) -> list[tuple[str, str]]:
 
 @dataclass
 class Rarity:
-    """How many files of the part hold each fingerprint and statement, and the weight that gives it: 1 while at most
-    max(RARE_MIN, RARE_SHARE * files) hold it, falling to 0 at COMMON_SHARE of the class (MOSS's document
-    frequency: what much of the class wrote is the obvious kernel, not a copy)."""
+    """How many files of the part hold each K-token run and statement, and the weight that gives it: 1 while at
+    most max(RARE_MIN, RARE_SHARE * files) hold it, falling to 0 at COMMON_SHARE of the class (MOSS's document
+    frequency: what much of the class wrote is the obvious kernel, not a copy). A token weighs as its commonest run.
+    Both sides of a share are weighted: a verbatim copy covers all of its file's weight, however common its code;
+    two honest files that share only the obvious kernel cover little of theirs."""
 
     files: int
-    fp: dict[int, float]  # weight of the fingerprints under 1 (the rest weigh 1)
+    kgram: dict[int, float]  # weight of the runs under 1 (the rest weigh 1)
     stmt: dict[int, float]
 
     @staticmethod
@@ -460,14 +471,30 @@ class Rarity:
         def weights(counts: dict[int, int]) -> dict[int, float]:
             return {h: max(0.0, (zero - c) / (zero - full)) for h, c in counts.items() if c > full}
 
-        fpc: dict[int, int] = {}
+        kc: dict[int, int] = {}
         stc: dict[int, int] = {}
         for d in docs:
-            for h in d.keys:
-                fpc[h] = fpc.get(h, 0) + 1
+            for h in set(d.hashes):
+                kc[h] = kc.get(h, 0) + 1
             for h in d.skeys:
                 stc[h] = stc.get(h, 0) + 1
-        return Rarity(n, weights(fpc), weights(stc))
+        rare = Rarity(n, weights(kc), weights(stc))
+        for d in docs:
+            rare.apply(d)
+        return rare
+
+    def apply(self, d: Doc) -> None:
+        """d's per-token weights and weighted totals."""
+        w = [1.0] * d.tokens
+        for j, h in enumerate(d.hashes):
+            x = self.kgram.get(h)
+            if x is not None:
+                for i in range(j, min(j + K, d.tokens)):
+                    if x < w[i]:
+                        w[i] = x
+        d.weight = w
+        d.w_own = sum(x for x, o in zip(w, d.own, strict=True) if o)
+        d.w_stmt = sum(self.stmt.get(h, 1.0) * n for h, n in d.stmt_len.items())
 
 
 # -- pairs --------------------------------------------------------------------------------------------------------
@@ -513,42 +540,41 @@ class Pair:
 
 
 def _side(d: Doc, shared: AbstractSet[int], sshared: AbstractSet[int], rare: Rarity) -> tuple[Side, int, list[int]]:
-    """(the Side of d, its own tokens matched, their lines)."""
+    """(the Side of d, its own tokens matched (weighted), their lines)."""
     mark = bytearray(d.tokens)
-    ordered = sorted(shared, key=lambda h: rare.fp.get(h, 1.0))  # heavier last: a token keeps its heaviest run
-    for h in ordered:
-        lvl = bytes([round(10 * rare.fp.get(h, 1.0))])
+    for h in shared:
         for p in d.fingerprints[h]:
-            mark[p : p + K] = lvl * len(mark[p : p + K])
-    own = d.own
-    weighted = 0
-    best = run = 0
-    best_end = 0
+            mark[p : p + K] = b"\x01" * len(mark[p : p + K])
+    own, weight, lines = d.own, d.weight, d.lines
+    weighted = 0.0
+    best = run = best_end = 0
+    run_w = 0.0
     matched: set[int] = set()
-    lines = d.lines
-    for i in range(d.tokens):
-        m = mark[i] if own[i] else 0
-        if m:
-            weighted += m
+    for i in range(d.tokens + 1):
+        if i < d.tokens and mark[i] and own[i]:
+            run_w += weight[i]
             run += 1
-            matched.add(lines[i])
             if run > best:
                 best, best_end = run, i
-        else:
-            run = 0
-    n_matched = sum(1 for i in range(d.tokens) if mark[i] and own[i])
-    runs = weighted / 10 / d.n_own if d.n_own else 0.0
+            continue
+        if run >= MIN_RUN:  # a shared run shorter than MIN_RUN is what any two kernels of a design share
+            weighted += run_w
+            matched.update(lines[i - run : i])
+        run, run_w = 0, 0.0
+    runs = weighted / d.w_own if d.w_own > 0 else 0.0
     st = 0.0
-    if d.n_stmt:
-        st = sum(rare.stmt.get(h, 1.0) * d.stmt_len[h] for h in sshared) / d.n_stmt
+    n_matched = weighted
+    if sshared and d.w_stmt > 0:
+        ws = sum(rare.stmt.get(h, 1.0) * d.stmt_len[h] for h in sshared)
+        st = ws / d.w_stmt
         for h in sshared:
             matched.update(d.stmt_lines[h])
-        n_matched = max(n_matched, sum(d.stmt_len[h] for h in sshared))
+        n_matched = max(n_matched, ws)
     span = (lines[best_end - best + 1], lines[best_end]) if best else (0, 0)
-    return Side(runs, st, best, span), n_matched, sorted(matched)
+    return Side(min(runs, 1.0), min(st, 1.0), best, span), round(n_matched), sorted(matched)
 
 
-def combine(ca: float, na: int, cb: float, nb: int) -> float:
+def combine(ca: float, na: float, cb: float, nb: float) -> float:
     """A pair's similarity from its sides' coverage: the mean of the both-sides share (Dolos's measure, over both
     files' own tokens) and the larger side's (a copy padded with dead code, or half a file copied, still covers
     most of one side)."""
@@ -565,7 +591,7 @@ def score(a: Doc, b: Doc, rare: Rarity | None = None) -> Pair | None:
         return None
     sa, ca, la = _side(a, shared, sshared, rare)
     sb, cb, lb = _side(b, shared, sshared, rare)
-    sim = combine(sa.coverage, a.n_own, sb.coverage, b.n_own)
+    sim = combine(sa.coverage, a.w_own, sb.coverage, b.w_own)
     return Pair(a, b, a.part, sim, ca, cb, la, lb, sa, sb)
 
 
@@ -584,7 +610,11 @@ def _estimate(a: Doc, b: Doc) -> float:
 
 
 def compare(
-    docs: Sequence[Doc], threshold: float, min_tokens: int = MIN_MATCH_TOKENS, rare: Rarity | None = None
+    docs: Sequence[Doc],
+    threshold: float,
+    min_tokens: int = MIN_MATCH_TOKENS,
+    rare: Rarity | None = None,
+    scored_out: list[Pair] | None = None,
 ) -> list[Pair]:
     """The pairs of docs (one part's) flagged: similarity at or above the threshold, min_tokens matched on each
     side and, in a class of OUTLIER_MIN_FILES or more, an outlier among the class's pairs (OUTLIER_MIN robust
@@ -607,6 +637,8 @@ def compare(
     sims = [p.similarity for p in scored if not p.staff]
     med, spread = baseline(sims, n_pairs - len(sims))
     use_outlier = len(among) >= OUTLIER_MIN_FILES
+    if scored_out is not None:
+        scored_out.extend(scored)
     got: list[Pair] = []
     for p in scored:
         p.outlier = (p.similarity - med) / spread
@@ -821,6 +853,7 @@ class PartResult:
     staff: list[str]
     pairs: list[Pair]
     groups: list[list[str]]
+    scored: list[Pair] = field(default_factory=list)  # every pair scored, flagged or not (run_check keep_all)
 
 
 @dataclass
@@ -852,6 +885,7 @@ def run_check(
     known: Sequence[Path] = (),
     root: Path = ROOT,
     min_tokens: int = MIN_MATCH_TOKENS,
+    keep_all: bool = False,
 ) -> Result:
     """Compare every pair of src's submissions per part. Raises SimilarityError when src holds no submission."""
     t0 = time.monotonic()
@@ -896,8 +930,9 @@ def run_check(
             docs.append(make_doc(name, pname, str(p), text, lang, vocab, boiler, staff=True))
             staff_names.append(name)
         compared = sum(1 for d in docs if not d.staff)
-        pairs = compare(docs, threshold, min_tokens)
-        parts.append(PartResult(pname, impl.file, compared, stub_only, staff_names, pairs, groups(pairs)))
+        scored: list[Pair] = []
+        pairs = compare(docs, threshold, min_tokens, scored_out=scored if keep_all else None)
+        parts.append(PartResult(pname, impl.file, compared, stub_only, staff_names, pairs, groups(pairs), scored))
     skipped = [x for x in skipped if x.why != "missing"] + [x for x in skipped if x.why == "missing"]
     return Result(src, kind, problem, threshold, parts, skipped, len(subs), time.monotonic() - t0)
 
