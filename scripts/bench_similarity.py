@@ -84,7 +84,7 @@ def _csig(kind: int, b: str) -> str:
     ][kind]
 
 
-def cuda_honest(rng: random.Random, c: dict[str, int]) -> str:
+def cuda_honest(rng: random.Random, c: dict[str, int]) -> str:  # noqa: C901 - one branch per design
     v = gen._pick(rng)
     a, b = v["a"], v["b"]
     i = rng.choice(["i", "idx", "k", "e", "t"])
@@ -174,7 +174,8 @@ def cuda_honest(rng: random.Random, c: dict[str, int]) -> str:
     grids = [
         f"    int64_t want = (rows * h + {per} * threads - 1) / ({per} * threads);\n"
         "    int blocks = (int)(want > 2147483647 ? 2147483647 : want);\n",
-        f"    const int64_t total = rows * h;\n    int blocks = (int)((total + threads * {per} - 1) / (threads * {per}));\n",
+        f"    const int64_t total = rows * h;\n"
+        f"    int blocks = (int)((total + threads * {per} - 1) / (threads * {per}));\n",
         "    int dev = 0, sms = 0;\n    cudaGetDevice(&dev);\n"
         "    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);\n"
         f"    int64_t need = (rows * h / {per} + threads - 1) / threads;\n"
@@ -278,7 +279,7 @@ def honest(n: int, seed: int) -> tuple[list[str], list[str]]:
     need_t, need_c, tries = TRITON_MIN_DIFF, CUDA_MIN_DIFF, 0
     while len(tri) < n or len(cu) < n:
         tries += 1
-        if tries % 4000 == 0:
+        if tries % 1500 == 0:
             need_t, need_c = max(2, need_t - 1), max(2, need_c - 1)
         if len(tri) < n:
             ct = gen.choices(rng, gen.TRITON_CHOICES)
@@ -555,33 +556,52 @@ def average_precision(ranked: list[bool], positives: int) -> float:
     return total / positives if positives else 0.0
 
 
+WHY = ("verbatim", "renamed", "reordered", "dead-code", "no-op", "staff-no-op", "combo")  # the issue's "Why"
+
+
 def evaluate(folder: Path, planted: dict[str, set[tuple[str, str, str]]]) -> list[str]:
+    """The metrics of one class, per part. Pairs of two copiers of one source (the staff solution) are copies
+    of each other: counted neither as planted nor as honest."""
     flagged = S.run_check(folder, GLU)
     everything = S.run_check(folder, GLU, threshold=0.02, min_tokens=0, keep_all=True)
     out = []
     for part, allp in zip(flagged.parts, everything.parts, strict=True):
         want = {tuple(sorted((a, b))): kind for a, b, kind in planted[part.part]}
+        source = {a: b for a, b, _ in planted[part.part]}
         scores = {tuple(sorted((p.a.name, p.b.name))): p.similarity for p in allp.scored}
+
+        def related(k: tuple[str, ...], source: dict[str, str] = source) -> bool:
+            return k[0] in source and k[1] in source and source[k[0]] == source[k[1]]
+
         docs = allp.compared
-        honest_pairs = docs * (docs - 1) // 2 + docs * len(allp.staff) - len(want)
-        ranked = sorted(scores.items(), key=lambda kv: -kv[1])
-        # Staff pairs count only where planted: the staff solution beside an honest student is not a copy either.
+        n_related = sum(1 for a in source for b in source if a < b and source[a] == source[b])
+        honest_pairs = docs * (docs - 1) // 2 + docs * len(allp.staff) - len(want) - n_related
+        ranked = sorted(((k, v) for k, v in scores.items() if not related(k)), key=lambda kv: -kv[1])
         labels = [k in want for k, _ in ranked]
         k_at = len(want)
         p_at_k = sum(labels[:k_at]) / k_at
         ap = average_precision(labels, len(want))
         got = {tuple(sorted((p.a.name, p.b.name))) for p in part.pairs}
         recall = len(got & set(want)) / len(want)
-        fp = len(got - set(want))
-        low = min(scores.get(k, 0.0) for k in want)
-        high = max((s for k, s in scores.items() if k not in want), default=0.0)
+        fp = len({k for k in got - set(want) if not related(k)})
+        high = max((v for k, v in ranked if k not in want), default=0.0)
+        why = [k for k, kind in want.items() if kind in WHY]
+        above_why = sum(1 for k in why if scores.get(k, 0.0) > high)
         above = sum(1 for k in want if scores.get(k, 0.0) > high)
-        per = ", ".join(f"{kind} {scores.get(k, 0.0):.2f}" for k, kind in sorted(want.items(), key=lambda kv: kv[1]))
+        kinds: dict[str, list[float]] = {}
+        for k, kind in want.items():
+            kinds.setdefault(kind, []).append(scores.get(k, 0.0))
+        per = ", ".join(
+            f"{kind} {min(v):.2f}" + (f"-{max(v):.2f}" if len(v) > 1 else "") for kind, v in sorted(kinds.items())
+        )
         out.append(
-            f"  {part.part}: {docs} files, {len(want)} planted pairs; planted above every honest pair: {above}/"
-            f"{len(want)} (lowest planted {low:.2f}, highest honest {high:.2f}); precision@{k_at} {p_at_k:.2f}; "
-            f"average precision {ap:.2f}; recall at {S.DEFAULT_THRESHOLD} {recall:.2f}; honest pairs flagged {fp} "
-            f"of {honest_pairs} ({100 * fp / max(1, honest_pairs):.2f}%)\n    per disguise: {per}"
+            f"  {part.part}: {docs} files, {len(want)} planted pairs, {honest_pairs} honest pairs\n"
+            f"    above every honest pair (highest honest {high:.2f}): the issue's disguises {above_why}/{len(why)}, "
+            f"all planted {above}/{len(want)}\n"
+            f"    precision@{k_at} {p_at_k:.2f}; average precision {ap:.2f}; recall at the default threshold "
+            f"({S.DEFAULT_THRESHOLD}) {recall:.2f}; honest pairs flagged {fp} "
+            f"({100 * fp / max(1, honest_pairs):.2f}%)\n"
+            f"    planted scores by disguise (lowest-highest): {per}"
         )
     return out
 

@@ -65,14 +65,14 @@ ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_THRESHOLD = 0.7
 K = 15  # tokens per hashed run: the minimum match length (about two lines of kernel code)
 W = 8  # winnowing window: every shared run of K + W - 1 = 22 tokens is found
-MIN_MATCH_TOKENS = 80  # matched own tokens a pair needs on each side (about five lines), whatever its share
+MIN_MATCH_TOKENS = 60  # own tokens matched (rarity-weighted) a pair needs on each side, whatever its share
 MAX_FILE_BYTES = 1 << 20  # a kernel source is a few kB; a file over 1 MiB is listed, not compared
 MAX_TOKENS = 200_000  # tokens kept per file (1 MiB of dense code is fewer)
 MAX_SHOWN_LINES = 600  # lines of a file shown in the report (pairs.csv and the scores use all of them)
 MAX_SHOWN_LINE_CHARS = 240
 MAX_DETAILED_PAIRS = 500  # pairs shown side by side per part (every flagged pair of a class); the rest: pairs.csv
 MAX_TABLE_ROWS = 2000  # pairs listed in the report's table per part; all of them are in pairs.csv
-PREFILTER = 0.5  # a pair's exact score is computed when its shared sets reach this share of the threshold
+PREFILTER = 0.7  # a pair's exact score is computed when its shared sets reach this share of the threshold
 MIN_RUN = (
     2 * K
 )  # own tokens in a row a shared run needs to count: shorter ones are what two kernels of one design share
@@ -352,6 +352,7 @@ class Doc:
     how: str = ""
     hashes: list[int] = field(default_factory=list)  # every K-token run's hash, at its first token
     weight: list[float] = field(default_factory=list)  # per token: its rarity in the class (Rarity.apply), 0-1
+    cum_weight: list[float] = field(default_factory=list)  # prefix sums of the own tokens' weights
     w_own: float = 0.0  # own tokens, weighted
     w_stmt: float = 0.0  # own statements' tokens, weighted
 
@@ -493,7 +494,11 @@ class Rarity:
                     if x < w[i]:
                         w[i] = x
         d.weight = w
-        d.w_own = sum(x for x, o in zip(w, d.own, strict=True) if o)
+        cum = [0.0]
+        for x, o in zip(w, d.own, strict=True):
+            cum.append(cum[-1] + (x if o else 0.0))
+        d.cum_weight = cum
+        d.w_own = cum[-1]
         d.w_stmt = sum(self.stmt.get(h, 1.0) * n for h, n in d.stmt_len.items())
 
 
@@ -539,28 +544,29 @@ class Pair:
         self.lines_a, self.lines_b, self.side_a, self.side_b = self.lines_b, self.lines_a, self.side_b, self.side_a
 
 
+_RUNS = re.compile(rb"\x01+")  # one repeated byte: cannot backtrack
+
+
 def _side(d: Doc, shared: AbstractSet[int], sshared: AbstractSet[int], rare: Rarity) -> tuple[Side, int, list[int]]:
     """(the Side of d, its own tokens matched (weighted), their lines)."""
-    mark = bytearray(d.tokens)
+    n = len(d.lines)
+    mark = bytearray(n)
+    fps = d.fingerprints
     for h in shared:
-        for p in d.fingerprints[h]:
+        for p in fps[h]:
             mark[p : p + K] = b"\x01" * len(mark[p : p + K])
-    own, weight, lines = d.own, d.weight, d.lines
+    both = (int.from_bytes(mark, "big") & int.from_bytes(d.own, "big")).to_bytes(n, "big") if n else b""
+    cum, lines = d.cum_weight, d.lines
     weighted = 0.0
-    best = run = best_end = 0
-    run_w = 0.0
+    best = best_end = 0
     matched: set[int] = set()
-    for i in range(d.tokens + 1):
-        if i < d.tokens and mark[i] and own[i]:
-            run_w += weight[i]
-            run += 1
-            if run > best:
-                best, best_end = run, i
-            continue
-        if run >= MIN_RUN:  # a shared run shorter than MIN_RUN is what any two kernels of a design share
-            weighted += run_w
-            matched.update(lines[i - run : i])
-        run, run_w = 0, 0.0
+    for m in _RUNS.finditer(both):
+        a, b = m.span()
+        if b - a > best:
+            best, best_end = b - a, b - 1
+        if b - a >= MIN_RUN:  # a shared run shorter than MIN_RUN is what any two kernels of a design share
+            weighted += cum[b] - cum[a]
+            matched.update(lines[a:b])
     runs = weighted / d.w_own if d.w_own > 0 else 0.0
     st = 0.0
     n_matched = weighted
