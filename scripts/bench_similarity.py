@@ -376,22 +376,19 @@ def dead_code(src: str, lang: str) -> str:
                 ]
         out += ["", "", "def _debug_stats(t):", "    lo = t.min()", "    hi = t.max()", "    return (lo, hi, t.mean())"]
         return "\n".join(out) + "\n"
+    in_sig = False
     for ln in lines:
         out.append(ln)
-        if re.match(r"(__global__|void|extern) ", ln) or ln.startswith("template <typename T>\n__global__"):
-            pass
-        if ln.rstrip().endswith("{") and ("__global__" in ln or ln.startswith(("void ", "extern "))):
-            out += [
-                "    int64_t unused_pad = rows * 3;",
-                "    if (unused_pad < 0) { unused_pad = 0; }",
-                "    (void)unused_pad;",
-            ]
-        elif ln.startswith("                           int64_t x_row_stride) {"):
-            out += [
-                "    int64_t unused_pad = rows * 3;",
-                "    if (unused_pad < 0) { unused_pad = 0; }",
-                "    (void)unused_pad;",
-            ]
+        top = ln[:1].isalpha() or ln[:1] == "_"
+        if top and "(" in ln and ";" not in ln and not ln.startswith(("#", "if", "for", "while", "switch")):
+            in_sig = True
+        if in_sig and ln.rstrip().endswith("{"):
+            in_sig = False
+            if not ln.rstrip().endswith("}"):
+                out += ["    int unused_pad = 3;", "    if (unused_pad < 0) { unused_pad = 0; }"]
+                out += ["    (void)unused_pad;"]
+        elif in_sig and (ln.rstrip().endswith(";") or ln.rstrip().endswith("}")):
+            in_sig = False
     out += ["", "__device__ float debug_mean(const float* v, int n) {", "    float s = 0.0f;",
             "    for (int j = 0; j < n; ++j) s += v[j];", "    return n ? s / n : 0.0f;", "}"]  # fmt: skip
     return "\n".join(out) + "\n"

@@ -114,7 +114,8 @@ def safe_for_cpp(src: str) -> str:
         out.append(ln)
         out.extend([""] * extra)
         i += extra + 1
-    return "\n".join(out) + "\n"
+    joined = "\n".join(out)
+    return joined if joined.endswith("\n") else joined + "\n"
 
 
 def cpp_available() -> bool:
