@@ -291,7 +291,11 @@ def honest(n: int, seed: int) -> tuple[list[str], list[str]]:
             if _far(cc, seen_c, need_c):
                 seen_c.append(cc)
                 cu.append(own_style(cuda_honest(rng, cc), "c", rng))
+    SPREAD[n] = (need_t, need_c)
     return tri, cu
+
+
+SPREAD: dict[int, tuple[int, int]] = {}  # honest(n)'s final minimum distance (Triton, CUDA decisions)
 
 
 # -- disguises -----------------------------------------------------------------------------------------------------
@@ -624,7 +628,11 @@ def main() -> int:
             folder = base / f"class-{n}"
             planted = build(folder, n, a.seed)
             wall, rc = timed(folder, base / f"report-{n}")
-            print(f"{n} submissions: `python -m grader similarity` {wall:.1f} s wall (exit {rc})")
+            dt, dc = SPREAD[max(SPREAD)]
+            print(
+                f"{n} submissions: `python -m grader similarity` {wall:.1f} s wall (exit {rc}); honest students at "
+                f"least {dt} of {len(gen.TRITON_CHOICES)} Triton and {dc} of {len(CUDA_CHOICES)} CUDA decisions apart"
+            )
             for line in evaluate(folder, planted):
                 print(line)
     return 0
