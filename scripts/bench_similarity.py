@@ -560,9 +560,13 @@ def average_precision(ranked: list[bool], positives: int) -> float:
 WHY = ("verbatim", "renamed", "reordered", "dead-code", "no-op", "staff-no-op", "combo")  # the issue's "Why"
 
 
-def evaluate(folder: Path, planted: dict[str, set[tuple[str, str, str]]]) -> list[str]:
-    """The metrics of one class, per part. Pairs of two copiers of one source (the staff solution) are copies
-    of each other: counted neither as planted nor as honest."""
+def evaluate(
+    folder: Path, planted: dict[str, set[tuple[str, str, str]]], metrics: list[dict[str, object]] | None = None
+) -> list[str]:
+    """The metrics of one class, per part, as lines to print (and as dicts appended to metrics). Pairs of two
+    copiers of one source (the staff solution) are copies of each other: counted neither as planted nor as
+    honest."""
+    metrics = [] if metrics is None else metrics
     flagged = S.run_check(folder, GLU)
     everything = S.run_check(folder, GLU, threshold=0.02, min_tokens=0, keep_all=True)
     out = []
@@ -595,6 +599,12 @@ def evaluate(folder: Path, planted: dict[str, set[tuple[str, str, str]]]) -> lis
         per = ", ".join(
             f"{kind} {min(v):.2f}" + (f"-{max(v):.2f}" if len(v) > 1 else "") for kind, v in sorted(kinds.items())
         )
+        metrics.append(
+            {
+                "part": part.part, "above_why": above_why, "why": len(why), "above": above, "planted": len(want),
+                "recall": recall, "flagged_honest": fp, "honest_pairs": honest_pairs, "ap": ap,
+            }
+        )  # fmt: skip
         out.append(
             f"  {part.part}: {docs} files, {len(want)} planted pairs, {honest_pairs} honest pairs\n"
             f"    above every honest pair (highest honest {high:.2f}): the issue's disguises {above_why}/{len(why)}, "

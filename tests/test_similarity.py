@@ -565,3 +565,17 @@ def test_the_similarity_command_does_not_import_torch(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert "RC 0 TORCH False" in r.stdout, r.stdout + r.stderr
     assert (tmp_path / "out" / "pairs.csv").is_file()
+
+
+def test_the_benchmark_class_of_50_meets_the_issue(tmp_path: Path) -> None:
+    """scripts/bench_similarity.py's class of 50 (seed 0): in both parts every planted copy of the issue's disguises
+    ranks above every honest pair, recall at the default threshold is at least 0.9 and at most 1% of the honest
+    pairs are flagged."""
+    planted = bench41.build(tmp_path / "class", 50, 0)
+    got: list[dict[str, object]] = []
+    lines = bench41.evaluate(tmp_path / "class", planted, got)
+    assert [m["part"] for m in got] == ["triton", "cuda"], lines
+    for m in got:
+        assert m["above_why"] == m["why"], lines
+        assert m["recall"] >= 0.9, lines
+        assert m["flagged_honest"] <= 0.01 * m["honest_pairs"], lines
