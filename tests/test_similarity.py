@@ -579,3 +579,17 @@ def test_the_benchmark_class_of_50_meets_the_issue(tmp_path: Path) -> None:
         assert m["above_why"] == m["why"], lines
         assert m["recall"] >= 0.9, lines
         assert m["flagged_honest"] <= 0.01 * m["honest_pairs"], lines
+
+
+def test_the_preprocessor_runs_under_its_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """cpp runs with its memory, file-size and CPU limits set (dash sets none of them when one ulimit is given
+    several), in an empty folder: a stand-in cpp that prints its limits and folder shows them."""
+    fake = tmp_path / "bin" / "cpp"
+    fake.parent.mkdir()
+    fake.write_text('#!/bin/sh\necho "int v$(ulimit -v)_$(ulimit -f)_$(ulimit -t)_$(ls -A | wc -l);"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    out = S.simnorm.run_cpp("int x;\n")
+    assert out is not None
+    want = f"v{S.simnorm.CPP_MAX_MEMORY >> 10}_0_{int(S.simnorm.CPP_TIMEOUT_S) + 1}_0"
+    assert want in out.replace(" ", ""), out

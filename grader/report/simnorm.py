@@ -131,7 +131,11 @@ def run_cpp(src: str, timeout: float = CPP_TIMEOUT_S) -> str | None:
     text = safe_for_cpp(src)
     # The limits through the shell's ulimit, not a preexec_fn: that would force a fork of this (large) process per
     # file, where the shell lets subprocess use vfork/posix_spawn.
-    limits = f'ulimit -v {CPP_MAX_MEMORY >> 10} -f 0 -t {int(timeout) + 1} 2>/dev/null; exec "$0" "$@"'
+    # One limit per ulimit: dash sets none of them when given several at once.
+    limits = (
+        f"ulimit -v {CPP_MAX_MEMORY >> 10} 2>/dev/null; ulimit -f 0 2>/dev/null; "
+        f'ulimit -t {int(timeout) + 1} 2>/dev/null; exec "$0" "$@"'
+    )
     cmd = ["/bin/sh", "-c", limits, exe, "-nostdinc", "-undef", "-std=c++17", "-x", "c++", "-w", *CPP_DEFINES, "-"]
     with tempfile.TemporaryDirectory(prefix="grader-cpp-") as empty:
         try:
