@@ -1157,8 +1157,9 @@ def main(args: argparse.Namespace, root: Path = ROOT) -> int:
     for part in result.parts:
         staff = sum(1 for p in part.pairs if p.staff)
         print(
-            f"{part.part} ({part.file}): {part.compared} file(s) compared, {len(part.pairs)} pair(s) at or above "
-            f"{result.threshold:g} ({staff} with a staff or known solution), {len(part.groups)} group(s) of 3+"
+            f"{part.part} ({part.file}): {part.compared} file(s) compared, {len(part.pairs)} pair(s) flagged (at or "
+            f"above {result.threshold:g}; {staff} with a staff or known solution), {len(part.groups)} group(s) of 3+ "
+            "(every two of them a flagged pair)"
         )
     bad = [s for s in result.skipped if s.why != "missing"]
     if bad:
