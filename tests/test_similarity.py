@@ -593,3 +593,11 @@ def test_the_preprocessor_runs_under_its_limits(tmp_path: Path, monkeypatch: pyt
     assert out is not None
     want = f"v{S.simnorm.CPP_MAX_MEMORY >> 10}_0_{int(S.simnorm.CPP_TIMEOUT_S) + 1}_0"
     assert want in out.replace(" ", ""), out
+
+
+def test_equivalent_c_spellings_are_one() -> None:
+    """Translation between equivalent constructs: a C cast and static_cast<>, `i = i + s` and `i += s`, extra
+    parentheses, long long and int64_t."""
+    a = "void f(int n) { for (long long i = (int64_t)n; i < n; i += 4) { g(i); } }\n"
+    b = "void f(int n) { for (int64_t i = static_cast<int64_t>((n)); i < n; i = i + 4) g(i); }\n"
+    assert S.normalize(a, "c").kinds == S.normalize(b, "c").kinds

@@ -225,6 +225,11 @@ def c_classes(kinds: list[str], lines: list[int]) -> Normal:
                 continue
         elif t in C_FLOAT:
             t = "float"
+        if t in "+-*/" and len(k2) - start >= 3 and k2[-1] == "V" and k2[-2] == "=" and k2[-3] == "V":
+            if len(k2) - start == 3 or k2[-4] in ",;":  # `i = i + s` is `i += s` (every name is "V" here)
+                k2[-2], k2[-1] = t, "="
+                prev = "="
+                continue
         k2.append(t)
         l2.append(ln)
         prev = t
