@@ -1,3 +1,3 @@
-from grader.cli import main
+from grader import console
 
-raise SystemExit(main())
+raise SystemExit(console())

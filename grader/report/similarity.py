@@ -4,30 +4,33 @@ A kernel assignment has a small solution space and a public starter file, so cop
 most often, and the one a grade cannot see. This compares every pair of submissions per part (each of the
 problem's student implementations: the Triton .py, the CUDA .cu) and writes, for a TA to read:
 
-    OUT/similarity.html   the pairs above the threshold, sorted, each with both files side by side and the matched
-                          lines marked; three or more submissions linked by such pairs shown as one group
-    OUT/pairs.csv         one row per pair above the threshold: the two names, part, similarity, matched lines
+    OUT/similarity.html   the flagged pairs ranked, each with both files side by side, the matched lines marked
+                          and the reason it is flagged; three or more submissions that are pairwise flagged (a
+                          clique, never a chain) shown as one group with each pair's score
+    OUT/pairs.csv         one row per flagged pair: the two names, part, similarity, matched lines, each side's
+                          coverage, the longest shared run, the outlier score and the reason
 
 A match is evidence for a human to read, never a verdict: the grader takes no points for it (README, "Similar
 submissions").
 
-How (winnowing, Schleimer, Wilkerson and Aiken, SIGMOD 2003: the method of MOSS and copydetect):
+How (issue 30, then issue 41; measured by scripts/bench_similarity.py):
 
-1. Each file becomes a list of tokens in linear time (`tokenize`: a hand scanner, no backtracking regex):
-   comments dropped, string and number literals made one token each ("S", "N"), and every name a student chooses
-   made "V". Keywords, builtins (`range`, `int`, `blockIdx`, `__expf`) and names after a '.' or '->' (`tl.load`,
-   `x.stride`, `blockIdx.x`) are kept: a student cannot rename them, and they are what tells two kernels apart.
-   So renaming variables, changing comments, docstrings, spacing or constants changes nothing.
-2. Every run of K tokens is hashed; of every W consecutive hashes the smallest is kept (the file's fingerprints).
-   Any run of K + W - 1 equal tokens shared by two files shares a fingerprint, and nothing shorter than K does:
-   K is the minimum match length.
-3. Boilerplate: every K-token hash of what the class was given (the starter stub of the part, the code suggested
-   in its comments and docstrings, the handout's code blocks) is removed from every file's fingerprints, and the
+1. Each file is normalised (grader/report/simnorm.py: Python through `ast`, CUDA through the C preprocessor and C
+   token classes; the file's own tokens where the parser cannot take it), then made tokens (`tokenize`: a hand
+   scanner, linear): comments dropped, string and number literals one token each ("S", "N"), and every name a
+   student chooses "V". Keywords, builtins and names after a '.' or '->' (`tl.load`, `blockIdx.x`) are kept.
+2. Every run of K tokens is hashed; of every W consecutive hashes the smallest is kept (winnowing, Schleimer,
+   Wilkerson and Aiken, SIGMOD 2003: the method of MOSS and copydetect). The file's statements are hashed too.
+3. Boilerplate: every K-token hash and statement of what the class was given (the starter stub of the part, the
+   code suggested in its comments and docstrings, the handout's code blocks) is removed from every file, and the
    tokens it covers count for nobody. The 30 unchanged stubs of a class match nothing.
-4. A pair's similarity is the share of both files' own (non-boilerplate) tokens covered by shared fingerprints:
-   (covered in A + covered in B) / (own tokens of A + own tokens of B), between 0 and 1 (Dolos's measure). A pair
-   is reported when it is at least the threshold and at least MIN_MATCH_TOKENS tokens matched on each side, so the
-   few lines a spec forces on everybody (an elementwise one-liner) are never enough alone.
+4. Rarity (Rarity): a run or statement held by many files of the class weighs less (MOSS's document frequency),
+   on both sides of every share: the obvious kernel is not a copy.
+5. Each side of a pair gets two shares of its own (weighted) tokens: those in shared runs of at least MIN_RUN
+   tokens, and those in statements the other file has too, in any order (reordering and dead code keep these);
+   its coverage is the larger. The pair's similarity is the mean of the both-sides share and the larger side's.
+   A pair is flagged at the threshold or above, with MIN_MATCH_TOKENS matched on each side and, in a class of
+   OUTLIER_MIN_FILES or more, OUTLIER_MIN robust deviations above the class's median pair.
 
 Staff solutions (reference/<problem>/solution_*, and any --known FILE) are compared with every submission, named
 `staff:<problem>/<file>` (`known:<file>`), never with each other: a submission close to one is flagged as such.
@@ -36,7 +39,8 @@ Every file is hostile: it is read with a size cap before it is read (never throu
 pipe), and a binary, empty, huge or non-UTF-8 one is listed with the reason and left out; the report is written
 whatever some files hold. Nothing here runs or imports submission code.
 
-Measured on a generated class of 500 submissions: docs/performance.md#similarity (scripts/similarity_bench.py)."""
+Measured on a class of independent kernels with planted copies: README, "Similar submissions" and
+docs/performance.md#similarity (scripts/bench_similarity.py)."""
 
 from __future__ import annotations
 
@@ -55,23 +59,32 @@ from grader import textscan
 from grader.commands import grader_command
 from grader.errors import UsageError
 from grader.problem.spec import Implementation, Problem, SpecError, find_problem, load_problem
+from grader.report import simnorm
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Tuned on the generated class of scripts/similarity_bench.py and tests/test_similarity.py (the real correct designs
-# of tests/data/problems/glu/correct/ and the staff solutions included): every planted copy there scores >= 0.6, no
-# pair of independently written kernels reaches 0.4.
-DEFAULT_THRESHOLD = 0.5
+# Chosen on scripts/bench_similarity.py's class (README, "Similar submissions", quotes its output): at 0.7 recall is
+# at least 0.9 there with under 1% of the honest pairs flagged.
+DEFAULT_THRESHOLD = 0.7
 K = 15  # tokens per hashed run: the minimum match length (about two lines of kernel code)
 W = 8  # winnowing window: every shared run of K + W - 1 = 22 tokens is found
-MIN_MATCH_TOKENS = 80  # matched own tokens a pair needs on each side (about five lines), whatever its share
+MIN_MATCH_TOKENS = 60  # own tokens matched (rarity-weighted) a pair needs on each side, whatever its share
 MAX_FILE_BYTES = 1 << 20  # a kernel source is a few kB; a file over 1 MiB is listed, not compared
 MAX_TOKENS = 200_000  # tokens kept per file (1 MiB of dense code is fewer)
 MAX_SHOWN_LINES = 600  # lines of a file shown in the report (pairs.csv and the scores use all of them)
 MAX_SHOWN_LINE_CHARS = 240
-MAX_DETAILED_PAIRS = 200  # pairs shown side by side per part; the rest are in the table and pairs.csv
+MAX_DETAILED_PAIRS = 500  # pairs shown side by side per part (every flagged pair of a class); the rest: pairs.csv
 MAX_TABLE_ROWS = 2000  # pairs listed in the report's table per part; all of them are in pairs.csv
-PREFILTER = 0.25  # a pair's exact score is computed when its shared fingerprints reach this share of the threshold
+PREFILTER = 0.7  # a pair's exact score is computed when its shared sets reach this share of the threshold
+MIN_RUN = (
+    2 * K
+)  # own tokens in a row a shared run needs to count: shorter ones are what two kernels of one design share
+MIN_STMT_TOKENS = 8  # statements shorter than this (`return y`, `}`, `i += step;`) are no evidence alone
+RARE_MIN, RARE_SHARE, COMMON_SHARE = 3, 0.1, 0.5  # Rarity's weights: full up to max(3, 10%), none from 50%
+OUTLIER_MIN_FILES = 10  # a class this large is its own baseline; a smaller one is read by the threshold alone
+OUTLIER_MIN = 3.0  # robust deviations above the class's median pair a flagged pair needs
+MIN_SPREAD = 0.05
+CPP_MAX_BYTES = 256 << 10  # a CUDA file larger than this is compared by its own tokens (cpp is not run on it)
 HTML_NAME, CSV_NAME = "similarity.html", "pairs.csv"
 STAFF_PREFIX, KNOWN_PREFIX = "staff:", "known:"
 
@@ -102,6 +115,7 @@ C_KEEP = frozenset(
     "expf exp exp2f logf log1pf tanhf tanh fabsf fmaxf fminf max min rsqrtf sqrtf erff fmaf "
     "include define ifdef ifndef endif pragma unroll".split()
 )
+C_DIRECTIVE_WORDS = frozenset("include define ifdef ifndef endif pragma".split())  # fallback: no cpp
 PY_STRING_PREFIXES = frozenset("r u b f rb br fr rf".split())
 _SPACE = re.compile(r"[ \t\r\f\v\\]+")  # one character class: cannot backtrack
 _WORD = re.compile(r"\w+")
@@ -278,6 +292,48 @@ def winnow(hashes: Sequence[int], w: int = W) -> list[int]:
     return picked
 
 
+def normalize(text: str, lang: str) -> simnorm.Normal:
+    """The file's tokens after simnorm's normalisation (Python through `ast`, C/CUDA through cpp and its token
+    classes), with the statements; the raw tokens where the parser cannot take the file."""
+    if lang == "py":
+        stmts = simnorm.py_statements(text)
+        if stmts is not None:
+            kinds: list[str] = []
+            lines: list[int] = []
+            ranges: list[tuple[int, int]] = []
+            for stext, line in stmts:
+                start = len(kinds)
+                for t in tokenize(stext, "py").kinds:
+                    if t != "pass" and len(kinds) < MAX_TOKENS:
+                        kinds.append(t)
+                        lines.append(line)
+                if len(kinds) > start:
+                    ranges.append((start, len(kinds)))
+            return simnorm.Normal(kinds, lines, ranges, "ast")
+        raw = tokenize(text, "py")
+        keep = [i for i, k in enumerate(raw.kinds) if k != "pass"]
+        kinds, lines = [raw.kinds[i] for i in keep], [raw.lines[i] for i in keep]
+        ranges = []
+        start = 0
+        for i in range(1, len(lines) + 1):
+            if i == len(lines) or lines[i] != lines[i - 1]:
+                ranges.append((start, i))
+                start = i
+        return simnorm.Normal(kinds, lines, ranges, "tokens")
+    out = simnorm.run_cpp(text) if len(text) <= CPP_MAX_BYTES else None
+    if out is not None:
+        body, where = simnorm.cpp_lines(out)
+        pre = tokenize(body, "c")
+        n = simnorm.c_classes(pre.kinds, [where[min(x, len(where)) - 1] for x in pre.lines])
+        n.how = "cpp"
+        return n
+    own = tokenize(text, "c")
+    keep = [i for i, k in enumerate(own.kinds) if k not in C_DIRECTIVE_WORDS]
+    n = simnorm.c_classes([own.kinds[i] for i in keep], [own.lines[i] for i in keep])
+    n.how = "tokens"
+    return n
+
+
 @dataclass
 class Doc:
     """One file of one part: a submission's, or a staff solution's (staff=True)."""
@@ -287,11 +343,21 @@ class Doc:
     path: str  # where it was read from, for the report
     text: str
     staff: bool
-    lines: list[int]  # each token's line
+    lines: list[int]  # each normalised token's line
     own: bytearray  # per token: 1 when no boilerplate run covers it
     fingerprints: dict[int, list[int]]  # non-boilerplate fingerprint hash -> its token positions
     keys: frozenset[int]
     n_own: int
+    stmt_len: dict[int, int]  # own statement hash -> its tokens (summed over repeats)
+    stmt_lines: dict[int, list[int]]  # own statement hash -> its lines
+    skeys: frozenset[int]
+    n_stmt: int  # tokens in own statements
+    how: str = ""
+    hashes: list[int] = field(default_factory=list)  # every K-token run's hash, at its first token
+    weight: list[float] = field(default_factory=list)  # per token: its rarity in the class (Rarity.apply), 0-1
+    cum_weight: list[float] = field(default_factory=list)  # prefix sums of the own tokens' weights
+    w_own: float = 0.0  # own tokens, weighted
+    w_stmt: float = 0.0  # own statements' tokens, weighted
 
     @property
     def tokens(self) -> int:
@@ -299,32 +365,66 @@ class Doc:
 
 
 def make_doc(
-    name: str, part: str, path: str, text: str, lang: str, vocab: Vocabulary, boiler: frozenset[int], staff: bool
+    name: str,
+    part: str,
+    path: str,
+    text: str,
+    lang: str,
+    vocab: Vocabulary,
+    boiler: Boilerplate,
+    staff: bool,
+    normal: simnorm.Normal | None = None,
 ) -> Doc:
-    t = tokenize(text, lang)
-    hashes = kgram_hashes(vocab.encode(t.kinds))
+    t = normal if normal is not None else normalize(text, lang)
+    ids = vocab.encode(t.kinds)
+    hashes = kgram_hashes(ids)
     own = bytearray(b"\x01") * len(t.kinds)
     for i, h in enumerate(hashes):
-        if h in boiler:
+        if h in boiler.kgrams:
             own[i : i + K] = bytes(len(own[i : i + K]))
     fps: dict[int, list[int]] = {}
     for p in winnow(hashes):
         h = hashes[p]
-        if h not in boiler:
+        if h not in boiler.kgrams:
             fps.setdefault(h, []).append(p)
-    return Doc(name, part, path, text, staff, t.lines, own, fps, frozenset(fps), sum(own))
+    slen: dict[int, int] = {}
+    slines: dict[int, list[int]] = {}
+    for a, b in t.stmts:
+        if b - a < MIN_STMT_TOKENS:
+            continue
+        h = hash(tuple(ids[a:b]))
+        if h in boiler.stmts or sum(own[a:b]) * 2 < b - a:
+            continue
+        slen[h] = slen.get(h, 0) + (b - a)
+        slines.setdefault(h, []).extend(sorted(set(t.lines[a:b])))
+    d = Doc(
+        name, part, path, text, staff, t.lines, own, fps, frozenset(fps), sum(own), slen, slines,
+        frozenset(slen), sum(slen.values()), t.how, hashes,
+    )  # fmt: skip
+    Rarity(0, {}, {}).apply(d)
+    return d
 
 
-def boilerplate(texts: Iterable[tuple[str, str]], vocab: Vocabulary) -> frozenset[int]:
-    """Every K-token hash of what the class was given: (text, lang) pairs of code, each also read for the code in
-    its comments and string literals (a stub's TODO that spells out the line to write is given code too)."""
-    got: set[int] = set()
+@dataclass
+class Boilerplate:
+    kgrams: frozenset[int]
+    stmts: frozenset[int]
+
+
+def boilerplate(texts: Iterable[tuple[str, str]], vocab: Vocabulary) -> Boilerplate:
+    """Every K-token hash and statement of what the class was given: (text, lang) pairs of code, each also read
+    for the code in its comments and string literals (a stub's TODO that spells out the line to write is given code
+    too). Normalised as the submissions are."""
+    grams: set[int] = set()
+    stmts: set[int] = set()
     for text, lang in texts:
-        t = tokenize(text, lang, keep_texts=True)
-        got.update(kgram_hashes(vocab.encode(t.kinds)))
-        inner = tokenize("\n".join(t.texts), lang)
-        got.update(kgram_hashes(vocab.encode(inner.kinds)))
-    return frozenset(got)
+        inner = "\n".join(tokenize(text, lang, keep_texts=True).texts)
+        for code in (text, inner):
+            n = normalize(code, lang)
+            ids = vocab.encode(n.kinds)
+            grams.update(kgram_hashes(ids))
+            stmts.update(hash(tuple(ids[a:b])) for a, b in n.stmts)
+    return Boilerplate(frozenset(grams), frozenset(stmts))
 
 
 def handout_code(markdown: str) -> list[tuple[str, str]]:
@@ -351,7 +451,75 @@ def handout_code(markdown: str) -> list[tuple[str, str]]:
     return out
 
 
+# -- rarity -------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Rarity:
+    """How many files of the part hold each K-token run and statement, and the weight that gives it: 1 while at
+    most max(RARE_MIN, RARE_SHARE * files) hold it, falling to 0 at COMMON_SHARE of the class (MOSS's document
+    frequency: what much of the class wrote is the obvious kernel, not a copy). A token weighs as its commonest run.
+    Both sides of a share are weighted: a verbatim copy covers all of its file's weight, however common its code;
+    two honest files that share only the obvious kernel cover little of theirs."""
+
+    files: int
+    kgram: dict[int, float]  # weight of the runs under 1 (the rest weigh 1)
+    stmt: dict[int, float]
+
+    @staticmethod
+    def of(docs: Sequence[Doc]) -> Rarity:
+        n = len(docs)
+        full = max(RARE_MIN, RARE_SHARE * n)
+        zero = max(full + 1, COMMON_SHARE * n)
+
+        def weights(counts: dict[int, int]) -> dict[int, float]:
+            return {h: max(0.0, (zero - c) / (zero - full)) for h, c in counts.items() if c > full}
+
+        kc: dict[int, int] = {}
+        stc: dict[int, int] = {}
+        for d in docs:
+            for h in set(d.hashes):
+                kc[h] = kc.get(h, 0) + 1
+            for h in d.skeys:
+                stc[h] = stc.get(h, 0) + 1
+        rare = Rarity(n, weights(kc), weights(stc))
+        for d in docs:
+            rare.apply(d)
+        return rare
+
+    def apply(self, d: Doc) -> None:
+        """d's per-token weights and weighted totals."""
+        w = [1.0] * d.tokens
+        for j, h in enumerate(d.hashes):
+            x = self.kgram.get(h)
+            if x is not None:
+                for i in range(j, min(j + K, d.tokens)):
+                    if x < w[i]:
+                        w[i] = x
+        d.weight = w
+        cum = [0.0]
+        for x, o in zip(w, d.own, strict=True):
+            cum.append(cum[-1] + (x if o else 0.0))
+        d.cum_weight = cum
+        d.w_own = cum[-1]
+        d.w_stmt = sum(self.stmt.get(h, 1.0) * n for h, n in d.stmt_len.items())
+
+
 # -- pairs --------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Side:
+    """What one file of a pair shares with the other."""
+
+    runs: float  # share of its own tokens inside shared runs (weighted by rarity)
+    statements: float  # share of its own statements' tokens the other has too, in any order (weighted)
+    longest: int  # the longest run of its own tokens inside shared runs
+    longest_lines: tuple[int, int]
+
+    @property
+    def coverage(self) -> float:
+        return max(self.runs, self.statements)
 
 
 @dataclass
@@ -360,90 +528,206 @@ class Pair:
     b: Doc
     part: str
     similarity: float
-    covered_a: int  # own tokens of a in shared runs
+    covered_a: int  # own tokens of a in shared runs or shared statements
     covered_b: int
     lines_a: list[int]  # the lines of a with matched own tokens
     lines_b: list[int]
-    group: int = 0  # the group (3 or more submissions linked by pairs) it belongs to; 0: none
+    side_a: Side | None = None
+    side_b: Side | None = None
+    outlier: float = 0.0  # how far above the class's typical nearest neighbour, in robust deviations
+    reason: str = ""
+    group: int = 0  # the clique (3 or more submissions, every two of them a pair) it belongs to; 0: none
 
     @property
     def staff(self) -> bool:
         return self.a.staff or self.b.staff
 
+    def swap(self) -> None:
+        self.a, self.b, self.covered_a, self.covered_b = self.b, self.a, self.covered_b, self.covered_a
+        self.lines_a, self.lines_b, self.side_a, self.side_b = self.lines_b, self.lines_a, self.side_b, self.side_a
 
-def _covered(d: Doc, shared: Iterable[int]) -> tuple[int, list[int]]:
-    """(own tokens of d inside a shared fingerprint's run, their lines)."""
-    mark = bytearray(d.tokens)
+
+_RUNS = re.compile(rb"\x01+")  # one repeated byte: cannot backtrack
+
+
+def _side(d: Doc, shared: AbstractSet[int], sshared: AbstractSet[int], rare: Rarity) -> tuple[Side, int, list[int]]:
+    """(the Side of d, its own tokens matched (weighted), their lines)."""
+    n = len(d.lines)
+    mark = bytearray(n)
+    fps = d.fingerprints
     for h in shared:
-        for p in d.fingerprints[h]:
+        for p in fps[h]:
             mark[p : p + K] = b"\x01" * len(mark[p : p + K])
-    idx = [i for i in range(d.tokens) if mark[i] and d.own[i]]
-    return len(idx), sorted({d.lines[i] for i in idx})
+    both = (int.from_bytes(mark, "big") & int.from_bytes(d.own, "big")).to_bytes(n, "big") if n else b""
+    cum, lines = d.cum_weight, d.lines
+    weighted = 0.0
+    best = best_end = 0
+    matched: set[int] = set()
+    for m in _RUNS.finditer(both):
+        a, b = m.span()
+        if b - a > best:
+            best, best_end = b - a, b - 1
+        if b - a >= MIN_RUN:  # a shared run shorter than MIN_RUN is what any two kernels of a design share
+            weighted += cum[b] - cum[a]
+            matched.update(lines[a:b])
+    runs = weighted / d.w_own if d.w_own > 0 else 0.0
+    st = 0.0
+    n_matched = weighted
+    if sshared and d.w_stmt > 0:
+        ws = sum(rare.stmt.get(h, 1.0) * d.stmt_len[h] for h in sshared)
+        st = ws / d.w_stmt
+        for h in sshared:
+            matched.update(d.stmt_lines[h])
+        n_matched = max(n_matched, ws)
+    span = (lines[best_end - best + 1], lines[best_end]) if best else (0, 0)
+    return Side(min(runs, 1.0), min(st, 1.0), best, span), round(n_matched), sorted(matched)
 
 
-def score(a: Doc, b: Doc) -> Pair | None:
-    """The pair's score, or None when they share no fingerprint."""
+def combine(ca: float, na: float, cb: float, nb: float) -> float:
+    """A pair's similarity from its sides' coverage: the mean of the both-sides share (Dolos's measure, over both
+    files' own tokens) and the larger side's (a copy padded with dead code, or half a file copied, still covers
+    most of one side)."""
+    both = (ca * na + cb * nb) / (na + nb) if na + nb else 0.0
+    return (both + max(ca, cb)) / 2
+
+
+def score(a: Doc, b: Doc, rare: Rarity | None = None) -> Pair | None:
+    """The pair's score, or None when they share no fingerprint and no statement."""
+    rare = rare or Rarity(0, {}, {})
     shared = a.keys & b.keys
-    if not shared:
+    sshared = a.skeys & b.skeys
+    if not shared and not sshared:
         return None
-    ca, la = _covered(a, shared)
-    cb, lb = _covered(b, shared)
-    total = a.n_own + b.n_own
-    return Pair(a, b, a.part, (ca + cb) / total if total else 0.0, ca, cb, la, lb)
+    sa, ca, la = _side(a, shared, sshared, rare)
+    sb, cb, lb = _side(b, shared, sshared, rare)
+    sim = combine(sa.coverage, a.w_own, sb.coverage, b.w_own)
+    return Pair(a, b, a.part, sim, ca, cb, la, lb, sa, sb)
 
 
-def compare(docs: Sequence[Doc], threshold: float, min_tokens: int = MIN_MATCH_TOKENS) -> list[Pair]:
-    """The pairs of docs (one part's) at or above the threshold with min_tokens matched on each side, most similar
-    first; staff against staff is never compared. Every pair's shared fingerprints are counted (a frozenset
-    intersection: 125k pairs of 500 files in about a second); the exact score only where that count can reach it."""
-    got: list[Pair] = []
-    live = [d for d in docs if d.keys]
+def _estimate(a: Doc, b: Doc) -> float:
+    """An upper-ish bound of the pair's coverage from set sizes alone: the larger share of either file's
+    fingerprints or statements the other has."""
+    best = 0.0
+    c = len(a.keys & b.keys)
+    if c:
+        best = c / min(len(a.keys), len(b.keys))
+    if a.skeys and b.skeys:
+        s = len(a.skeys & b.skeys)
+        if s:
+            best = max(best, s / min(len(a.skeys), len(b.skeys)))
+    return best
+
+
+def compare(
+    docs: Sequence[Doc],
+    threshold: float,
+    min_tokens: int = MIN_MATCH_TOKENS,
+    rare: Rarity | None = None,
+    scored_out: list[Pair] | None = None,
+) -> list[Pair]:
+    """The pairs of docs (one part's) flagged: similarity at or above the threshold, min_tokens matched on each
+    side and, in a class of OUTLIER_MIN_FILES or more, an outlier among the class's pairs (OUTLIER_MIN robust
+    deviations above their median: baseline). Most similar first; staff against staff is never compared.
+    The exact score is computed only where the set sizes allow it to reach a share of the threshold."""
+    rare = rare or Rarity.of(docs)
+    live = [d for d in docs if d.keys or d.skeys]
+    scored: list[Pair] = []
+    among = [p for p in live if not p.staff]
     for i, a in enumerate(live):
         for b in live[i + 1 :]:
             if a.staff and b.staff:
                 continue
-            c = len(a.keys & b.keys)
-            if not c or 2 * c < PREFILTER * threshold * (len(a.keys) + len(b.keys)):
+            if _estimate(a, b) < PREFILTER * threshold:
                 continue
-            p = score(a, b)
-            if p is not None and p.similarity >= threshold and min(p.covered_a, p.covered_b) >= min_tokens:
-                if p.a.staff:  # a staff solution is named second
-                    p.a, p.b, p.covered_a, p.covered_b, p.lines_a, p.lines_b = (
-                        p.b,
-                        p.a,
-                        p.covered_b,
-                        p.covered_a,
-                        p.lines_b,
-                        p.lines_a,
-                    )
-                got.append(p)
+            p = score(a, b, rare)
+            if p is not None:
+                scored.append(p)
+    n_pairs = len(among) * (len(among) - 1) // 2
+    sims = [p.similarity for p in scored if not p.staff]
+    med, spread = baseline(sims, n_pairs - len(sims))
+    use_outlier = len(among) >= OUTLIER_MIN_FILES
+    if scored_out is not None:
+        scored_out.extend(scored)
+    got: list[Pair] = []
+    for p in scored:
+        p.outlier = (p.similarity - med) / spread
+        if p.similarity < threshold or min(p.covered_a, p.covered_b) < min_tokens:
+            continue
+        if use_outlier and p.outlier < OUTLIER_MIN:
+            continue
+        if p.a.staff:  # a staff solution is named second
+            p.swap()
+        p.reason = reason(p, med, use_outlier)
+        got.append(p)
     got.sort(key=lambda p: (-p.similarity, p.a.name, p.b.name))
     return got
 
 
+def baseline(sims: Sequence[float], unscored: int = 0) -> tuple[float, float]:
+    """(median, robust spread) of the similarity of every pair of the class's submissions (`unscored` more pairs,
+    too unlike to be scored, count as 0): 1.4826 x their median absolute deviation, at least MIN_SPREAD. In a
+    class whose kernels are all alike the median is high, and a pair must stand out from it to be flagged."""
+    xs = sorted([0.0] * max(0, unscored) + list(sims))
+    if not xs:
+        return 0.0, MIN_SPREAD
+
+    def median(v: list[float]) -> float:
+        n = len(v)
+        return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+    med = median(xs)
+    mad = median(sorted(abs(x - med) for x in xs))
+    return med, max(1.4826 * mad, MIN_SPREAD)
+
+
+def reason(p: Pair, med: float, outlier: bool) -> str:
+    """Why the pair is flagged, in one sentence for the report."""
+    assert p.side_a is not None and p.side_b is not None
+    parts = []
+    for who, s in ((p.a.name, p.side_a), (p.b.name, p.side_b)):
+        how = "in shared runs" if s.runs >= s.statements else "as the same statements, in any order"
+        parts.append(f"{s.coverage:.0%} of {who}'s own code {how}")
+    longest = max(p.side_a.longest, p.side_b.longest)
+    la, lb = p.side_a.longest_lines, p.side_b.longest_lines
+    text = (
+        f"{'; '.join(parts)} (rarity-weighted: what much of the class wrote counts less); the longest shared run is "
+        f"{longest} tokens (lines {la[0]}-{la[1]} and {lb[0]}-{lb[1]})"
+    )
+    if outlier:
+        text += f"; {p.outlier:.1f} robust deviations above the class's median pair ({med:.2f})"
+    return text + "."
+
+
 def groups(pairs: Sequence[Pair]) -> list[list[str]]:
-    """Names linked by reported pairs (union-find), the components of three or more, largest first. Each pair in
-    one gets its number (Pair.group, from 1)."""
-    parent: dict[str, str] = {}
-
-    def root(x: str) -> str:
-        while parent.setdefault(x, x) != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
+    """Cliques of three or more names, every two of them a reported pair, found greedily (the strongest pair
+    first, then every name paired with all members, strongest first): no group links two files that are not a pair
+    themselves. Each pair inside one gets its number (Pair.group, from 1); largest first."""
+    adj: dict[str, dict[str, float]] = {}
     for p in pairs:
-        ra, rb = root(p.a.name), root(p.b.name)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-    comps: dict[str, list[str]] = {}
-    for x in list(parent):
-        comps.setdefault(root(x), []).append(x)
-    big = sorted((sorted(c) for c in comps.values() if len(c) >= 3), key=lambda c: (-len(c), c))
-    number = {x: n for n, c in enumerate(big, 1) for x in c}
+        adj.setdefault(p.a.name, {})[p.b.name] = p.similarity
+        adj.setdefault(p.b.name, {})[p.a.name] = p.similarity
+    used: set[str] = set()
+    cliques: list[list[str]] = []
+    for p in pairs:  # most similar first
+        if p.a.name in used or p.b.name in used:
+            continue
+        members = [p.a.name, p.b.name]
+        cands = sorted(
+            (x for x in adj[p.a.name] if x not in used and x not in members),
+            key=lambda x: -adj[p.a.name][x],
+        )
+        for x in cands:
+            if all(x in adj[m] for m in members):
+                members.append(x)
+        if len(members) >= 3:
+            cliques.append(sorted(members))
+            used.update(members)
+    cliques.sort(key=lambda c: (-len(c), c))
+    number = {x: n for n, c in enumerate(cliques, 1) for x in c}
     for p in pairs:
-        p.group = number.get(p.a.name, 0)
-    return big
+        na, nb = number.get(p.a.name, 0), number.get(p.b.name, 0)
+        p.group = na if na and na == nb else 0
+    return cliques
 
 
 def line_ranges(lines: Sequence[int]) -> str:
@@ -578,6 +862,7 @@ class PartResult:
     staff: list[str]
     pairs: list[Pair]
     groups: list[list[str]]
+    scored: list[Pair] = field(default_factory=list)  # every pair scored, flagged or not (run_check keep_all)
 
 
 @dataclass
@@ -592,6 +877,16 @@ class Result:
     seconds: float = 0.0
 
 
+def _normalize_all(texts: Sequence[str], lang: str) -> list[simnorm.Normal]:
+    """normalize() of every text; C's in threads (each waits on its cpp subprocess)."""
+    if lang != "c" or len(texts) < 4:
+        return [normalize(t, lang) for t in texts]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(2, min(8, os.cpu_count() or 2))) as pool:
+        return list(pool.map(lambda t: normalize(t, lang), texts))
+
+
 def run_check(
     src: Path,
     problem: Problem,
@@ -599,6 +894,7 @@ def run_check(
     known: Sequence[Path] = (),
     root: Path = ROOT,
     min_tokens: int = MIN_MATCH_TOKENS,
+    keep_all: bool = False,
 ) -> Result:
     """Compare every pair of src's submissions per part. Raises SimilarityError when src holds no submission."""
     t0 = time.monotonic()
@@ -616,17 +912,21 @@ def run_check(
         boiler = boilerplate(([(stub_text, lang)] if stub_text else []) + given_here, vocab)
         docs: list[Doc] = []
         stub_only = 0
+        read: list[tuple[Submission, Path, str]] = []
         for s in subs:
             path = s.folder / impl.file
             text, why = read_source(path)
             if text is None:
                 skipped.append(Skipped(s.name, pname, str(path), why))
                 continue
-            d = make_doc(s.name, pname, str(path), text, lang, vocab, boiler, staff=False)
+            read.append((s, path, text))
+        normals = _normalize_all([text for _, _, text in read], lang)
+        for (s, path, text), normal in zip(read, normals, strict=True):
+            d = make_doc(s.name, pname, str(path), text, lang, vocab, boiler, staff=False, normal=normal)
             if not d.tokens:
                 skipped.append(Skipped(s.name, pname, str(path), "no code (comments or blank lines only)"))
                 continue
-            stub_only += not d.keys
+            stub_only += not d.keys and not d.skeys
             docs.append(d)
         staff_names = []
         for p in [*staff_files(problem, impl), *(k for k in known if lang_of(k.name) == lang)]:
@@ -639,8 +939,9 @@ def run_check(
             docs.append(make_doc(name, pname, str(p), text, lang, vocab, boiler, staff=True))
             staff_names.append(name)
         compared = sum(1 for d in docs if not d.staff)
-        pairs = compare(docs, threshold, min_tokens)
-        parts.append(PartResult(pname, impl.file, compared, stub_only, staff_names, pairs, groups(pairs)))
+        scored: list[Pair] = []
+        pairs = compare(docs, threshold, min_tokens, scored_out=scored if keep_all else None)
+        parts.append(PartResult(pname, impl.file, compared, stub_only, staff_names, pairs, groups(pairs), scored))
     skipped = [x for x in skipped if x.why != "missing"] + [x for x in skipped if x.why == "missing"]
     return Result(src, kind, problem, threshold, parts, skipped, len(subs), time.monotonic() - t0)
 
@@ -653,7 +954,21 @@ def pairs_csv(result: Result) -> str:
     from grader.report.cells import csv_text
 
     rows: list[list[object]] = [
-        ["submission_a", "submission_b", "part", "similarity", "lines_a", "lines_b", "staff", "group"]
+        [
+            "submission_a",
+            "submission_b",
+            "part",
+            "similarity",
+            "lines_a",
+            "lines_b",
+            "staff",
+            "group",
+            "coverage_a",
+            "coverage_b",
+            "longest_run",
+            "outlier",
+            "reason",
+        ]  # fmt: skip
     ]
     for part in result.parts:
         for p in part.pairs:
@@ -667,6 +982,11 @@ def pairs_csv(result: Result) -> str:
                     line_ranges(p.lines_b),
                     "yes" if p.staff else "",
                     p.group or "",
+                    f"{p.side_a.coverage:.3f}" if p.side_a else "",
+                    f"{p.side_b.coverage:.3f}" if p.side_b else "",
+                    max(p.side_a.longest, p.side_b.longest) if p.side_a and p.side_b else "",
+                    f"{p.outlier:.1f}",
+                    p.reason,
                 ]
             )
     return csv_text(rows)
@@ -709,32 +1029,19 @@ def render_html(result: Result, out: Path) -> str:
         members = []
         for n, g in enumerate(part.groups, 1):
             inside = [p for p in part.pairs if p.group == n]
-            docs = {p.a.name: p.a for p in inside} | {p.b.name: p.b for p in inside}
-            matched: dict[str, set[int]] = {}
-            for p in inside:
-                matched.setdefault(p.a.name, set()).update(p.lines_a)
-                matched.setdefault(p.b.name, set()).update(p.lines_b)
-            members.append(
-                {
-                    "number": n,
-                    "names": g,
-                    "pairs": inside,
-                    "files": [shown(docs[x], matched.get(x, ())) for x in g],
-                    "top": max(p.similarity for p in inside),
-                }
-            )
-        detailed = [p for p in part.pairs if not p.group][:MAX_DETAILED_PAIRS]
+            members.append({"number": n, "names": g, "pairs": inside, "top": max(p.similarity for p in inside)})
+        detailed = part.pairs[:MAX_DETAILED_PAIRS]
         views.append(
             {
                 "part": part,
                 "groups": members,
                 "detailed": [(p, shown(p.a, p.lines_a), shown(p.b, p.lines_b)) for p in detailed],
-                "not_detailed": len([p for p in part.pairs if not p.group]) - len(detailed),
+                "not_detailed": len(part.pairs) - len(detailed),
             }
         )
     total = sum(len(p.pairs) for p in result.parts)
     page = {
-        "title": f"Similarity: {total} pair(s) at or above {result.threshold:g}",
+        "title": f"Similarity: {total} pair(s) flagged",
         "result": result,
         "views": views,
         "ranges": line_ranges,
@@ -743,6 +1050,10 @@ def render_html(result: Result, out: Path) -> str:
         "w": W,
         "min_tokens": MIN_MATCH_TOKENS,
         "max_rows": MAX_TABLE_ROWS,
+        "outlier_min": OUTLIER_MIN,
+        "outlier_files": OUTLIER_MIN_FILES,
+        "rare_share": RARE_SHARE,
+        "common_share": COMMON_SHARE,
     }
     return html.environment().get_template("similarity.html.j2").render(page=page)
 
@@ -794,6 +1105,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def command(argv: Sequence[str]) -> int:
+    """`python -m grader similarity ...` without grader.cli (whose imports load torch, ~2 s this command never
+    needs): the same arguments and exit codes."""
+    p = argparse.ArgumentParser(
+        prog="python -m grader similarity",
+        description="TA: pairs of submissions with similar code per part, the starter code left out (similarity.html, "
+        "pairs.csv; grader/report/similarity.py): evidence to read, never a penalty",
+    )
+    add_arguments(p)
+    return main(p.parse_args(list(argv)))
+
+
 def _problem_of(src: Path, name: str | None, root: Path) -> Problem:
     if name is None:
         from grader.batch import state
@@ -834,8 +1157,9 @@ def main(args: argparse.Namespace, root: Path = ROOT) -> int:
     for part in result.parts:
         staff = sum(1 for p in part.pairs if p.staff)
         print(
-            f"{part.part} ({part.file}): {part.compared} file(s) compared, {len(part.pairs)} pair(s) at or above "
-            f"{result.threshold:g} ({staff} with a staff or known solution), {len(part.groups)} group(s) of 3+"
+            f"{part.part} ({part.file}): {part.compared} file(s) compared, {len(part.pairs)} pair(s) flagged (at or "
+            f"above {result.threshold:g}; {staff} with a staff or known solution), {len(part.groups)} group(s) of 3+ "
+            "(every two of them a flagged pair)"
         )
     bad = [s for s in result.skipped if s.why != "missing"]
     if bad:
