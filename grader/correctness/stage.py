@@ -152,7 +152,7 @@ def check_case(
     )
     if not v.ok:
         return v
-    if not check.same_values(reply["x_after"], base) or not operands.unchanged(reply, list(extra)):
+    if not check.same_values(reply["x_after"], base) or not check.extra_unchanged(reply, list(extra)):
         return check.Verdict(
             False, "the input was modified: a kernel must not write into x", reason=Reason.INPUT_MODIFIED
         )
