@@ -573,7 +573,7 @@ def _check_parts(run: GradeRun) -> None:
         ]
         san_futures = []
         if san_parts:
-            from grader.cuda import sanitizer
+            from grader.correctness import sanitizer
 
             san_futures = [
                 pool.submit(

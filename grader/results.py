@@ -55,7 +55,8 @@ class Kind(StrEnum):
     BUILD = "build"
     COMPILER_REPORT = "compiler report"
     CPU_BUILD = "CPU build"  # the CUDA part built for the CPU layer (grader/cuda/cudacpu.py)
-    SANITIZER = "compute-sanitizer"  # on a GPU: a correctness pass under compute-sanitizer (grader/cuda/sanitizer.py)
+    # on a GPU: a correctness pass under compute-sanitizer (grader/correctness/sanitizer.py)
+    SANITIZER = "compute-sanitizer"
     CORRECTNESS = "correctness"
     KERNEL_CHECK = "kernel check"
     COMPILE_CHECK = "GPU compile check"

@@ -55,7 +55,7 @@ class Target:
     cpu_layer: bool = False  # a CUDA part built for the CPU (grader/cuda/cudacpu.py): `path` is the harness executable
     sanitizer: tuple[
         str, ...
-    ] = ()  # the compute-sanitizer pass (grader/cuda/sanitizer.py): its command; `path`: the harness
+    ] = ()  # the compute-sanitizer pass (grader/correctness/sanitizer.py): its command; `path`: the harness
 
     def payload(self, problem: Problem) -> dict[str, Any]:
         return {

@@ -1016,7 +1016,7 @@ def _link(
     return False, error_lines(log) or log.strip().splitlines()[-20:]
 
 
-# -- 4. the compute-sanitizer harness (grader/cuda/sanitizer.py runs it) -------------------------------------------
+# -- 4. the compute-sanitizer harness (grader/correctness/sanitizer.py runs it) ----------------------------------------
 
 
 def build_sanitizer_harness(req: BuildRequest) -> PartBuild:
