@@ -527,14 +527,14 @@ def _whose(args: argparse.Namespace) -> tuple[str | None, str | None, tuple[dict
 
 
 def _profile(args: argparse.Namespace) -> int:
-    from grader.performance import profile
+    from grader import profiling
 
     problem = load_problem(find_problem(args.problem, ROOT))
     _check_only(args.only, problem)
-    # What the run under Nsight Compute repeats (grader/performance/profile.py adds --only and --case).
+    # What the run under Nsight Compute repeats (grader/profiling.py adds --only and --case).
     submission, _ = _submission(args.submission, problem)
     argv = ["--problem", str(problem.path), "--submission", str(submission), "--device", args.device]
-    return profile.profile(
+    return profiling.profile(
         problem,
         submission=submission,
         staff=args.staff,

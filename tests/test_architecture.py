@@ -63,9 +63,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # processes) and checks before the first whether they will be official (preflight), so it sits above both.
     ("batch", ("grader.batch",)),
     # pipeline and preflight: the one place that knows the stages' order (admit, prepare, check, time, finish), and
-    # the admission questions it asks: is this grade official (preflight, staffprobe). profile admits a submission
-    # as a grade does (device, scratch, identity) and then uses the stages' workers, so it is here too.
-    ("pipeline", ("grader.pipeline", "grader.preflight", "grader.staffprobe", "grader.profile")),
+    # the admission questions it asks: is this grade official (preflight, staffprobe). `profile` (profiling.py)
+    # admits a submission as a grade does (device, scratch, identity), then uses the stages' workers: here too.
+    ("pipeline", ("grader.pipeline", "grader.preflight", "grader.staffprobe", "grader.profiling")),
     # performance: times the parts that passed; it uses correctness's target and checks for its sampled outputs.
     ("performance", ("grader.performance",)),
     # correctness: the cases against the truth, the pattern checks, the kernel check, and the correctness pass under
