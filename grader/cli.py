@@ -314,11 +314,11 @@ def _usage_caught(command: Callable[[argparse.Namespace], int], args: argparse.N
 
 def _dispatch(args: argparse.Namespace) -> int:
     if getattr(args, "course", None) is not None:
-        from grader.problem import course
+        from grader.report import coursereport
 
         if args.out is None:  # a course's problems go to OUT/<problem>/: the same folders as their own grades
             args.out = DEFAULT_OUT
-        return course.run(args, ROOT, functools.partial(_usage_caught, _run))
+        return coursereport.run(args, ROOT, functools.partial(_usage_caught, _run))
     if args.command == "report":
         return _ta_report(
             args.dir, args.out, args.secret_file, args.roster, args.canvas_column, args.problem, args.allow_partial
