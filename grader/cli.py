@@ -42,7 +42,7 @@ AUTOGRADE_KEY = Path("/autograder/secret/grader_key")  # Gradescope's staff-only
 GRADESCOPE_METADATA = Path("/autograder/submission_metadata.json")  # written by Gradescope for each submission
 MAX_STUDENT_ID = 200
 # grade's and bench's results folder: DEFAULT_OUT/<problem>/ (default_out). One folder per problem: a grade of
-# --problem swiglu used to overwrite the GLU grade in grade-results/ (issue 40 item 9).
+# --problem swiglu used to overwrite the GLU grade in grade-results/.
 DEFAULT_OUT = Path("grade-results")
 
 

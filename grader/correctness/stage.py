@@ -30,7 +30,8 @@ from grader.sandbox import Sandbox, WorkerFailure
 MAX_RESTARTS = 3
 # A CUDA fault (an illegal or misaligned address) is one case's bug, cleanly reported, that poisons only its process:
 # a fresh worker (~3 s on the H200) runs the next case. More of those are allowed than crashes, so that a kernel
-# faulting on every misaligned shape still gets its other cases run, as on the CPU layer (same verdicts, issue 18).
+# faulting on every misaligned shape still gets its other cases run, as on the CPU layer (the same verdicts on
+# either machine).
 MAX_FAULT_RESTARTS = 8
 MAX_HANGS = 2  # cases that may hang (each costs its own limit) before the rest of the part is given up
 CASE_FLOOR_S = 20.0  # a case's limit once others passed: this much (a worker's restart, a JIT) plus ...
