@@ -54,29 +54,30 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
 # The layers of grader/, top first. A module may import modules of its own layer or of a layer below it, never one
 # above (docs/architecture.md): the arrows point down, so a layer can be read, tested and changed without the ones
 # above it. Within a layer, siblings may import each other as long as no cycle forms (test_the_grader_has_no_import_
-# cycles). A module's layer is that of the longest prefix below that names it (a package names its modules); a new
-# module outside every prefix fails test_every_grader_module_has_a_layer until it is given one here.
+# cycles). An entry names one module (`grader.cli`; `grader` is the package's __init__) or, ending in `.*`, a package
+# and every module in it; a new module that no entry names fails test_every_grader_module_has_a_layer until it is
+# given a layer here.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # app: the command line, what a user runs (`python -m grader ...`); nothing imports it.
     ("app", ("grader", "grader.__main__", "grader.cli")),
     # batch: a class, one grade per submission (local, Slurm). It runs grades (as `python -m grader grade`
     # processes) and checks before the first whether they will be official (preflight), so it sits above both.
-    ("batch", ("grader.batch",)),
+    ("batch", ("grader.batch.*",)),
     # pipeline and preflight: the one place that knows the stages' order (admit, prepare, check, time, finish), and
     # the admission questions it asks: is this grade official (preflight, staffprobe). `profile` (profiling.py)
     # admits a submission as a grade does (device, scratch, identity), then uses the stages' workers: here too.
-    ("pipeline", ("grader.pipeline", "grader.preflight", "grader.staffprobe", "grader.profiling")),
+    ("pipeline/preflight", ("grader.pipeline", "grader.preflight", "grader.staffprobe", "grader.profiling")),
     # performance: times the parts that passed; it uses correctness's target and checks for its sampled outputs.
-    ("performance", ("grader.performance",)),
+    ("performance", ("grader.performance.*",)),
     # correctness: the cases against the truth, the pattern checks, the kernel check, and the correctness pass under
     # compute-sanitizer; it uses the CUDA build and the problem, never the timing.
-    ("correctness", ("grader.correctness",)),
+    ("correctness", ("grader.correctness.*",)),
     # tools and outputs the stages use, side by side: building and running CUDA code (cuda/), reading grades and
     # writing reports (report/), the handout and the autograder zip (publish/), and a class's files on disk
     # (classfiles/: where its submissions are, what a batch keeps under OUT), read by the batch and by the report.
-    ("cuda, report, publish", ("grader.cuda", "grader.report", "grader.publish", "grader.classfiles")),
+    ("cuda, report, publish", ("grader.cuda.*", "grader.report.*", "grader.publish.*", "grader.classfiles.*")),
     # problem: the problem as data (spec, hints, the fp64 reference, inputs and operands, layout, the course file).
-    ("problem", ("grader.problem",)),
+    ("problem", ("grader.problem.*",)),
     # trust files: the handles on what is untrusted (a worker: sandbox, wire; its uid, scratch and box: identity,
     # box; text and trees a submission influenced: textscan, filetree) and the key (signing, keyfile). Everything
     # above reaches the child and student files only through them.
@@ -99,7 +100,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("results/errors", ("grader.results", "grader.errors", "grader.commands", "grader.availability")),
     # child: what runs beside student code imports nothing of the trusted side (tests/test_boundary.py); the trusted
     # side imports what both ends must agree on (the wire format, the inputs, the launch records), so it is lowest.
-    ("child", ("grader.child",)),
+    ("child", ("grader.child.*",)),
 ]
 RANK = {layer: len(LAYERS) - i for i, (layer, _) in enumerate(LAYERS)}
 
@@ -108,14 +109,21 @@ RANK = {layer: len(LAYERS) - i for i, (layer, _) in enumerate(LAYERS)}
 BACK_ARROWS: set[tuple[str, str]] = set()
 
 
+def layers_of(module: str) -> list[str]:
+    """The layers whose entries name a grader module: one, for every module of grader/. An entry of LAYERS names one
+    module, or with `.*` a package and every module in it."""
+    return [
+        layer
+        for layer, names in LAYERS
+        for n in names
+        if module == n.removesuffix(".*") or (n.endswith(".*") and module.startswith(n[:-1]))
+    ]
+
+
 def layer_of(module: str) -> str | None:
-    """The layer of a grader module: that of the longest prefix in LAYERS naming it (None: no layer)."""
-    best: tuple[int, str] | None = None
-    for layer, prefixes in LAYERS:
-        for p in prefixes:
-            if (module == p or module.startswith(p + ".")) and (best is None or len(p) > best[0]):
-                best = (len(p), layer)
-    return best[1] if best else None
+    """The layer of a grader module (None: no layer)."""
+    found = layers_of(module)
+    return found[0] if found else None
 
 
 def back_arrows(modules: dict[str, Path]) -> list[tuple[str, int, str]]:
@@ -205,11 +213,23 @@ def test_the_import_walk_counts_lazy_relative_and_type_checking_imports(tmp_path
     assert edges == [("grader.low", 2), ("grader.sub", 4), ("grader.top", 6)]
 
 
+def test_a_lazy_import_up_a_layer_is_a_back_arrow_and_one_down_is_not(tmp_path):
+    pkg = tmp_path / "grader"
+    for d in ("problem", "report"):
+        (pkg / d).mkdir(parents=True)
+        (pkg / d / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "problem" / "course.py").write_text("import json\n\n\ndef page():\n    from grader.report import html\n")
+    (pkg / "report" / "html.py").write_text("from grader.problem import course\n")
+    assert back_arrows(_modules(pkg)) == [("grader.problem.course", 5, "grader.report.html")]
+
+
 def test_every_grader_module_has_a_layer():
     modules = _modules(GRADER)
     assert len(modules) > 50  # the walk found the package, not an empty folder
-    assert [m for m in sorted(modules) if layer_of(m) is None] == []
+    assert {m: layers_of(m) for m in sorted(modules) if len(layers_of(m)) != 1} == {}  # one layer each
     assert layer_of("grader.cli") == "app" and layer_of("grader.child.worker") == "child"
+    assert layer_of("grader.somethingnew") is None and layer_of("grader.batchx") is None  # no default layer
 
 
 def test_no_grader_import_points_up_a_layer():
