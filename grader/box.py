@@ -1,4 +1,4 @@
-"""Kernel containment for a grade's untrusted processes: each one starts in a bubblewrap box (issue 38).
+"""Kernel containment for a grade's untrusted processes: each one starts in a bubblewrap box.
 
 Why: a grade used to be contained in user space, by a scan-and-kill loop over /proc for its uid, a scratch folder
 private by environment variable and a deny-list of staff files. A loop races a process that forks faster than it

@@ -42,7 +42,7 @@ AUTOGRADE_KEY = Path("/autograder/secret/grader_key")  # Gradescope's staff-only
 GRADESCOPE_METADATA = Path("/autograder/submission_metadata.json")  # written by Gradescope for each submission
 MAX_STUDENT_ID = 200
 # grade's and bench's results folder: DEFAULT_OUT/<problem>/ (default_out). One folder per problem: a grade of
-# --problem swiglu used to overwrite the GLU grade in grade-results/ (issue 40 item 9).
+# --problem swiglu used to overwrite the GLU grade in grade-results/.
 DEFAULT_OUT = Path("grade-results")
 
 
@@ -318,11 +318,11 @@ def _usage_caught(command: Callable[[argparse.Namespace], int], args: argparse.N
 
 def _dispatch(args: argparse.Namespace) -> int:
     if getattr(args, "course", None) is not None:
-        from grader.problem import course
+        from grader.report import coursereport
 
         if args.out is None:  # a course's problems go to OUT/<problem>/: the same folders as their own grades
             args.out = DEFAULT_OUT
-        return course.run(args, ROOT, functools.partial(_usage_caught, _run))
+        return coursereport.run(args, ROOT, functools.partial(_usage_caught, _run))
     if args.command == "report":
         return _ta_report(
             args.dir, args.out, args.secret_file, args.roster, args.canvas_column, args.problem, args.allow_partial
@@ -531,14 +531,14 @@ def _whose(args: argparse.Namespace) -> tuple[str | None, str | None, tuple[dict
 
 
 def _profile(args: argparse.Namespace) -> int:
-    from grader.performance import profile
+    from grader import profiling
 
     problem = load_problem(find_problem(args.problem, ROOT))
     _check_only(args.only, problem)
-    # What the run under Nsight Compute repeats (grader/performance/profile.py adds --only and --case).
+    # What the run under Nsight Compute repeats (grader/profiling.py adds --only and --case).
     submission, _ = _submission(args.submission, problem)
     argv = ["--problem", str(problem.path), "--submission", str(submission), "--device", args.device]
-    return profile.profile(
+    return profiling.profile(
         problem,
         submission=submission,
         staff=args.staff,

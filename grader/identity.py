@@ -18,7 +18,7 @@ its whole life; a grade killed outright frees its lock with its process (the ker
 still has processes (left over, or another grader's) is never taken. GRADER_STUDENT_UID names the uids to try first
 (one uid, `10001`, or a range, `20000-20999`); when they are all taken, a random unused uid from UID_RANGE (no passwd
 entry needed). Each uid is handed out once (a `<uid>.used` mark beside its lock, for as long as the lock folder
-lasts): every grade gets a fresh uid, and the configured one serves the first grade only (issue 38, item 5). The
+lasts): every grade gets a fresh uid, and the configured one serves the first grade only. The
 grade's gid is its uid: a group no other grade has, so group-readable means "this grade only".
 
 The scratch of a grade (`Scratch`), removed at the end. Another grade's uid can enter none of it, even knowing the

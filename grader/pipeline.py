@@ -263,7 +263,7 @@ def official_reasons(problem: Problem, scratch: identity.Scratch) -> list[str]:
             if identity.writable_by(d, ident):
                 why.append(f"{d.name or d} (the grader's code or Python) is writable by the student uid")
     # Not only this spec's files: whatever staff file or trusted module the student uid can import or #include,
-    # asked of that uid through the worker's own interpreter, sys.path, finders and include paths (issue 28, 8).
+    # asked of that uid through the worker's own interpreter, sys.path, finders and include paths.
     from grader import staffprobe
 
     staff = [i.staff.name for i in problem.implementations.values()]
@@ -573,7 +573,7 @@ def _check_parts(run: GradeRun) -> None:
         ]
         san_futures = []
         if san_parts:
-            from grader.cuda import sanitizer
+            from grader.correctness import sanitizer
 
             san_futures = [
                 pool.submit(

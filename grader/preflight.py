@@ -1,4 +1,4 @@
-"""Before the first grade: will the grades made here be official? (issue 29 item 4)
+"""Before the first grade: will the grades made here be official?
 
 An official grade (signed; the only kind `report --secret-file` fills a Canvas score from) needs a key, root, a
 separate uid for submission code that can start the grader's Python, and no staff file or trusted module that

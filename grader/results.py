@@ -55,7 +55,8 @@ class Kind(StrEnum):
     BUILD = "build"
     COMPILER_REPORT = "compiler report"
     CPU_BUILD = "CPU build"  # the CUDA part built for the CPU layer (grader/cuda/cudacpu.py)
-    SANITIZER = "compute-sanitizer"  # on a GPU: a correctness pass under compute-sanitizer (grader/cuda/sanitizer.py)
+    # on a GPU: a correctness pass under compute-sanitizer (grader/correctness/sanitizer.py)
+    SANITIZER = "compute-sanitizer"
     CORRECTNESS = "correctness"
     KERNEL_CHECK = "kernel check"
     COMPILE_CHECK = "GPU compile check"
@@ -244,7 +245,7 @@ class TestResult:
         pts = f"{self.max_score:g} point{'' if self.max_score == 1 else 's'}"
         if self.reason == Reason.NOT_RUN:
             # grade --watch stopped at the first failing case (correctness/stage.py): nothing grades these later, so
-            # they are not "pending" (issue 40 item 7); the next full grade runs them
+            # they are not "pending"; the next full grade runs them
             return f"not run: {pts}, --watch stopped at the first failing case (not counted here)"
         return f"pending: {pts}, {later} (not counted here)"
 

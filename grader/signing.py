@@ -11,7 +11,7 @@ Why this matters: when student code runs as the grader's own user (a course mach
 kill the grader and leave its own results.json behind (tests/exploits/kill_grader). The grade is then lost either
 way, but the TA report shows the file as not written by the grader instead of counting it.
 
-A signature also says whose grade it is (issue 28, class 5): the signed document holds `extra_data.identity`
+A signature also says whose grade it is: the signed document holds `extra_data.identity`
 (new_identity): the student id as graded (`--student-id`, the batch's id, or Gradescope's submission metadata), a
 hash of the graded files' names and bytes, the problem and a hash of its spec, the grader's version, when, and a
 random nonce. Without it, every grade made in one container was signed over content that any student's copy shares:

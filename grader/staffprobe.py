@@ -1,4 +1,4 @@
-"""What the untrusted uid can reach of the staff's files, found by asking it (issue 28, class 8).
+"""What the untrusted uid can reach of the staff's files, found by asking it.
 
 An official grade needs that student code cannot read a staff solution nor import the grader's trusted code. The
 modes of the spec's own staff files are not enough: the grading Python may have the project installed in editable

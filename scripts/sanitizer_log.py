@@ -21,7 +21,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from grader.cuda import build, sanitizer
+from grader.correctness import sanitizer
+from grader.cuda import build
 from grader.child.cudacpu_binding import CpuRowKernel, KernelCallError  # noqa: E402
 
 ap = argparse.ArgumentParser()

@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from grader import cli, keyfile, signing
-from grader.batch import EXIT_INFRA, EXIT_NOT_GRADABLE, EXIT_OK, EXIT_USAGE, discover, engines, progress, state
+from grader.batch import EXIT_INFRA, EXIT_NOT_GRADABLE, EXIT_OK, EXIT_USAGE, engines, progress
+from grader.classfiles import discover, state
 from grader.problem.spec import load_problem
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""Issue 28, class 2: every submission of a batch has one identity (grader/batch/discover.py).
+"""Issue 28, class 2: every submission of a batch has one identity (grader/classfiles/discover.py).
 
 One id (its folder under OUT) and one graded content per item, settled before anything is fetched: repositories
 whose names collide are two students, each graded at its own commit (recorded); a cached clone is reused only for
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.batch import discover
+from grader.classfiles import discover
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 DEADLINE = "2026-12-01T23:59:59Z"

@@ -26,7 +26,8 @@ import pytest
 import slurm_cluster  # tests/slurm_cluster.py (tests/ is on sys.path: pytest's rootdir-less import mode)
 
 from grader import cli
-from grader.batch import EXIT_INCOMPLETE, EXIT_OK, state
+from grader.batch import EXIT_INCOMPLETE, EXIT_OK
+from grader.classfiles import state
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent

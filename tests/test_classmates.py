@@ -31,7 +31,8 @@ from pathlib import Path
 import pytest
 
 from grader import cli, identity
-from grader.batch import EXIT_OK, EXIT_USAGE, state
+from grader.batch import EXIT_OK, EXIT_USAGE
+from grader.classfiles import state
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE = Path(__file__).resolve().parent / "batch_fake_grade.py"

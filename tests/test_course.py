@@ -13,16 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.problem.course import (
-    PARTIAL,
-    CourseError,
-    load_course,
-    run,
-    student_page,
-    student_report,
-    submission_dir,
-    summarize,
-)
+from grader.problem.course import PARTIAL, CourseError, load_course, submission_dir, summarize
+from grader.report.coursereport import run, student_page, student_report
 from grader.problem.layout import Located
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.cuda import cudacpu, sanitizer
+from grader.correctness import sanitizer
+from grader.cuda import cudacpu
 from grader.cuda.build import find_nvcc
 from grader.results import FAILED, PASSED, SKIPPED, Kind, Reason
 

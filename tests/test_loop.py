@@ -18,7 +18,7 @@ import pytest
 
 from grader import cli
 from grader.child import launches
-from grader.performance import profile
+from grader import profiling as profile
 from grader.pipeline import GraderError, select_cases
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 import grader.pipeline as pl
-from grader.cuda import part, sanitizer
+from grader.correctness import sanitizer
+from grader.cuda import part
 from grader.cuda.build import BuildFor, PartBuild, State
 from grader.performance import gpulock, stage
 from grader.problem.spec import find_problem, load_problem

@@ -274,7 +274,7 @@ def test_report_escapes_and_csv_is_formula_safe(tmp_path: Path) -> None:
 def test_batch_out_reads_the_graded_folders_and_links_from_class_summary(tmp_path: Path, capsys) -> None:
     """On a batch's OUT, the files are read from the folders its manifest names; class_summary.html links the
     report once `report` runs again."""
-    from grader.batch import state
+    from grader.classfiles import state
     from grader.report.tareport import write_class_report
 
     src = tmp_path / "subs"

@@ -27,7 +27,8 @@ from hypothesis import strategies as st
 
 from grader import textscan
 from grader.correctness import kernelcheck, static
-from grader.cuda import build, cudacpu, cudainfo, runner, sanitizer
+from grader.correctness import sanitizer
+from grader.cuda import build, cudacpu, cudainfo, runner
 
 BOUND_S = 10.0
 MB = 1 << 20

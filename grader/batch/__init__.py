@@ -1,13 +1,15 @@
 """Grade a whole class: `python -m grader batch SUBMISSIONS --out OUT [--engine local|slurm] ...`.
 
-    discover.py   SUBMISSIONS (folders, a Gradescope export, a list of git repositories) -> submissions
-    state.py      what is done: results keyed by content + grader + spec (+ image), written whole, attempts
     task.py       one submission: checks, `python -m grader grade` in its own process, where it was graded
     where.py      the GPU (nvidia-smi) at the start and end of a grade: extra_data.graded_on
     engines.py    local (one task per GPU slot, pinned) and slurm (a job array and a collect job)
     progress.py   the live count
     collect.py    the TA report (grader/report/tareport.py), flagged, GPU models, throughput
     cli.py        the commands: batch, batch status, batch resubmit, batch collect, batch task
+
+What it reads and writes on disk is grader/classfiles/ (below the batch, so the report's readers use it too):
+    discover.py   SUBMISSIONS (folders, a Gradescope export, a list of git repositories) -> submissions
+    state.py      what is done: results keyed by content + grader + spec (+ image), written whole, attempts
 
 Exit codes of `batch`, `batch status` and `batch collect` (a task's own are in task.py):
     0  every submission is graded (whatever its score)

@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from grader import availability, identity
-from grader.batch import EXIT_INCOMPLETE, EXIT_INFRA, EXIT_NOT_GRADABLE, EXIT_OK, EXIT_USAGE, collect, engines, state
-from grader.batch.discover import DiscoverError, Found, discover
+from grader.batch import EXIT_INCOMPLETE, EXIT_INFRA, EXIT_NOT_GRADABLE, EXIT_OK, EXIT_USAGE, collect, engines
 from grader.batch.progress import Counts, Progress
-from grader.batch.state import Status
 from grader.batch.task import ROOT, run_task
+from grader.classfiles import state
+from grader.classfiles.discover import DiscoverError, Found, discover
+from grader.classfiles.state import Status
 from grader.commands import grader_command
 
 if TYPE_CHECKING:
@@ -458,7 +459,7 @@ def _slots_and_device(args: argparse.Namespace, out: Path) -> tuple[list[engines
 def _manifest(
     args: argparse.Namespace, argv: list[str], out: Path, problem: Problem, key: Key | None, found: Found, device: str
 ) -> dict[str, Any]:
-    """The batch's manifest (grader/batch/state.py): its options, each submission's item and result key, and the
+    """The batch's manifest (grader/classfiles/state.py): its options, each submission's item and result key, and the
     Slurm settings under Slurm."""
     image_digest = state.image_digest(args.container_image, args.image_digest)
     key_parts = {

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grader.batch import state
-from grader.batch.state import Entry, Status
+from grader.classfiles import state
+from grader.classfiles.state import Entry, Status
 from grader.report import write_json_atomic, write_text_atomic
 from grader.report.devices import gpu_summary
 

@@ -36,10 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grader.batch import state
 from grader.batch.progress import Progress
-from grader.batch.state import Outcome
 from grader.batch.task import ROOT, TASK_OK, TASK_REFUSED
+from grader.classfiles import state
+from grader.classfiles.state import Outcome
 from grader.performance import baselinerecord, gpulock
 from grader.report import write_json_atomic, write_text_atomic
 

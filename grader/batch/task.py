@@ -12,7 +12,7 @@ The local engine starts one of these per submission, pinned to its GPU; a Slurm 
    (TMPDIR) of its own, named by the task's index, under a time limit (the spec's stage limits plus a margin);
 4. reads nvidia-smi before and after (grader/batch/where.py) and adds `extra_data.graded_on` to results.json
    (re-signing it when it was signed and verifies: the wrapper holds the same key as the grade);
-5. installs OUT/<sid>/ whole (grader/batch/state.py) and appends the attempt to OUT/.batch/attempts/<sid>.jsonl.
+5. installs OUT/<sid>/ whole (grader/classfiles/state.py) and appends the attempt to OUT/.batch/attempts/<sid>.jsonl.
 
 Its exit code says what happened (the engines decide by it, never by output text):
     0  graded (any score: a submission that crashes or hangs is graded), or already graded
@@ -40,8 +40,9 @@ from types import FrameType
 from typing import Any
 
 from grader import box, keyfile, signing
-from grader.batch import state, where
-from grader.batch.state import Outcome
+from grader.batch import where
+from grader.classfiles import state
+from grader.classfiles.state import Outcome
 
 TASK_OK, TASK_USAGE, TASK_INFRA, TASK_REFUSED, TASK_KILLED = 0, 2, 3, 4, 143
 GRADE_COMMAND_ENV = "GRADER_BATCH_GRADE_COMMAND"  # tests: a JSON argv that stands in for `python -m grader grade`

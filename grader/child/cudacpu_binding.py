@@ -338,9 +338,8 @@ class CpuRowKernel:
         inputs: Sequence[str] = ("x",),
     ):
         """sanitizer: a compute-sanitizer command line (path and tool options) to run a GPU harness under
-        (grader/cuda/sanitizer.py); empty for the CPU layer's harness. inputs: the spec's input names, in call order
-        (the
-        harness was built for their number: grader/cuda/cudacpu.py)."""
+        (grader/correctness/sanitizer.py); empty for the CPU layer's harness. inputs: the spec's input names, in
+        call order (the harness was built for their number: grader/cuda/cudacpu.py)."""
         self.harness = str(harness)
         self.sanitizer = list(sanitizer)
         self.symbol = symbol

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from grader.problem import operands
 from grader.problem.spec import Tolerance
 from grader.results import Finding, Reason
 
@@ -192,6 +193,15 @@ def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+
+
+def extra_unchanged(reply: dict[str, Any], extra: list[torch.Tensor]) -> bool:
+    """Whether the worker's copies of inputs 1.. after the calls ("extra_after") equal what was sent
+    (grader/problem/operands.py makes them)."""
+    after = reply.get("extra_after", [])
+    if len(after) != len(extra) or not all(isinstance(a, torch.Tensor) for a in after):
+        return not extra
+    return all(same_values(a, operands.buffer(e)) for a, e in zip(after, extra, strict=True))
 
 
 def check_meta(meta: dict[str, Any], *, shape: tuple[int, ...], dtype: str, device_type: str) -> Verdict:

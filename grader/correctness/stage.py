@@ -30,7 +30,8 @@ from grader.sandbox import Sandbox, WorkerFailure
 MAX_RESTARTS = 3
 # A CUDA fault (an illegal or misaligned address) is one case's bug, cleanly reported, that poisons only its process:
 # a fresh worker (~3 s on the H200) runs the next case. More of those are allowed than crashes, so that a kernel
-# faulting on every misaligned shape still gets its other cases run, as on the CPU layer (same verdicts, issue 18).
+# faulting on every misaligned shape still gets its other cases run, as on the CPU layer (the same verdicts on
+# either machine).
 MAX_FAULT_RESTARTS = 8
 MAX_HANGS = 2  # cases that may hang (each costs its own limit) before the rest of the part is given up
 CASE_FLOOR_S = 20.0  # a case's limit once others passed: this much (a worker's restart, a JIT) plus ...
@@ -55,7 +56,7 @@ class Target:
     cpu_layer: bool = False  # a CUDA part built for the CPU (grader/cuda/cudacpu.py): `path` is the harness executable
     sanitizer: tuple[
         str, ...
-    ] = ()  # the compute-sanitizer pass (grader/cuda/sanitizer.py): its command; `path`: the harness
+    ] = ()  # the compute-sanitizer pass (grader/correctness/sanitizer.py): its command; `path`: the harness
 
     def payload(self, problem: Problem) -> dict[str, Any]:
         return {
@@ -152,7 +153,7 @@ def check_case(
     )
     if not v.ok:
         return v
-    if not check.same_values(reply["x_after"], base) or not operands.unchanged(reply, list(extra)):
+    if not check.same_values(reply["x_after"], base) or not check.extra_unchanged(reply, list(extra)):
         return check.Verdict(
             False, "the input was modified: a kernel must not write into x", reason=Reason.INPUT_MODIFIED
         )

@@ -127,7 +127,7 @@ def how_to_get_a_compiler() -> str:
 # headers, its own predefined macros and two passes (host, and device with __CUDA_ARCH__). Anything the preprocessor
 # can tell apart between the two (a compiler's identity macros, a header only one of them has, __CUDA_ARCH__, the
 # layer's own names) would let the CPU layer grade one program and nvcc build another: a file whose nvcc build is a
-# stub earned full CUDA correctness on a machine without a GPU (issue 28). Rewriting the source under one macro set
+# stub earned full CUDA correctness on a machine without a GPU. Rewriting the source under one macro set
 # is not possible here (nvcc and its headers are usually absent), so the layer *refuses* such a file: it earns no
 # CPU-layer points, says which directive on which line, and the GPU grade grades it. What is accepted is a small
 # preprocessor language whose meaning is provably the same in both builds:
@@ -1016,7 +1016,7 @@ def _link(
     return False, error_lines(log) or log.strip().splitlines()[-20:]
 
 
-# -- 4. the compute-sanitizer harness (grader/cuda/sanitizer.py runs it) -------------------------------------------
+# -- 4. the compute-sanitizer harness (grader/correctness/sanitizer.py runs it) ----------------------------------------
 
 
 def build_sanitizer_harness(req: BuildRequest) -> PartBuild:
@@ -1036,7 +1036,7 @@ def build_sanitizer_harness(req: BuildRequest) -> PartBuild:
     flags = ["-O3", "-std=c++17", "-lineinfo", f"-arch={req.arch or build.DEFAULT_ARCH}"]
     # Three steps, so that the entry point's name reaches the harness's translation unit only: compiled together
     # with -D, the student's file could test CUDACPU_ENTRY and be another program under the sanitizer than in the
-    # graded build (issue 28, "one program").
+    # graded build: the sanitizer must check the one program that was graded.
     steps = [
         [nvcc, *flags, "-c", src.name, "-o", "student.o"],
         [nvcc, *flags, f"-DCUDACPU_ENTRY={req.entry}", *signature_flags(req.inputs), "-c", "gpu_harness.cu"]

@@ -6,7 +6,7 @@ returns one record (PartBuild), whichever compiler that takes:
 - BuildFor.CPU_LAYER: g++ or clang++, the CUDA-on-CPU layer's harness for a machine without a GPU, after the scan
   that the layer builds the program nvcc builds (grader/cuda/cudacpu.py);
 - BuildFor.SANITIZER: nvcc, the harness compute-sanitizer runs with exact-size buffers (grader/cuda/cudacpu.py,
-  run by grader/cuda/sanitizer.py).
+  run by grader/correctness/sanitizer.py).
 
 Every compiler runs through the one runner of untrusted processes (grader/cuda/runner.py): as the grade's uid, in its
 own process group killed whole at the timeout, under the write cap, with its output capped. A bad source never

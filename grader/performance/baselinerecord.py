@@ -1,4 +1,4 @@
-"""Baselines measured once per GPU for a batch window (issue 32 item 1), and the drift check that keeps them honest.
+"""Baselines measured once per GPU for a batch window, and the drift check that keeps them honest.
 
 A single grade times the problem's baselines (manual, eager, torch.compile for GLU) in the same rounds as the
 submission, and derives its thresholds from their medians. In a batch every grade on one GPU re-times the same

@@ -10,20 +10,18 @@ by `grade --problem`, from its own folder of the submission (its spec's `stubs:`
 glu/, gelu's in gelu/; grader/problem/layout.py, which also grades a problem's files found at the top, the layout
 courses published before GLU had its folder, with a note), into OUT/<problem>/ (results.json, report.md,
 report.html: nothing per problem changes). Then OUT/course.json holds every problem's score scaled to its course
-points and the total, and OUT/report.md is the student report with one section per problem (each problem's own
-report.md under its heading); OUT/report.html the total table with a link to each problem's report.html.
+points and the total (`summarize`), and OUT/report.md is the student report with one section per problem (each
+problem's own report.md under its heading); OUT/report.html the total table with a link to each problem's
+report.html. This module is the course as data; grader/report/coursereport.py grades its problems and writes those
+files.
 
 With --case each problem's grade is partial and is written to OUT/<problem>/partial/ (grader/cli.py), so the
 course's files are made from those, and every one of them says that the total is of a partial grade."""
 
 from __future__ import annotations
 
-import argparse
-import copy
 import json
-import os
-import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,13 +107,6 @@ def submission_dir(root: Path, p: CourseProblem) -> layout.Located:
     return layout.locate_files(root, p.folder or p.name, p.name, p.files)
 
 
-def _write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
 def summarize(
     course: Course, out: Path, layout_notes: dict[str, str] | None = None, partial: Sequence[str] = ()
 ) -> dict[str, Any]:
@@ -160,7 +151,7 @@ def summarize(
     return summary
 
 
-def _partial_line(summary: dict[str, Any]) -> str:
+def partial_line(summary: dict[str, Any]) -> str:
     """The one line that says a course total is of a partial grade ("" for a full one)."""
     if not summary.get("partial"):
         return ""
@@ -168,84 +159,6 @@ def _partial_line(summary: dict[str, Any]) -> str:
     return f"partial grade: only the cases matching --case {cases} were graded; this total is not the course grade"
 
 
-def _grade_dir(row: dict[str, Any]) -> str:
+def grade_dir(row: dict[str, Any]) -> str:
     """The folder (relative to OUT) of the grade a summary row was made from: <problem>, or <problem>/partial."""
     return str(row["results"]).rpartition("/")[0]
-
-
-def student_report(course: Course, summary: dict[str, Any], out: Path) -> str:
-    """report.md with one section per problem: a total table, then each problem's own report.md, its headings
-    pushed one level down."""
-    lines = [f"# {course.name}", "", "| problem | score | course points |", "|---|---|---|"]
-    for r in summary["problems"]:
-        lines.append(f"| {r['problem']} | {r['score']:g} / {r['max_score']:g} | {r['earned']:.2f} / {r['points']:g} |")
-    lines += [f"| **total** | | **{summary['earned']:.2f} / {summary['points']:g}** |", ""]
-    if summary.get("partial"):
-        lines += [f"> {_partial_line(summary)}\n"]
-    lines += [f"> {r['problem']}: {r['layout']}\n" for r in summary["problems"] if r.get("layout")]
-    for r in summary["problems"]:
-        try:  # each report starts with its own '# <problem> report' heading: it becomes this section's
-            body = (out / _grade_dir(r) / "report.md").read_text(encoding="utf-8")
-        except OSError:
-            body = f"# {r['problem']}\n\n" + (r["note"] or "no report was written for this problem")
-        lines += [("#" + ln) if ln.startswith("#") else ln for ln in body.splitlines()] + [""]
-    return "\n".join(lines)
-
-
-def student_page(course: Course, summary: dict[str, Any], out: Path) -> str:
-    """report.html: the same total table, as the report's own HTML page (grader/report's templates), each problem
-    linked to its own report.html (OUT/<problem>/report.html, a relative link)."""
-    from grader.report import html
-    from grader.report.blocks import Block, Cell, Page, Row, Section, Table, Text
-
-    rows = [
-        Row(
-            [
-                Cell(
-                    r["problem"],
-                    href=f"{_grade_dir(r)}/report.html" if (out / _grade_dir(r) / "report.html").is_file() else "",
-                ),
-                Cell(f"{r['score']:g} / {r['max_score']:g}"),
-                Cell(f"{r['earned']:.2f} / {r['points']:g}"),
-            ]
-        )
-        for r in summary["problems"]
-    ]
-    rows.append(Row([Cell("total"), Cell(""), Cell(f"{summary['earned']:.2f} / {summary['points']:g}")]))
-    notes = [Text(f"{r['problem']}: {r['note']}", "note") for r in summary["problems"] if r.get("note")]
-    section = Section("Problems", [Table(["problem", "score", "course points"], rows), *notes])
-    facts: list[Block] = [Text("each problem's own report is linked from its name", "facts")]
-    if summary.get("partial"):
-        facts.append(Text(_partial_line(summary), "facts"))
-    return html.render(Page(course.name, facts, [section]))
-
-
-def run(args: argparse.Namespace, root: Path, grade_one: Callable[[argparse.Namespace], int]) -> int:
-    """Grade every problem of the course with grade_one (the CLI's `grade` on one problem), then write course.json
-    and the combined report.md. The exit code is the worst of the problems' (0 when all graded)."""
-    course = load_course(args.course, root)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    rc = 0
-    notes: dict[str, str] = {}
-    for p in course.problems:
-        ns = copy.copy(args)
-        ns.course = None
-        ns.problem = str(p.spec)
-        where = submission_dir(Path(args.submission), p)
-        if where.note:
-            notes[p.name] = where.note
-            print(f"{p.name}: {where.note}")
-        ns.submission = where.path
-        ns.out = out / p.name
-        rc = max(rc, grade_one(ns))
-    # --case: each problem's grade was partial, written to OUT/<problem>/partial/ (grader/cli.py _out_dir).
-    summary = summarize(course, out, notes, partial=tuple(getattr(args, "cases", None) or ()))
-    _write(out / "course.json", json.dumps(summary, indent=2) + "\n")
-    _write(out / "report.md", student_report(course, summary, out))
-    _write(out / "report.html", student_page(course, summary, out))
-    total = f"{summary['earned']:.2f} / {summary['points']:g} points"
-    if summary.get("partial"):
-        total += f" ({_partial_line(summary)})"
-    print(f"course {course.name}: {total}; {out / 'report.md'} and {out / 'report.html'}")
-    return rc

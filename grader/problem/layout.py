@@ -3,7 +3,7 @@ assignment/ itself (a plain `grade` of a checkout).
 
 Every problem's stubs are a folder of their own below assignment/ (spec `stubs:`, default assignment/<name>), so in
 such a folder a problem's files are in <folder>/ (`Problem.folder`: gelu's in gelu/, GLU's in glu/). Courses that
-published the handout before GLU had its folder (issue 31) have submissions with GLU's files at the top, beside the
+published the handout before GLU had its folder have submissions with GLU's files at the top, beside the
 other problems' folders. Those still grade: when a problem's folder is absent and one of its files is at the top,
 the top is that problem's submission, with a note that says so (`Located.note`). The rule is the same for every
 problem; nothing here names one.

@@ -42,16 +42,6 @@ def extra_payload(extra: list[torch.Tensor]) -> dict[str, Any]:
     return {"extra": [{"base": buffer(e).clone(), "cols": e.shape[-1]} for e in extra]}
 
 
-def unchanged(reply: dict[str, Any], extra: list[torch.Tensor]) -> bool:
-    """Whether the worker's copies of inputs 1.. after the calls ("extra_after") equal what was sent."""
-    from grader.correctness.check import same_values
-
-    after = reply.get("extra_after", [])
-    if len(after) != len(extra) or not all(isinstance(a, torch.Tensor) for a in after):
-        return not extra
-    return all(same_values(a, buffer(e)) for a, e in zip(after, extra, strict=True))
-
-
 def input_cases(problem: Problem, case: Case) -> list[Case]:
     """The case as each input sees it: the first input's is the case; input j's has that input's shape."""
     return [case, *(dataclasses.replace(case, shape=inp.shape(case.shape)) for inp in problem.inputs[1:])]

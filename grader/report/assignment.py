@@ -1,4 +1,4 @@
-"""What the class was graded on, from the course's own files, never from a results.json (issue 28, class 6): the
+"""What the class was graded on, from the course's own files, never from a results.json: the
 problem, its parts (the CSV's part columns), and the points one grade of it is worth (Canvas's "Points Possible",
 the summary's "out of"). A results.json is a student's row and nothing more: a file, signed or not, that claims
 5000 points or a part named "=HYPERLINK(...)" changes no header and no class-wide number.

@@ -340,7 +340,7 @@ MAX_REASON = 300  # characters of one not_official_because reason a class note q
 
 
 def class_wide(subs: list[Submission]) -> list[str]:
-    """The reasons every grade of the class gives for being advisory (issue 40 item 5a): a property of the grading
+    """The reasons every grade of the class gives for being advisory: a property of the grading
     host or deployment (no key, a Python the grade's uid cannot start, no box), not of any submission. Said once
     for the class, not in every row's flags, where nine copies of one sentence drowned a real flag. Only a reason
     that every row (two or more) states counts: no one file can make a class note, nor take its own advisory line

@@ -1,4 +1,4 @@
-"""Whether a grade is final: the grade of the whole assignment, made where all of it can be graded (issue 40 item 4).
+"""Whether a grade is final: the grade of the whole assignment, made where all of it can be graded.
 
 A CPU grade of a perfect GLU submission is 48 of 76 (the GPU-only cases and every performance case are skipped); a
 `--only triton --no-perf` grade holds one part's correctness points only. Either is a true grade of what was run,

@@ -804,7 +804,7 @@ def find_submissions(src: Path, problem: Problem) -> tuple[list[Submission], str
     """(the submissions, what src is, those that cannot be read). src: a batch's OUT (its manifest names each
     submission's graded folder) or a folder of submissions the batch would take (per-student folders or a
     Gradescope export folder: grader/batch/discover.py, the same ids)."""
-    from grader.batch import discover, state
+    from grader.classfiles import discover, state
 
     if (state.batch_dir(src) / "manifest.json").is_file():
         try:
@@ -1119,7 +1119,7 @@ def command(argv: Sequence[str]) -> int:
 
 def _problem_of(src: Path, name: str | None, root: Path) -> Problem:
     if name is None:
-        from grader.batch import state
+        from grader.classfiles import state
 
         try:
             spec = state.read_manifest(src).get("options", {}).get("problem")

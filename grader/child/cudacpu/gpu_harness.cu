@@ -1,4 +1,4 @@
-// gpu_harness.cu: the compute-sanitizer pass's executable (grader/cuda/sanitizer.py builds it with nvcc beside the
+// gpu_harness.cu: the compute-sanitizer pass's executable (grader/correctness/sanitizer.py builds it with nvcc beside the
 // student's file; grader/child/cudacpu_binding.py runs it under compute-sanitizer once per call). The same stdin /
 // stdout protocol as harness.cpp (protocol.h: any number of inputs and outputs, the entry's signature from the spec),
 // with every buffer in device memory allocated with cudaMalloc at exactly its size, so memcheck reports an access

@@ -11,7 +11,9 @@ On a CPU: the CUDA compiler's report (grader/cuda/cudainfo.py: access widths, re
 of each Triton kernel on one small correctness case (the first with more than one row, or --case).
 
 Student code runs where it runs in a grade: in an untrusted worker (grader/sandbox.py, grader/child/worker.py:
-Worker.profile) under the grade's identity and scratch; ncu profiles that worker (it follows child processes).
+Worker.profile) under the grade's identity and scratch; ncu profiles that worker (it follows child processes). It
+admits the submission as a grade does (grader/pipeline.py: the device, the scratch), so it sits beside the pipeline,
+above the stages whose workers it uses.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
 - a text file listing git repositories (GitHub Classroom), one a line: `URL` or `ID URL` (blank lines and `#`
   comments skipped): each is cloned and graded at its last commit before `--deadline`.
 
-Every submission has one identity (issue 28, class 2): one id (its folder under OUT) and one graded content. Ids
+Every submission has one identity: one id (its folder under OUT) and one graded content. Ids
 are settled before anything is fetched (`assign_ids`, `read_repo_list`): two names that become the same folder
 (after SAFE_ID, or differing only in case, which some file systems merge) get distinct ids; two repositories of the
 same name (a/glu.git, b/glu.git) are told apart by their owner; an explicit id listed for two different
