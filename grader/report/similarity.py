@@ -13,7 +13,7 @@ problem's student implementations: the Triton .py, the CUDA .cu) and writes, for
 A match is evidence for a human to read, never a verdict: the grader takes no points for it (README, "Similar
 submissions").
 
-How (issue 30, then issue 41; measured by scripts/bench_similarity.py):
+How (measured by scripts/bench_similarity.py):
 
 1. Each file is normalised (grader/report/simnorm.py: Python through `ast`, CUDA through the C preprocessor and C
    token classes; the file's own tokens where the parser cannot take it), then made tokens (`tokenize`: a hand
@@ -803,7 +803,7 @@ class Submission:
 def find_submissions(src: Path, problem: Problem) -> tuple[list[Submission], str, list[Skipped]]:
     """(the submissions, what src is, those that cannot be read). src: a batch's OUT (its manifest names each
     submission's graded folder) or a folder of submissions the batch would take (per-student folders or a
-    Gradescope export folder: grader/batch/discover.py, the same ids)."""
+    Gradescope export folder: grader/classfiles/discover.py, the same ids)."""
     from grader.classfiles import discover, state
 
     if (state.batch_dir(src) / "manifest.json").is_file():

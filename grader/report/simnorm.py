@@ -1,4 +1,4 @@
-"""Normalising a submission's source before `python -m grader similarity` fingerprints it (issue 41 item 1).
+"""Normalising a submission's source before `python -m grader similarity` fingerprints it.
 
 A copier's cheapest disguises add tokens that change nothing: `; pass` after each Python statement, a second `;`
 after each C++ statement, `#define` aliases of keywords, docstrings, dead branches. Each extra token per line breaks
