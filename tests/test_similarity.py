@@ -329,7 +329,7 @@ def test_tokenizer_is_linear_on_hostile_text(text: str) -> None:
     for lang in ("py", "c"):
         t0 = time.monotonic()
         toks = S.tokenize(text, lang)
-        assert time.monotonic() - t0 < 10, lang
+        assert time.monotonic() - t0 < 30, lang  # linear: under a second; quadratic on 1 MB: hours (loose: load)
         assert len(toks.kinds) <= S.MAX_TOKENS
 
 

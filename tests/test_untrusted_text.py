@@ -30,7 +30,9 @@ from grader.correctness import kernelcheck, static
 from grader.correctness import sanitizer
 from grader.cuda import build, cudacpu, cudainfo, runner
 
-BOUND_S = 10.0
+# Loose on purpose: a linear parse of 1 MB takes well under a second, a quadratic one hours; 30 s keeps that
+# apart on a 2-core machine shared with other work (10 s flaked there under load), and is no timing claim.
+BOUND_S = 30.0
 MB = 1 << 20
 ROOT = Path(__file__).resolve().parent.parent
 
