@@ -48,7 +48,7 @@ def test_the_reason_names_the_command_that_fixes_it(tmp_path, monkeypatch):
 @pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="a separate uid needs root")
 def test_without_a_box_a_python_under_a_private_folder_is_refused_with_the_fix(tmp_path, monkeypatch):
     """The real probe, as the grade's uid: this Python reached through a link in a 0700 folder (as a venv's
-    bin/python under /root/.pyenv is), no box. The grade falls back to the grader's own uid (never official) and
+    bin/python under a pyenv in a private home is), no box. The grade falls back to the grader's own uid (never official) and
     its reason carries the command."""
     private = tmp_path / "private"
     private.mkdir(mode=0o700)
