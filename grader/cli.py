@@ -12,8 +12,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from grader.app import EXIT_USAGE, batch, grade, keygen, profile, publish, report, similarity
-from grader.errors import UsageError
+from grader.app import _usage_caught, batch, grade, keygen, profile, publish, report, similarity
 from grader.sandbox import make_undumpable
 
 # Each command's module (grader/app/): its register(subparsers) adds the command's subparser(s), in the order that
@@ -42,13 +41,3 @@ def main(argv: list[str] | None = None) -> int:
         print("grader: gradescope --key is deprecated: say --secret-file KEY, as every other command", file=sys.stderr)
     func: Callable[[argparse.Namespace], int] = args.func
     return _usage_caught(func, args)
-
-
-def _usage_caught(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
-    """The one place a usage error (grader/errors.py) becomes its exit code: one line on stderr, exit 2. A course
-    grades each problem through here too, so that one problem's bad spec or folder does not stop the others."""
-    try:
-        return command(args)
-    except UsageError as e:
-        print(f"grader error: {e}", file=sys.stderr)  # one line, never wrapped (rich would wrap at 80 in CI)
-        return EXIT_USAGE

@@ -11,14 +11,19 @@ runs the command, `run(args) -> int`:
     similarity.py  similarity
     keygen.py      keygen
 
-What several of them share is here: the repository's root, the exit codes, the grading key and the check that a
-results folder can be written."""
+What several of them share is here: the repository's root, the exit codes, `_usage_caught` (the one place a usage
+error becomes exit 2: the CLI's and a course's, for each problem), the grading key and the check that a results
+folder can be written."""
 
 from __future__ import annotations
 
+import argparse
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from grader import keyfile
+from grader.errors import UsageError
 from grader.pipeline import GraderError
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -44,3 +49,13 @@ def _check_writable(out: Path) -> None:
         probe.unlink()
     except OSError as e:
         raise GraderError(f"cannot write results to {out}: {e.strerror or e} (pass --out DIR)") from None
+
+
+def _usage_caught(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """The one place a usage error (grader/errors.py) becomes its exit code: one line on stderr, exit 2. A course
+    grades each problem through here too, so that one problem's bad spec or folder does not stop the others."""
+    try:
+        return command(args)
+    except UsageError as e:
+        print(f"grader error: {e}", file=sys.stderr)  # one line, never wrapped (rich would wrap at 80 in CI)
+        return EXIT_USAGE

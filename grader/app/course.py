@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import argparse
 import functools
+from collections.abc import Callable
 from pathlib import Path
 
-from grader.app import ROOT
+from grader.app import ROOT, _usage_caught
 
 
 def add_arguments(g: argparse.ArgumentParser) -> None:
@@ -22,12 +23,9 @@ def add_arguments(g: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    # grade's module and the CLI import this one: they are imported here, when a course is graded.
-    from grader.app import grade
-    from grader.cli import _usage_caught
+def run(args: argparse.Namespace, grade_one: Callable[[argparse.Namespace], int]) -> int:
+    """Grade each problem of the course with grade_one (grade's, on one problem; a usage error is that problem's
+    exit 2, and the others are graded), then the course's files."""
     from grader.problem import course
 
-    if args.out is None:  # a course's problems go to OUT/<problem>/: the same folders as their own grades
-        args.out = grade.DEFAULT_OUT
-    return course.run(args, ROOT, functools.partial(_usage_caught, grade._run))
+    return course.run(args, ROOT, functools.partial(_usage_caught, grade_one))

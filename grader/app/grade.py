@@ -173,7 +173,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     """grade, autograde or bench; grade --course (grader/app/course.py) and grade --watch."""
     if getattr(args, "course", None) is not None:
-        return course.run(args)
+        if args.out is None:  # a course's problems go to OUT/<problem>/: the same folders as their own grades
+            args.out = DEFAULT_OUT
+        return course.run(args, _run)
     if getattr(args, "watch", False):
         return _watch(args)
     return _run(args)
