@@ -196,7 +196,8 @@ def handout(session: nox.Session) -> None:
 
 @nox.session
 def gradescope(session: nox.Session) -> None:
-    """Gradescope's autograder zip: `nox -s gradescope -- --out autograder.zip [--secret-file KEY]` (never overwrites)."""
+    """Gradescope's autograder zip: `nox -s gradescope -- --out autograder.zip [--secret-file KEY]` (never
+    overwrites)."""
     _grader(session, "gradescope")
 
 

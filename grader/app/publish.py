@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     gs.add_argument("--out", type=Path, required=True, metavar="ZIP", help="the zip to write (never overwritten)")
     gs.add_argument(
         "--secret-file",
-        "--key",  # the old spelling, accepted for one term with a deprecation line (main); every command says this
+        "--key",  # the old spelling, accepted for one term with a deprecation line (cli.main); every command says this
         dest="key",
         type=Path,
         default=None,
