@@ -13,7 +13,7 @@ report.html: nothing per problem changes). Then OUT/course.json holds every prob
 points and the total, and OUT/report.md is the student report with one section per problem (each problem's own
 report.md under its heading); OUT/report.html the total table with a link to each problem's report.html.
 
-With --case each problem's grade is partial and is written to OUT/<problem>/partial/ (grader/app/grade.py), so the
+With --case each problem's grade is partial and is written to OUT/<problem>/partial/ (grader/cli.py), so the
 course's files are made from those, and every one of them says that the total is of a partial grade."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from grader.errors import UsageError
 from grader.problem import layout
 from grader.problem.spec import SpecError, find_problem, load_problem
 
-# A partial grade's folder under OUT/<problem>/: grader/app/grade.py's PARTIAL (not imported: the commands import this;
+# A partial grade's folder under OUT/<problem>/: grader/cli.py's PARTIAL (not imported: the CLI imports this module;
 # tests/test_course.py checks the two agree).
 PARTIAL = "partial"
 
@@ -239,7 +239,7 @@ def run(args: argparse.Namespace, root: Path, grade_one: Callable[[argparse.Name
         ns.submission = where.path
         ns.out = out / p.name
         rc = max(rc, grade_one(ns))
-    # --case: each problem's grade was partial, written to OUT/<problem>/partial/ (grader/app/grade.py _out_dir).
+    # --case: each problem's grade was partial, written to OUT/<problem>/partial/ (grader/cli.py _out_dir).
     summary = summarize(course, out, notes, partial=tuple(getattr(args, "cases", None) or ()))
     _write(out / "course.json", json.dumps(summary, indent=2) + "\n")
     _write(out / "report.md", student_report(course, summary, out))
