@@ -2,7 +2,7 @@
 
 Every such error of the command line subclasses UsageError (GraderError, SpecError, CourseError, RosterError,
 KeyFileError, HandoutError, GradescopeError, SimilarityError); str(error) is one line naming what is wrong and how to
-fix it. The CLI catches it in one place (grader/cli.py `_usage_caught`): that line after "grader error: " on
+fix it. The CLI catches it in one place (grader/app/__init__.py `_usage_caught`): that line after "grader error: " on
 stderr, and exit code 2. This module imports nothing, so that any module may raise one without an import cycle.
 """
 

@@ -62,7 +62,7 @@ class Options:
     # --case: fnmatch patterns; only the correctness and performance cases whose name matches one are run. A
     # grade of a subset is partial: never official, so never signed (Grade.partial says which patterns).
     cases: tuple[str, ...] = ()
-    # `grade --watch` (grader/cli.py): the cases that failed last time run first, and each part stops at its first
+    # `grade --watch` (grader/app/grade.py): the cases that failed last time run first, and each part stops at its first
     # failing case; a grade that stopped is partial (Grade.partial), never official, and not timed.
     first: tuple[str, ...] = ()
     stop_at_failure: bool = False

@@ -126,7 +126,7 @@ def grader_version() -> str:
 
 def clean_id(v: Any) -> str | None:
     """A student id, email or Gradescope id as one bounded line; None when there is none. Not a validator for a
-    person's input (cli.py refuses a bad --student-id): this bounds what comes from a file."""
+    person's input (grader/app/grade.py refuses a bad --student-id): this bounds what comes from a file."""
     if isinstance(v, bool) or not isinstance(v, (str, int)):
         return None
     text = " ".join(str(v).split())[:MAX_ID_CHARS]

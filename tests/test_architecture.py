@@ -59,7 +59,7 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
 # given a layer here.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # app: the command line, what a user runs (`python -m grader ...`); nothing imports it.
-    ("app", ("grader", "grader.__main__", "grader.cli")),
+    ("app", ("grader", "grader.__main__", "grader.cli", "grader.app.*")),
     # batch: a class, one grade per submission (local, Slurm). It runs grades (as `python -m grader grade`
     # processes) and checks before the first whether they will be official (preflight), so it sits above both.
     ("batch", ("grader.batch.*",)),

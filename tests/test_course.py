@@ -115,12 +115,12 @@ def test_the_summary_scales_each_problem_to_its_points_and_reports_a_section_eac
 
 
 def test_a_partial_course_grade_is_read_from_each_problems_partial_folder_and_says_so(tmp_path):
-    """`grade --course C --case NAME` writes each problem's (partial) grade to OUT/<problem>/partial/ (grader/cli.py):
+    """`grade --course C --case NAME` writes each problem's (partial) grade to OUT/<problem>/partial/ (grader/app/grade.py):
     the course total is made from those, never 0 from a missing OUT/<problem>/results.json, nor from an earlier full
     grade left there, and course.json, report.md, report.html and the printed total say the grade is partial."""
-    from grader import cli
+    from grader.app import grade as app_grade
 
-    assert cli.PARTIAL == PARTIAL  # where the CLI writes a partial grade is where the course reads it
+    assert app_grade.PARTIAL == PARTIAL  # where the CLI writes a partial grade is where the course reads it
     c = _course(tmp_path, "name: T\nproblems:\n  - {problem: glu, points: 60}\n  - {problem: gelu, points: 40}\n")
     out = tmp_path / "out"
     (out / "glu").mkdir(parents=True)  # an earlier full grade: not this run's

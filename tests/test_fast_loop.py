@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from grader import cli, report, results
+from grader.app import grade as app_grade
 from grader.correctness.stage import STOPPED
 from grader.report import student
 from grader.pipeline import Options, grade, run_first
@@ -115,8 +116,8 @@ def _watch(args_list, results, tmp_path):
 def test_watch_runs_the_last_failures_first_and_stops_at_a_failure(tmp_path, monkeypatch):
     results = [["odd_h_1001/float16"], ["strided_rows/float32", "odd_h_1001/float16"], []]
     args, asked, fake_run, sleep = _watch([], results, tmp_path)
-    monkeypatch.setattr(cli, "_run", fake_run)
-    assert cli._watch(args, poll_s=0.0, sleep=sleep) == 0
+    monkeypatch.setattr(app_grade, "_run", fake_run)
+    assert app_grade._watch(args, poll_s=0.0, sleep=sleep) == 0
     assert asked == [
         ((), True),
         (("odd_h_1001/float16",), True),
@@ -126,8 +127,8 @@ def test_watch_runs_the_last_failures_first_and_stops_at_a_failure(tmp_path, mon
 
 def test_watch_all_runs_every_case_in_order(tmp_path, monkeypatch):
     args, asked, fake_run, sleep = _watch(["--all"], [["odd_h_1001/float16"], []], tmp_path)
-    monkeypatch.setattr(cli, "_run", fake_run)
-    assert cli._watch(args, poll_s=0.0, sleep=sleep) == 0
+    monkeypatch.setattr(app_grade, "_run", fake_run)
+    assert app_grade._watch(args, poll_s=0.0, sleep=sleep) == 0
     assert asked == [((), False), ((), False)]
 
 
@@ -152,9 +153,9 @@ def test_a_partial_grade_goes_to_its_own_folder_and_the_full_grade_stays(partial
     out.mkdir()
     full = out / "results.json"
     full.write_text('{"the": "last full grade"}')
-    monkeypatch.setattr(cli, "grade", _fake_grade(partial))
+    monkeypatch.setattr(app_grade, "grade", _fake_grade(partial))
     args = cli._parser().parse_args(["grade", "--staff", "--device", "cpu", "--only", "triton", "--out", str(out)])
-    assert cli._run(args) == 0
+    assert app_grade._run(args) == 0
     printed = capsys.readouterr().out
     if partial:
         assert full.read_text() == '{"the": "last full grade"}'  # untouched
@@ -199,10 +200,10 @@ def test_off_a_terminal_progress_stays_one_plain_line_per_message():
 
 def test_the_bar_s_steps_are_the_messages_the_pipeline_sends(problem):
     opts = Options(submission=ROOT / "assignment" / "glu", out=Path("."), only=("triton",), device="cpu", cases=("odd_h*",))
-    assert cli._progress_steps(problem, opts) == [
+    assert app_grade._progress_steps(problem, opts) == [
         "triton: odd_h_1001/float32",
         "triton: odd_h_1001/float16",
         "triton: odd_h_1001/bfloat16",
     ]
-    every = cli._progress_steps(problem, Options(submission=ROOT, out=Path("."), device="cpu"))
+    every = app_grade._progress_steps(problem, Options(submission=ROOT, out=Path("."), device="cpu"))
     assert len(every) == len(problem.implementations) * len([c for c in problem.cases if not c.gpu_only])

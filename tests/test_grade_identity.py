@@ -26,6 +26,7 @@ import pytest
 
 from grader import cli, keyfile, signing
 from grader import results as gr
+from grader.app import grade as app_grade
 from grader.publish import gradescope
 from grader.report import cells, tareport
 from grader.results import Grade
@@ -274,11 +275,11 @@ def test_the_identity_block_is_in_the_grade_and_its_schema(tmp_path):
 def test_student_id_and_gradescope_metadata_are_checked_before_grading(tmp_path):
     def whose(**kw):
         ns = type("NS", (), {"student_id": None, "submission_metadata": None, **kw})()
-        return cli._whose(ns)
+        return app_grade._whose(ns)
 
     assert whose(student_id="alice") == ("alice", None, ())
     for bad in ("", " alice", "a\nb", "x" * 201):
-        with pytest.raises(cli.GraderError, match="--student-id"):
+        with pytest.raises(app_grade.GraderError, match="--student-id"):
             whose(student_id=bad)
     meta = tmp_path / "submission_metadata.json"
     meta.write_text(
@@ -303,7 +304,7 @@ def test_student_id_and_gradescope_metadata_are_checked_before_grading(tmp_path)
     ):
         meta.write_bytes(raw)
         t0 = time.monotonic()
-        with pytest.raises(cli.GraderError, match=why):
+        with pytest.raises(app_grade.GraderError, match=why):
             whose(submission_metadata=meta)
         assert time.monotonic() - t0 < 10
 

@@ -22,6 +22,7 @@ import pytest
 
 from grader import cli, keyfile, report, signing
 from grader import results as gr
+from grader.app import grade as app_grade
 from grader.results import PASSED, Grade
 
 HINT = "python -m grader keygen --out FILE"
@@ -186,7 +187,7 @@ def test_a_local_grade_gets_a_fresh_input_secret_and_a_keyed_one_the_derived_one
         seen.append(opts)
         return _grade(official=opts.keyed)
 
-    monkeypatch.setattr(cli, "grade", fake_grade)
+    monkeypatch.setattr(app_grade, "grade", fake_grade)
     monkeypatch.delenv("GRADER_SECRET_SEED", raising=False)
     sub = tmp_path / "sub"
     sub.mkdir()
@@ -208,7 +209,7 @@ def test_a_local_grade_gets_a_fresh_input_secret_and_a_keyed_one_the_derived_one
     (lambda p, mp: mp.setenv("GRADER_SECRET_SEED", "4242") or keyfile.keygen(p), "GRADER_SECRET_SEED"),
 ])
 def test_grading_with_a_bad_key_stops_with_one_line(tmp_path, monkeypatch, capsys, setup, says):
-    monkeypatch.setattr(cli, "grade", lambda *a, **k: pytest.fail("graded with a bad key"))
+    monkeypatch.setattr(app_grade, "grade", lambda *a, **k: pytest.fail("graded with a bad key"))
     monkeypatch.delenv("GRADER_SECRET_SEED", raising=False)
     key = tmp_path / "k"
     setup(key, monkeypatch)

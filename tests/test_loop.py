@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from grader import cli
+from grader.app import grade as app_grade
 from grader.child import launches
 from grader import profiling as profile
 from grader.pipeline import GraderError, select_cases
@@ -54,9 +55,9 @@ def test_a_partial_grade_says_so_and_is_never_signed(tmp_path, capsys, problem):
     data = json.loads((out / "partial" / "results.json").read_text())
     # Off a terminal (captured): one plain line per message; the bar's steps are the case messages the grade sent.
     sent = [ln.split("] grading: ", 1)[1] for ln in printed.err.splitlines() if "] grading: " in ln]
-    opts = cli.Options(submission=ROOT, out=out, only=("triton",), device="cpu",
+    opts = app_grade.Options(submission=ROOT, out=out, only=("triton",), device="cpu",
                        cases=("odd_h_1001/*", "tiny_1x2/float32"))
-    assert set(cli._progress_steps(problem, opts)) <= set(sent), sent
+    assert set(app_grade._progress_steps(problem, opts)) <= set(sent), sent
     cases = sorted(t["extra_data"]["case"] for t in data["tests"] if t["extra_data"]["kind"] == "correctness")
     assert cases == ["odd_h_1001/bfloat16", "odd_h_1001/float16", "odd_h_1001/float32", "tiny_1x2/float32"]
     assert data["score"] == 4
@@ -84,7 +85,7 @@ def test_watch_grades_again_when_a_file_changes_and_ctrl_c_stops_it(tmp_path, mo
     (sub / "glu_triton.py").write_text("v1")
     (sub / "__pycache__").mkdir()
     runs: list[int] = []
-    monkeypatch.setattr(cli, "_run", lambda args: runs.append(1) or 0)
+    monkeypatch.setattr(app_grade, "_run", lambda args: runs.append(1) or 0)
     polls = {"n": 0}
 
     def sleep(_s: float) -> None:
@@ -97,16 +98,16 @@ def test_watch_grades_again_when_a_file_changes_and_ctrl_c_stops_it(tmp_path, mo
             raise KeyboardInterrupt
 
     args = cli._parser().parse_args(["grade", "--watch", "--submission", str(sub)])
-    assert cli._watch(args, poll_s=0.0, sleep=sleep) == 0
+    assert app_grade._watch(args, poll_s=0.0, sleep=sleep) == 0
     assert len(runs) == 2 and polls["n"] == 3
     out = capsys.readouterr().out
     assert "changed: glu_triton.py; grading again" in out and "x.pyc" not in out and "stopped watching" in out
 
 
 def test_watch_stops_on_bad_arguments(monkeypatch, tmp_path):
-    monkeypatch.setattr(cli, "_run", lambda args: 2)
+    monkeypatch.setattr(app_grade, "_run", lambda args: 2)
     args = cli._parser().parse_args(["grade", "--watch", "--submission", str(tmp_path)])
-    assert cli._watch(args, poll_s=0.0, sleep=lambda s: pytest.fail("polled after a usage error")) == 2
+    assert app_grade._watch(args, poll_s=0.0, sleep=lambda s: pytest.fail("polled after a usage error")) == 2
 
 
 @pytest.mark.slow  # two partial CLI grades in a subprocess: ~15 s

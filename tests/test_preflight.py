@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from grader import cli, keyfile, pipeline, preflight
+from grader.app import grade as app_grade
 from grader.batch import EXIT_OK, EXIT_USAGE
 from grader.problem.spec import find_problem, load_problem
 
@@ -44,7 +45,7 @@ def grades(monkeypatch) -> list[object]:
         g.official_why = ["fake"]
         return g
 
-    monkeypatch.setattr(cli, "grade", fake_grade)
+    monkeypatch.setattr(app_grade, "grade", fake_grade)
     return seen
 
 

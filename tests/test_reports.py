@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from grader import cli, keyfile, report, results, signing
+from grader.app import grade as app_grade
 from grader.report import charts, output, perf, student, studentreport, tareport
 from grader.results import Grade
 
@@ -394,7 +395,7 @@ def test_report_failure_in_the_cli_keeps_results_json_and_exit_0(tmp_path, monke
             progress(msg)
         return g
 
-    monkeypatch.setattr(cli, "grade", fake_grade)
+    monkeypatch.setattr(app_grade, "grade", fake_grade)
 
     def boom(*a, **k):
         raise OSError("disk\nfull")
@@ -420,7 +421,7 @@ def test_report_failure_in_the_cli_keeps_results_json_and_exit_0(tmp_path, monke
 
 def test_autograde_writes_the_report_too(tmp_path, monkeypatch, capsys):
     g = grade_from_results(fixture())
-    monkeypatch.setattr(cli, "grade", lambda problem, opts, progress, beside=None: g)
+    monkeypatch.setattr(app_grade, "grade", lambda problem, opts, progress, beside=None: g)
     sub = tmp_path / "submission"
     sub.mkdir()
     out = tmp_path / "results"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from grader import cli, pipeline
+from grader.app import grade as app_grade
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -20,7 +21,7 @@ def fake_grades(monkeypatch):
         g.official_why = ["fake"]
         return g
 
-    monkeypatch.setattr(cli, "grade", fake_grade)
+    monkeypatch.setattr(app_grade, "grade", fake_grade)
 
 
 def test_grading_another_problem_keeps_the_first_problems_results(fake_grades, tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""One usage-error type (grader/errors.py), caught once in the CLI (grader/cli.py `_usage_caught`): every error the
+"""One usage-error type (grader/errors.py), caught once in the CLI (grader/app/ `_usage_caught`): every error the
 grader's commands turn into 'grader error: ...' and exit 2 is a UsageError, and one raised deep in a command (the
 roster's reader, a spec, a key file) reaches the terminal as that one line, whatever the command."""
 

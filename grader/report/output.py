@@ -196,7 +196,7 @@ def advisory_line(official: Any, why: Any) -> str | None:
     return ADVISORY + (": " + "; ".join(reasons) if reasons else "")
 
 
-# grader/pipeline.py's (and cli.py's) reason for a grade made without --secret-file: a student's local grade.
+# grader/pipeline.py's (and grader/app/'s) reason for a grade made without --secret-file: a student's local grade.
 NO_KEY = "no key file (--secret-file)"
 PRACTICE = "practice grade: graded here without the course's key, so not an official grade (the autograder's is)"
 
