@@ -339,7 +339,54 @@ def toolkit_paths() -> list[Path]:
     paths += os.environ.get("PATH", "").split(os.pathsep)
     paths += os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)
     paths += os.environ.get(BIND_ENV, "").split(os.pathsep)
+    for cxx in _compilers():
+        paths += _ask_compiler(cxx)
     return _existing(paths)
+
+
+def _compilers() -> list[str]:
+    """The C/C++ compilers a grade's tools may run: the CPU layer's ($CXX, else g++, clang++, c++ from PATH) and
+    nvcc's host compiler ($CUDAHOSTCXX, $CC), each resolved on PATH."""
+    names = [os.environ.get(v, "") for v in ("CXX", "CUDAHOSTCXX", "CC")] + ["g++", "clang++", "c++"]
+    found = [shutil.which(n) for n in names if n]
+    return list(dict.fromkeys(f for f in found if f))
+
+
+_COMPILER_OUTPUT_CAP = 1 << 16
+
+
+@functools.lru_cache(maxsize=16)
+def _ask_compiler(cxx: str) -> tuple[str, ...]:
+    """The folders a compiler driver reads, as it says itself: its install, program and library folders
+    (`-print-search-dirs`) and its include folders (`-E -v`). A toolchain whose driver is a wrapper outside /usr
+    (the device host's /opt/gcc/bin/g++ passes -B and -isystem into /opt/gcc/lib) finds nothing in the box unless
+    those are shown too; PATH names only its bin/. A host tool asked by the trusted side, never student input; its
+    output is capped all the same, and a compiler that cannot say adds nothing."""
+    env = {k: os.environ[k] for k in ("PATH", "LD_LIBRARY_PATH") if k in os.environ}
+    out: list[str] = []
+    try:
+        r = subprocess.run(
+            [cxx, "-print-search-dirs"], capture_output=True, timeout=30, stdin=subprocess.DEVNULL, env=env, check=False
+        )
+        for line in r.stdout[:_COMPILER_OUTPUT_CAP].decode(errors="replace").splitlines():
+            key, _, rest = line.partition(": ")
+            if key == "install":
+                out.append(rest.strip())
+            elif key in ("programs", "libraries"):
+                out += rest.strip().lstrip("=").split(os.pathsep)
+        r = subprocess.run(
+            [cxx, "-x", "c++", "-E", "-v", "-"], input=b"", capture_output=True, timeout=30, env=env, check=False
+        )
+        inside = False
+        for line in r.stderr[:_COMPILER_OUTPUT_CAP].decode(errors="replace").splitlines():
+            if line.startswith("End of search list"):
+                break
+            if inside and line.startswith(" "):
+                out.append(line.strip().split(" (")[0])  # Apple clang adds " (framework directory)"
+            inside = inside or (line.startswith("#include <") and "search starts here" in line)
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return tuple(p for p in out if os.path.isabs(p))
 
 
 def default_hidden() -> list[Path]:

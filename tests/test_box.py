@@ -356,3 +356,42 @@ def test_a_stray_named_in_bytes_that_are_not_utf8_is_still_reaped():
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+def test_a_compiler_wrapper_outside_usr_builds_in_the_box(separated, monkeypatch):
+    """A toolchain whose driver is a wrapper outside /usr that reads its own lib/ (the device host's CXX is
+    /opt/gcc/bin/g++, passing -B and -isystem into /opt/gcc/lib): PATH names only its bin/, and the CPU layer's
+    build in the box failed on every CUDA grade there ("stddef.h: No such file"). The box now shows what the
+    compiler says it reads; without that, this build fails on the wrapper's own header."""
+    from grader.cuda import cudacpu
+
+    monkeypatch.delenv("GRADER_SAME_UID", raising=False)
+    monkeypatch.delenv("GRADER_STUDENT_UID", raising=False)
+    tool = Path(tempfile.mkdtemp(prefix="box-toolchain-"))
+    trusted = Path(tempfile.mkdtemp(prefix="box-trusted-"))
+    s = None
+    try:
+        tool.chmod(0o755)
+        (tool / "bin").mkdir()
+        (tool / "lib" / "include").mkdir(parents=True)
+        (tool / "lib" / "include" / "wrapper_marker.h").write_text("#define WRAPPER_MARKER 1\n")
+        cxx = tool / "bin" / "g++"
+        inc = tool / "lib" / "include"
+        cxx.write_text(f'#!/bin/sh\nexec {shutil.which("g++")} -isystem {inc} -include wrapper_marker.h "$@"\n')
+        cxx.chmod(0o755)
+        monkeypatch.setenv("CXX", str(cxx))
+        monkeypatch.setenv("PATH", os.environ["PATH"] + os.pathsep + str(cxx.parent))
+        box._ask_compiler.cache_clear()
+        assert inc in box.toolkit_paths()
+        s = identity.Scratch(identity.pick_identity(), trusted)
+        assert s.box is not None, s.box_why
+        src = ROOT / "tests" / "data" / "problems" / "glu" / "cuda_cpu" / "scalar" / "glu_cuda.cu"
+        b = cudacpu.build_cpu(src, entry="glu_cuda_forward", scratch=s)
+        assert b.harness is not None, b.text
+    finally:
+        if s is not None:
+            s.close()
+        box._ask_compiler.cache_clear()
+        shutil.rmtree(tool, ignore_errors=True)
+        shutil.rmtree(trusted, ignore_errors=True)
