@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from grader import availability, identity
+from grader.box import BOX
 from grader.correctness.stage import Target
 from grader.pipeline import GraderError, open_scratch, resolve_device
 from grader.problem import operands
@@ -135,9 +136,11 @@ def _base_name(kernel: str) -> str:
     return head.rsplit("::", 1)[-1] or head
 
 
-def ncu_summary(argv: list[str], kernels: list[str], timeout_s: float = 600.0) -> list[str]:
+def ncu_summary(argv: list[str], kernels: list[str], timeout_s: float = 600.0, boxed: bool = False) -> list[str]:
     """Nsight Compute's metrics for `kernels`, from a run of `python -m grader profile ARGV` (its worker launches
-    each kernel once) under ncu. Lines to print; one line saying why when there is no summary."""
+    each kernel once) under ncu. Lines to print; one line saying why when there is no summary. `boxed`: the
+    workers run in the grader's box, which ncu's injection cannot reach from outside (measured on an H100: "No
+    kernels were profiled"), so an empty run is said to be that, with what to do."""
     exe = shutil.which("ncu")
     if exe is None:
         return ["Nsight Compute: `ncu` is not on PATH (it ships with the CUDA toolkit: add its bin/ to PATH)"]
@@ -170,6 +173,13 @@ def ncu_summary(argv: list[str], kernels: list[str], timeout_s: float = 600.0) -
     except (OSError, subprocess.TimeoutExpired) as e:
         return [f"Nsight Compute: could not run ncu ({type(e).__name__}: {e})"]
     rows = parse_ncu_csv(r.stdout)
+    if not rows and boxed:
+        return [
+            "Nsight Compute: not available while the grader runs submission code in its box (as root with "
+            "bubblewrap: the worker has its own PID, network and /tmp, which ncu's injection does not reach). "
+            "Profile as a user without root, or run ncu on your own script: "
+            "ncu --metrics dram__throughput.avg.pct_of_peak_sustained_elapsed python my_script.py"
+        ]
     if not rows:
         tail = [ln for ln in (r.stderr + r.stdout).strip().splitlines() if ln.strip()][-5:]
         return [f"Nsight Compute: ncu reported no metrics (exit code {r.returncode}); its last lines:"] + [
@@ -260,7 +270,8 @@ def profile(
                 continue
             if device == "cuda" and not ncu_pass:
                 emit("Nsight Compute summary:")
-                for line in ncu_summary([*(argv or []), "--only", impl.name, "--case", case.name], kernels):
+                where = [*(argv or []), "--only", impl.name, "--case", case.name]
+                for line in ncu_summary(where, kernels, boxed=scratch.containment == BOX):
                     emit(line)
     return 0
 
