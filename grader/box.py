@@ -1,35 +1,9 @@
 """Kernel containment for a grade's untrusted processes: each one starts in a bubblewrap box.
 
-Why: a grade used to be contained in user space, by a scan-and-kill loop over /proc for its uid, a scratch folder
-private by environment variable and a deny-list of staff files. A loop races a process that forks faster than it
-scans; /tmp, /dev/shm, System V IPC and keyrings outlive a uid's processes; a deny-list misses what it does not name.
-Here the kernel does it: what a box holds ends with the box.
+What a box holds ends with the box. Where no box can be made, `support()` says why in one line and the
+grade records its containment as "container" or "none"; only "box" and "container" grades can be official.
 
-A box (`Box.argv`), set up by bubblewrap (`bwrap`, Debian's `bubblewrap`: Flatpak's sandbox), as IOI's isolate and
-nsjail set up a grading box:
-- namespaces: PID (the box's init is killed with the process it started, and the kernel then kills every process
-  of the box: no loop to race; `--die-with-parent` ends it with the grader too), IPC (System V objects and POSIX
-  message queues are created in it and destroyed with it), mount, network (a loopback of its own: nothing of the
-  host's, not 127.0.0.1), UTS, cgroup;
-- a filesystem from an allow-list, all read-only: /usr, /etc, /sys, the interpreter's prefixes and site-packages,
-  the CUDA toolkit; the grade's own scratch (its `home/` is the one writable folder); the NVIDIA device nodes and
-  /dev's basic ones; fresh size-capped tmpfs (1777) on /tmp, /var/tmp and /dev/shm. Nothing else: not the checkout
-  (tests/, every problem's staff solutions), not the key, not the grader's caches, not another grade's scratch, not
-  the class's folders. A path of those that lies under an allowed tree is covered with an empty tmpfs (`hidden`).
-- identity: bwrap runs as root (mounting needs CAP_SYS_ADMIN); inside, util-linux's `setpriv` drops to the grade's
-  uid and gid, with no supplementary groups, an empty capability bounding set and no_new_privs, before the command;
-- seccomp: keyctl, add_key and request_key fail with EPERM: kernel keyrings are keyed by uid, not by namespace, so a
-  key one grade stored could be read by a later grade given the same uid. Other architectures' system calls (x32,
-  i386 through int 0x80) fail too: their numbers would slip past the filter;
-- rlimits, set by the launcher before bwrap and inherited: processes and threads of the uid (RLIMIT_NPROC; the uid
-  is the grade's own), open files, file size, no core files;
-- a cgroup per grade where the host offers one (cgroup v2, or v1's pids and memory hierarchies): pids.max and
-  memory.max bound the whole grade, and every process left in it is killed when the grade ends.
-
-Where no box can be made (no bwrap or setpriv, not root, or a container without CAP_SYS_ADMIN such as Gradescope's),
-`support()` says why in one line and the grade records its containment as "container" (one grade per container,
-declared by the deployment: GRADER_CONTAINMENT=container, as the image and the Gradescope zip set it) or "none";
-only "box" and "container" grades can be official (grader/pipeline.py).
+Why: docs/SECURITY.md, "Modules: the why", grader/box.py.
 """
 
 from __future__ import annotations

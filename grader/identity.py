@@ -5,30 +5,7 @@
 - untrusted workers (the submission's import, calls and timing, the GPU compile check) *and the nvcc build of the
   student's sources*: a separate unprivileged uid, a fresh environment, and a scratch of their own.
 
-When the grader runs as root (the container, Gradescope's root container, a cluster job) it takes a uid of its
-own for the grade from a pool (`pick_identity`) and every untrusted process runs as that uid: it cannot read the
-key file (root, 0600), write the grader's code or Python environment, write a trusted cache, or signal, ptrace or
-read /proc of a trusted process. Run as an ordinary user, the grader cannot change uid: the grade is then advisory
-(`Identity.separated` is False, and the reasons are in `why_not`), and the report says so.
-
-The pool: no two live grades on one machine share an untrusted uid, so that one grade's code cannot read, signal or
-ptrace a neighbour's workers, and one grade's cleanup (`kill_uid`) kills only its own. A grade holds an exclusive
-flock on <locks>/<uid>.lock (a 0700 folder of the grader's: /run/kernel-grader/uids, else <GRADER_CACHE>/uids) for
-its whole life; a grade killed outright frees its lock with its process (the kernel drops the flock). A uid that
-still has processes (left over, or another grader's) is never taken. GRADER_STUDENT_UID names the uids to try first
-(one uid, `10001`, or a range, `20000-20999`); when they are all taken, a random unused uid from UID_RANGE (no passwd
-entry needed). Each uid is handed out once (a `<uid>.used` mark beside its lock, for as long as the lock folder
-lasts): every grade gets a fresh uid, and the configured one serves the first grade only. The
-grade's gid is its uid: a group no other grade has, so group-readable means "this grade only".
-
-The scratch of a grade (`Scratch`), removed at the end. Another grade's uid can enter none of it, even knowing the
-path (compiler command lines in /proc show it to everyone):
-    <scratch>/            the grader's, group = the grade's gid, 0710 (the untrusted uid may only pass through)
-      ro/                 the grader's, group = the grade's gid, 0750 (files 0640): read-only to the grade's uid
-        lib/grader/child  a copy of grader/child: the only grader code an untrusted interpreter can import
-        submission/       a copy of the submission's files
-        libs/             built CUDA libraries, verified against the hash recorded when they were built
-      home/               the untrusted uid's, 0700: HOME, TMPDIR, Triton and Inductor caches, the nvcc build
+Why: docs/SECURITY.md, "Modules: the why", grader/identity.py.
 """
 
 from __future__ import annotations

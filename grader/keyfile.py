@@ -1,20 +1,9 @@
 """The grading key: 256 random bits in a staff-only file, made once by `python -m grader keygen --out FILE`.
 
-Why a file of random bits, and nothing weaker:
-- The key signs results.json (grader/signing.py) and is mixed into every input (grader/problem/inputs.py). It used to
-be a
-  SHA-256 of an integer seed: a student holding one signed results.json could try every plausible integer offline
-  until one reproduced the signature, then sign a forged 76/76 (tests/test_keys.py does it). 256 bits from
-  `secrets.token_bytes` leave nothing to enumerate.
-- It is read only from a file, never from the environment: any process of the same user reads another's
-  /proc/<pid>/environ. A GRADER_SECRET_SEED left in the environment is removed and refused.
-- The file must be private: owned by the user the grader runs as, no group or other permission bits. As root (the
-  container, where the key is bind-mounted and keeps its owner from the host) a file of another owner is accepted,
-  but never one owned by the student user (GRADER_STUDENT_UID), which would let student code read it.
+It is read only from a file, never from the environment, and the file must be private. The key file is read
+once, by the CLI, before any worker is spawned; the raw key is not kept.
 
-Two values are derived from the key with HMAC-SHA256 under distinct labels, so that neither reveals the other or the
-key: the signing key (bytes) and the input secret (a 63-bit integer for inputs.mix_seed). The key file is read once,
-by the CLI, before any worker is spawned; the raw key is not kept.
+Why: docs/SECURITY.md, "Modules: the why", grader/keyfile.py.
 """
 
 from __future__ import annotations

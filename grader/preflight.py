@@ -1,17 +1,6 @@
 """Before the first grade: will the grades made here be official?
 
-An official grade (signed; the only kind `report --secret-file` fills a Canvas score from) needs a key, root, a
-separate uid for submission code that can start the grader's Python, and no staff file or trusted module that
-uid can read or import (grader/pipeline.py official_reasons, grader/staffprobe.py, grader/identity.py probe).
-All of that is a property of the machine and the install, not of a submission, so it is known before any grade:
-a class graded from the staff checkout (staff solutions readable by every user) used to learn it from the last
-grade's advisory line, hours later.
-
-`batch --secret-file` and `grade --secret-file` ask here first, with the same checks a grade makes (the same
-identity pick, the probe that the uid can start this Python, the staff probe run as that uid), at the cost of one
-private scratch and two short subprocesses, no grade. Any reason stops them with the list of what to fix, unless
---allow-advisory says that advisory grades are wanted. Without --secret-file a grade is advisory by choice, and
-autograde (Gradescope) always grades: its results.json says why it is advisory.
+Why: docs/SECURITY.md, "Modules: the why", grader/preflight.py.
 """
 
 from __future__ import annotations

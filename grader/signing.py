@@ -7,16 +7,7 @@ code never holds it, so a file it writes, or edits, does not verify. `python -m 
 checks every file with the same key and flags the ones that fail. Local grades (no key file, or student code running
 as the grader's own user, which can read the key file) are never signed: they are advisory.
 
-Why this matters: when student code runs as the grader's own user (a course machine without the container), it can
-kill the grader and leave its own results.json behind (tests/exploits/kill_grader). The grade is then lost either
-way, but the TA report shows the file as not written by the grader instead of counting it.
-
-A signature also says whose grade it is: the signed document holds `extra_data.identity`
-(new_identity): the student id as graded (`--student-id`, the batch's id, or Gradescope's submission metadata), a
-hash of the graded files' names and bytes, the problem and a hash of its spec, the grader's version, when, and a
-random nonce. Without it, every grade made in one container was signed over content that any student's copy shares:
-a classmate's signed results.json, copied into one's own folder, verified. The TA report (grader/report/classdata.py)
-calls a file whose signed identity is not its row's, or whose signature is in two rows, `replayed`.
+Why: docs/SECURITY.md, "Modules: the why", grader/signing.py.
 """
 
 from __future__ import annotations

@@ -1,29 +1,9 @@
 """What the untrusted uid can reach of the staff's files, found by asking it.
 
-An official grade needs that student code cannot read a staff solution nor import the grader's trusted code. The
-modes of the spec's own staff files are not enough: the grading Python may have the project installed in editable
-mode from another checkout (setuptools installs a meta-path finder, listed in no sys.path entry), a .pth file or
-an include path may point at one, and `import reference.glu.solution_triton` in a submission then loads a staff
-kernel that is readable there (seen: 24/24 Triton correctness, signed).
-
-So `probe` runs one small script as the grade's untrusted uid, with exactly the worker's interpreter, flags
-(`python -s`), environment (PYTHONPATH = the scratch's lib, PYTHONSAFEPATH, ...) and working directory
-(grader/sandbox.py `_start_child`), and that script looks for:
-
-- every `reference` package the import system finds (sys.path entries and meta-path finders alike:
-  importlib.util.find_spec resolves both), and in each of its folders every staff file (`solution_*`, and the
-  spec's staff names) that the uid can open; then `reference.<problem>.<staff module>` through the finders
-  themselves, for a finder that maps submodules one by one;
-- the grader's trusted modules (`grader.pipeline`, `grader.keyfile`, ...): only `grader.child` may be importable;
-- every include folder a build of the student's source searches besides its own fresh build folder (CPATH,
-  C_INCLUDE_PATH, CPLUS_INCLUDE_PATH as the worker's environment has them, -I folders in NVCC_PREPEND_FLAGS and
-  NVCC_APPEND_FLAGS, the CUDA toolkit's include folder, /usr/local/include, /usr/include): a staff file directly in
-  it, in `<problem>/` or in `reference/<problem>/`.
-
 Anything found makes the grade unofficial, with a reason naming what was reachable, from where, and the fix. A
-probe that fails or answers nonsense makes it unofficial too (it fails closed). The script imports no torch and
-executes only the `reference` packages' own `__init__` files (staff code, found by the probe itself): it costs one
-interpreter start (measured in tests/test_staffprobe.py).
+probe that fails or answers nonsense makes it unofficial too (it fails closed).
+
+Why: docs/SECURITY.md, "Modules: the why", grader/staffprobe.py.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """Reading and scanning text a submission influenced, in the trusted parent, in bounded memory and linear time.
 
-Everything here is hostile input: the student's source, the preprocessed units and the compilers' output built from
-it, sanitizer and profiler output, logs. Two rules hold for all of it (docs/SECURITY.md, "Untrusted text in the
-parent"):
+Everything here is hostile input: it is size-capped *before* it is read, and parsed in linear time.
 
-- Size-capped *before* it is read: `read_capped` opens the file and reads at most `limit + 1` bytes, so a 50 GB
-  preprocessed unit costs the parent `limit` bytes, never its whole size. The one runner of untrusted build
-  processes (grader/cuda/runner.py) does the same for a child's output (the pipe is drained to the end, what is past
-  the cap is thrown away as it arrives) and ends it with `cut_note`.
-- Parsed in linear time: no backtracking regex over untrusted text and no recursion over its structure. The C/CUDA
-  comment and literal scanner below is a hand scanner that jumps between the characters that matter with
-  `str.find` and single-character-class searches (which cannot backtrack), so every character is looked at a
-  bounded number of times.
+Why: docs/SECURITY.md, "Modules: the why", grader/textscan.py.
 """
 
 from __future__ import annotations

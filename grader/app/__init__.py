@@ -1,19 +1,9 @@
 """The commands of `python -m grader`, one module per command group; grader/cli.py assembles them. Each module's
 `register(subparsers)` adds its subparser(s) with their arguments and sets `func` (set_defaults) to the handler that
-runs the command, `run(args) -> int`:
+runs the command, `run(args) -> int`.
 
-    grade.py       grade, autograde, bench (and grade --watch)
-    course.py      grade --course COURSE
-    report.py      report: the TA's grades.csv and class_summary.html
-    publish.py     handout, gradescope
-    profile.py     profile
-    batch.py       batch (its own parser: grader/batch/cli.py)
-    similarity.py  similarity
-    keygen.py      keygen
-
-What several of them share is here: the repository's root, the exit codes, `_usage_caught` (the one place a usage
-error becomes exit 2: the CLI's and a course's, for each problem), the grading key and the check that a results
-folder can be written."""
+Why: docs/architecture.md, "Modules: the why", grader/app/__init__.py.
+"""
 
 from __future__ import annotations
 

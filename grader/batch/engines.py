@@ -1,20 +1,6 @@
 """Where the tasks run. Both engines start the same task (grader/batch/task.py) once per submission.
 
-local: `--per-gpu N` (default 2) worker slots per GPU of this host (`--gpus 0,1,...`, default every GPU nvidia-smi
-lists), each task pinned with CUDA_VISIBLE_DEVICES, never two tasks on one slot at once, and never two timings on one
-GPU at once: the slots of a GPU share its lock file (GRADER_GPU_LOCK, grader/performance/gpulock.py), which a grade
-holds alone
-for its timing stage and shares for the rest; `--slots N` gives N CPU slots instead
-(CUDA_VISIBLE_DEVICES empty: CPU-only grading, and the tests). A task that ends in an infrastructure fault (its
-exit code 3, or killed by a signal) is queued again for another slot, up to --retries times; a slot whose faults
-in a row hit three different submissions is retired.
-
-slurm: writes OUT/.batch/slurm/task.sbatch and collect.sbatch and submits `sbatch --array=<indices>%K task.sbatch`
-(one GPU per task through --gres, the time limit from the spec's stage limits) and the collect job,
-`--dependency=afterany:<array>`, which writes the TA report and resubmits the tasks that ended in an
-infrastructure fault (excluding the node they failed on where the partition has others), up to --retries times.
-With --container-image the task runs in the course image: `srun --container-image` (pyxis/enroot) or
-`apptainer exec --nv`; without, in this host's Python environment.
+Why: docs/architecture.md, "Modules: the why", grader/batch/engines.py.
 """
 
 from __future__ import annotations

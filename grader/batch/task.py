@@ -2,25 +2,7 @@
 
     python -m grader batch task OUT --index I [--engine local|slurm] [--slot S]
 
-The local engine starts one of these per submission, pinned to its GPU; a Slurm array task runs it with
---index $SLURM_ARRAY_TASK_ID. It
-1. skips a submission whose current result is already in place (a resubmission that overlaps a finished task);
-2. checks the machine before any submission code runs: disk space, and with --device cuda a visible GPU;
-3. runs `python -m grader grade @<scratch>/grade.args` (the arguments `--submission ... --out <scratch>
-   [--secret-file KEY] ...`, one a line, in a 0600 file: a command line is readable by every user in /proc, and no
-   student's path, id or name may be seen by another's code) in its own process group, with a scratch folder
-   (TMPDIR) of its own, named by the task's index, under a time limit (the spec's stage limits plus a margin);
-4. reads nvidia-smi before and after (grader/batch/where.py) and adds `extra_data.graded_on` to results.json
-   (re-signing it when it was signed and verifies: the wrapper holds the same key as the grade);
-5. installs OUT/<sid>/ whole (grader/classfiles/state.py) and appends the attempt to OUT/.batch/attempts/<sid>.jsonl.
-
-Its exit code says what happened (the engines decide by it, never by output text):
-    0  graded (any score: a submission that crashes or hangs is graded), or already graded
-    2  cannot run (no such batch, bad index)
-    3  infrastructure fault: the grade exited 3 (grader fault), crashed, ran out of time, or the machine failed
-       its checks (no GPU visible, out of disk); nothing was graded, so the engine retries it elsewhere
-    4  not gradable: the grader refused the submission (its exit 2, e.g. an empty folder); never retried
-    143  stopped by SIGTERM (scancel, a time limit, Ctrl-C): nothing graded
+Why: docs/architecture.md, "Modules: the why", grader/batch/task.py.
 """
 
 from __future__ import annotations

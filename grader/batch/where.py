@@ -1,18 +1,6 @@
 """Where and how a grade was made: `extra_data.graded_on` in every results.json a batch writes.
 
-    graded_on = {
-      "engine": "local" | "slurm", "host": str, "task_id": str, "slot": str | null, "attempt": int,
-      "image": str | null, "image_digest": str | null, "result_key": str,
-      "started_at": ISO 8601 UTC, "finished_at": ISO 8601 UTC, "wall_s": float,
-      "source": {...}  (the submission's origin: folder, gradescope, or git with repository and commit),
-      "gpu": {"start": GPU, "end": GPU} | null   (null: no nvidia-smi, e.g. a CPU grade),
-    }
-    GPU = {"index", "name", "uuid", "driver", "pstate", "sm_clock_mhz", "mem_clock_mhz", "max_sm_clock_mhz",
-           "temperature_c", "power_w", "throttle_reasons": int | null (nvidia-smi's bitmask),
-           "throttled": [names of the active slowdown reasons that make a timing suspect]}
-
-Read with `nvidia-smi --query-gpu` at the start and the end of the grade, on the GPU the task was pinned to. Any
-field nvidia-smi cannot give is null; nothing here ever fails a grade.
+Why: docs/architecture.md, "Modules: the why", grader/batch/where.py.
 """
 
 from __future__ import annotations

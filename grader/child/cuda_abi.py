@@ -5,11 +5,7 @@ The rule, for inputs in0 .. in(k-1) (in the spec's order) and one output:
     int entry(const void* in0, ..., const void* in(k-1), void* y, int64_t rows, int64_t out_cols,
               int64_t in0_row_stride, ..., int64_t in(k-1)_row_stride, int dtype, cudaStream_t stream);
 
-For one input it is exactly the ABI of grader/child/cuda_binding.py (GLU's `glu_cuda_forward(x, y, rows, out_cols,
-x_row_stride, dtype, stream)`), which keeps serving one-input problems; GLU backward's is
-`(x, dy, dx, rows, out_cols, x_row_stride, dy_row_stride, dtype, stream)`. Every input has the same rows (the
-leading dimensions collapsed), a contiguous last dimension and its own row stride; y is contiguous. Runs in the
-worker, beside student code, like cuda_binding.py, whose error texts and NaN poison it shares.
+Why: docs/architecture.md, "Modules: the why", grader/child/cuda_abi.py.
 """
 
 from __future__ import annotations

@@ -6,9 +6,7 @@ plain C function
     int glu_cuda_forward(const void* x, void* y, int64_t rows, int64_t out_cols, int64_t x_row_stride,
                          int dtype, cudaStream_t stream);
 
-and this module hands it raw device pointers, sizes and the current torch stream. Importing the module needs
-no GPU and no library: the library is opened in CudaRowKernel.__init__, and the message formatting lives in
-module-level functions so that it can be tested anywhere.
+Why: docs/architecture.md, "Modules: the why", grader/child/cuda_binding.py.
 """
 
 from __future__ import annotations

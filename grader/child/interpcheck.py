@@ -1,24 +1,7 @@
 """Bounds checks for Triton's interpreter, the CPU path: every active load and store lane must stay inside a
 tensor that was passed to the kernel.
 
-The interpreter does not check addresses. An unmasked tail store writes past the output into the worker's malloc
-heap. The damage shows up later and at random: SIGSEGV, SIGABRT, garbage errors in later cases, or a hang (seen
-while building tests/data/problems/glu/broken/missing_mask). The student cannot tell any of these from their own
-bug, and a GPU would fault at the same line. So in CPU workers the interpreter's loads and stores are checked
-*before* they touch memory: an access outside every tensor argument's storage raises OutOfBounds, naming the
-kernel, the program id, the argument it ran past, and by how many bytes. The case fails with that one line, and no
-memory is corrupted.
-
-What counts as inside: the whole storage of a tensor argument, as the launch passed it (so reading the padding
-of a strided view is allowed here, since it is real memory; the correctness checks catch what it computes).
-Masked-off lanes are never checked. This is Triton's interpreter's own machinery, patched in one place. If a
-Triton version lacks any of the hooks, `install` returns False and the interpreter runs unchecked as before.
-
-Two bugs fault here and need opposite fixes. An access with no mask runs its tail lanes past the end: "mask it".
-An access whose mask holds for the faulting lanes has a wrong address (a row stride in bytes, another tensor's
-stride): a mask would only hide it. The message says which, and for a wrong address it names the pointer and the
-integer arguments of its offset expression (read from the kernel's source with `ast`, the file size-capped: the
-source is the student's), comparing their values with the tensors' real row strides.
+Why: docs/architecture.md, "Modules: the why", grader/child/interpcheck.py.
 """
 
 from __future__ import annotations

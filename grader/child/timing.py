@@ -1,16 +1,8 @@
 """Timing primitives, run inside a worker process next to the code being timed (student or baseline).
 
-Lecture 6's rules, made strict:
-- Warm up until JIT/autotune/torch.compile are done (the first call, timed separately on the host clock and
-  reported as compile time), then for a time budget. Nothing of that is in any timed number.
-- Before every timed call: fresh input contents (a pristine set times a random power of two, so a cache keyed
-  by pointer returns stale answers), then an L2 flush with a buffer of 2x the L2 size, both outside the timed
-  region; then a short GPU sleep, so the GPU is still busy while the host launches the call and launch latency
-  does not leak into the event interval. The sleep fills every warp slot of every SM (`_occupy_kernel`), so work
-  a submission puts on another stream cannot run inside it: it runs after, where the host clock sees it.
-- Clocks: CUDA events on the current stream, plus a device-wide synchronize and the host clock as a
-  cross-check. Work hidden on another stream shows up as host time far above event time.
 All torch functions used here are bound when the Timer is built, before any student module is imported.
+
+Why: docs/performance.md, "Modules: the why", grader/child/timing.py.
 """
 
 from __future__ import annotations

@@ -1,25 +1,10 @@
-"""SUBMISSIONS -> the list of submissions to grade, one `Item` each, whatever the source:
+"""SUBMISSIONS -> the list of submissions to grade, one `Item` each, whatever the source: a folder of
+per-student folders, a Gradescope "export submissions" folder or zip, or a text file listing git repositories.
 
-- a folder of per-student folders (`class/alice/glu_triton.py`, ...): the student id is the folder's name;
-- a Gradescope "export submissions" folder or zip (`submission_metadata.yml` beside `submission_<id>/` folders):
-  the id is the submission folder's name, and the metadata file is copied into OUT so that the TA report (and
-  `report --roster`) names each folder's submitters;
-- a text file listing git repositories (GitHub Classroom), one a line: `URL` or `ID URL` (blank lines and `#`
-  comments skipped): each is cloned and graded at its last commit before `--deadline`.
+Every submission has one identity: one id (its folder under OUT) and one graded content. Nothing here runs
+submission code: files are copied, hashed and, for git, read with `git archive`.
 
-Every submission has one identity: one id (its folder under OUT) and one graded content. Ids
-are settled before anything is fetched (`assign_ids`, `read_repo_list`): two names that become the same folder
-(after SAFE_ID, or differing only in case, which some file systems merge) get distinct ids; two repositories of the
-same name (a/glu.git, b/glu.git) are told apart by their owner; an explicit id listed for two different
-repositories is refused. A clone is cached under a hash of its URL and only ever fetched from that URL, so one
-student's clone is never reused for another's repository; the commit graded is recorded in the item's `meta`.
-
-In every case a student's files may sit one or two folders down (a repository's `assignment/`): the submission is
-the shallowest folder that holds one of the problem's files. Nothing here runs submission code: files are copied,
-hashed and, for git, read with `git archive`.
-
-Git dates are written by the committer's own machine, so "the last commit before the deadline" trusts them; a
-course that needs push times should read them from GitHub Classroom's own export instead.
+Why: docs/SECURITY.md, "Modules: the why", grader/classfiles/discover.py.
 """
 
 from __future__ import annotations

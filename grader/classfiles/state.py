@@ -1,22 +1,7 @@
 """What a batch knows between runs, all of it under OUT, so that any run (or `batch status`) picks up where the last
 one stopped.
 
-    OUT/<sid>/results.json, report.html, report.md, grade.log   the grade (one folder per student)
-    OUT/<sid>/batch.json        how it was made: the result key, the outcome, the results.json's sha256
-    OUT/.batch/manifest.json    the submissions (index = Slurm array index), the options, the key's parts
-    OUT/.batch/attempts/<sid>.jsonl   every attempt (append-only): outcome, slot or node, times
-    OUT/.batch/running/<sid>.json     a task at work (host, pid, task id); removed when it ends
-    OUT/../.OUT.inputs/               an export zip unpacked, repositories cloned (outside OUT: see inputs_dir)
-
-OUT and .OUT.inputs are 0700 and everything in them is the grader's (folders 0750 or 0700, files 0640 or 0600: the
-batch runs with umask 077): no submission's code, whatever uid it runs as, can read a classmate's work or grade.
-
-A result is *done* when batch.json carries the current key (the submission's content hash, the grader's version,
-the problem's hash, the options that change a grade, the image digest when there is one) and results.json still
-has the sha256 batch.json recorded: a changed submission, grader, spec or image, or a corrupt or half-written
-results.json, is graded again; anything else is skipped. A student's folder is written whole into a hidden
-staging folder and renamed into place (results.json last), so a task killed at any point leaves either the old
-grade or none, never half of one.
+Why: docs/architecture.md, "Modules: the why", grader/classfiles/state.py.
 """
 
 from __future__ import annotations

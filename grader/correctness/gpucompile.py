@@ -1,23 +1,6 @@
 """GPU compile check, for CPU grades: do the Triton kernels that ran in the interpreter also compile for a GPU?
 
-Triton's interpreter (TRITON_INTERPRET=1, how kernels run without a GPU) executes a kernel as Python and numpy.
-It accepts code that the compiler rejects. One example: a plain Python global read inside @triton.jit
-(`LOG2E = 1.44`) is refused by the compiler ("Cannot access global variable"), and the interpreter just reads
-it (tests/data/problems/glu/correct/autotune_exp2_helper, docs/performance.md#measurement-log, run 33). Such a
-kernel passes every CPU case, then fails every case on the autograder's GPU.
-
-So on a CPU grade:
-1. the correctness worker records how each of the file's @triton.jit kernels was launched (`describe_launch`):
-   argument kinds and dtypes, constexpr values, num_warps. These are data only, no tensor contents;
-2. a separate child, *without* the interpreter, imports the file again and compiles each distinct launch with
-   Triton's own compiler for an sm_90 target (`compile_launches`). The compiler runs on the CPU: it needs no
-   GPU, only the Triton package (ptxas ships with it);
-3. the parent (`run`) turns the answers into one 0-point row, "<part> / GPU compile check", and a note.
-
-The row carries no points: the GPU grade decides. It is there so that a student without a GPU hears about a
-compile error before the deadline, not from the autograder. Anything the check itself cannot do (an older
-Triton without this compiler API, an argument kind it cannot describe) gives SKIPPED with the reason, never
-FAILED: only Triton's CompilationError is blamed on the submission.
+Why: docs/architecture.md, "Modules: the why", grader/correctness/gpucompile.py.
 """
 
 from __future__ import annotations

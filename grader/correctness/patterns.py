@@ -1,17 +1,6 @@
 """Failure patterns of one correctness case: what the wrong elements' positions and values say about the bug.
 
-Stage 4 (grader/correctness/check.py) decides that a case is wrong; this module explains it. It reads tensors only,
-never a
-message: where the wrong elements are (only later rows, only the tail of the flat output, only the last columns
-of rows), what the input holds there (only where an input value is large: an overflow), and what the wrong values
-equal (an input operand as is, or a wrong formula the problem's reference names in `mistakes(x)`). The problem's
-shape comes from the spec (`out_cols`: output element (.., c) reads input columns c and, for "half", h + c), so
-the detectors are the same for every problem; the words come from the problem's hints.yaml (sections `pattern`,
-by finding code, and `formula`, by operand or mistake name), with generic words where it has none.
-
-Each pattern is a Finding (grader/results.py, severity HINT) whose text names the case, one index, and the
-expected and got values there. The cross-case pattern (wrong only in a 16-bit dtype while the same case in float32
-passes) is `low_precision`, run by grader/correctness/stage.py over a part's results.
+Why: docs/architecture.md, "Modules: the why", grader/correctness/patterns.py.
 """
 
 from __future__ import annotations

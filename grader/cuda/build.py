@@ -2,17 +2,7 @@
 record every CUDA build returns (grader/cuda/part.py is the one build step that dispatches to this and the CPU
 layer's builds, grader/cuda/cudacpu.py).
 
-Builds are cached by content: the key is the SHA-256 of the source bytes, the nvcc flags and `nvcc --version`,
-and the library lives at `<cache_dir>/<key>.so`. A library is only ever published whole: nvcc writes a
-temporary file in the cache directory which is then renamed over the final name (os.replace is atomic on one
-file system). There are no lock files, so a build that is killed half-way leaves at worst a stray temporary
-file (swept later) and never blocks another build; two processes building the same key both succeed and the
-last rename wins with identical content.
-
-Student errors (a syntax error, nvcc missing, a build that hangs) never raise: they come back as a PartBuild whose
-state is not OK, with the log. Logs are student-facing, so the grading machine's directories are replaced
-(`/grading/sub123/glu_cuda.cu(42): error` reads `glu_cuda.cu(42): error`). Every compiler runs through
-grader/cuda/runner.py (the grade's uid, its own process group, the write cap, a capped log).
+Why: docs/architecture.md, "Modules: the why", grader/cuda/build.py.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """The one build step of a CUDA part: `build_part(request, what)` builds the part's source for what will run it and
-returns one record (PartBuild), whichever compiler that takes:
+returns one record (PartBuild), whichever compiler that takes. A bad source never raises: its record says why.
 
-- BuildFor.LIBRARY: nvcc, the shared library the torch binding loads on a GPU, cached by content
-  (grader/cuda/build.py);
-- BuildFor.CPU_LAYER: g++ or clang++, the CUDA-on-CPU layer's harness for a machine without a GPU, after the scan
-  that the layer builds the program nvcc builds (grader/cuda/cudacpu.py);
-- BuildFor.SANITIZER: nvcc, the harness compute-sanitizer runs with exact-size buffers (grader/cuda/cudacpu.py,
-  run by grader/correctness/sanitizer.py).
-
-Every compiler runs through the one runner of untrusted processes (grader/cuda/runner.py): as the grade's uid, in its
-own process group killed whole at the timeout, under the write cap, with its output capped. A bad source never
-raises: its record says why (state, text; `errors()` is what a report shows of a failed build).
+Why: docs/architecture.md, "Modules: the why", grader/cuda/part.py.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """The one runner of the processes a CUDA build starts: nvcc (and the cicc, ptxas and host compiler it runs), ptxas -v
 and c++filt for the compiler report, g++/clang++ for the CUDA-on-CPU layer, and that layer's probe of its own macros.
 
-Their input is a submission's source and their output is hostile text (docs/SECURITY.md, "Untrusted text in the
-parent"), so every one of them runs here, with every defence, in one place:
-- as the grade's identity: with a grade's `scratch` (grader/identity.py) the process runs as its untrusted uid, with
-  its environment; without one (the grader's probes of staff files, tests) as this process;
-- in its own process group, killed whole at the timeout (nvcc runs cicc, ptxas and gcc as children);
-- under a file-size limit (POSIX sh's `ulimit -f`): a macro bomb whose preprocessed unit would fill the disk stops at
-  MAX_WRITE_BYTES (SIGXFSZ), and a line of the output says so;
-- with stdout and stderr merged into one pipe that is drained to its end while at most `limit` bytes of it are kept:
-  an error bomb costs the parent `limit` bytes, never more, and a line says the output was cut;
-- with stdin /dev/null, or `input` written from a thread (a child that does not read it cannot block the parent).
+Why: docs/SECURITY.md, "Modules: the why", grader/cuda/runner.py.
 """
 
 from __future__ import annotations

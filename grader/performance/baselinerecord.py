@@ -1,28 +1,6 @@
 """Baselines measured once per GPU for a batch window, and the drift check that keeps them honest.
 
-A single grade times the problem's baselines (manual, eager, torch.compile for GLU) in the same rounds as the
-submission, and derives its thresholds from their medians. In a batch every grade on one GPU re-times the same
-baselines on the same shapes. With a record, a grade times only the **control** baseline (the spec's
-`tolerance_baseline`, eager for GLU: it also sets the host clock's overhead, so it is timed anyway) beside the
-submission, and takes the other baselines' medians from the record.
-
-Who may write a record: only the batch's trusted side, from a calibration run in which no submission process is
-alive on that GPU (the batch calibrates a GPU before the first task it gives it, and again after draining its
-slots). A grade never writes one: its rounds share the GPU with a submission's process, which could slow one
-baseline (not the control) and so loosen every later classmate's thresholds. What a grade may do is refuse the
-record: when its control's median is more than DRIFT_BOUND away from the record's, it times every baseline
-itself (as a single grade does) and says so; the batch then re-calibrates that GPU before its next task.
-
-The noise bound. A grade's medians move between grades on the same GPU by at most 0.72% (docs/performance.md:
-five grades, run 22; 0.37% in run 31), and eager's by up to 1.20% on the smallest fp16 case (run 29). A record
-within DRIFT_BOUND = 1.5% of the control moves a threshold by at most that much, less than half the spec's
-3% margin, so a kernel's credit between the two thresholds moves by at most ~0.03 of a case's points, the same
-as two single grades (the batch check's CREDIT_NOISE). A control outside 1.5% is not noise: the GPU's clocks or
-its neighbours changed, and the record is not used.
-
-The file is JSON in the batch's own folder (mode 0600, the grader's uid), bounded in size, validated on read,
-and bound to what it was measured for: the GPU (its UUID), the problem's spec bytes, the grader's code and the
-torch/Triton versions. A record that does not match is not used (the grade times every baseline).
+Why: docs/performance.md, "Modules: the why", grader/performance/baselinerecord.py.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
 """Grades sharing one GPU (`batch --per-gpu N`): the timing stage has the GPU to itself, the other stages share it.
 
-A grade spends about half its time before the timing stage (the CLI's start, builds, the correctness workers'
-start, the correctness and compute-sanitizer runs), where another grade's kernels on the same GPU change nothing it
-measures. The timing stage is different: another grade's kernels would run inside its timed calls. So when
-GRADER_GPU_LOCK names a lock file (the batch engine sets one per GPU), every stage that runs on the GPU takes a
-lock on it: shared for the correctness stage (and the timing workers' start, which it overlaps), exclusive for the
-timing stage. Two grades on one GPU then overlap everything except timing, and a timing never overlaps anything.
-
-The lock is flock(2) on a file the grader's own uid owns (mode 0600): the untrusted identity of a grade cannot open
-it. Without GRADER_GPU_LOCK (a single grade) or where flock does not exist (Windows) the phases are no-ops.
+Why: docs/performance.md, "Modules: the why", grader/performance/gpulock.py.
 """
 
 from __future__ import annotations

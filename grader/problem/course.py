@@ -5,18 +5,8 @@
       - {problem: glu, points: 60}             # a name under reference/, or a spec.yaml path (relative to this file)
       - {problem: gelu, points: 40}
 
-Validated like a spec (one CourseError line naming the file, key and what was expected). Each problem is graded as
-by `grade --problem`, from its own folder of the submission (its spec's `stubs:` below assignment/: glu's files in
-glu/, gelu's in gelu/; grader/problem/layout.py, which also grades a problem's files found at the top, the layout
-courses published before GLU had its folder, with a note), into OUT/<problem>/ (results.json, report.md,
-report.html: nothing per problem changes). Then OUT/course.json holds every problem's score scaled to its course
-points and the total (`summarize`), and OUT/report.md is the student report with one section per problem (each
-problem's own report.md under its heading); OUT/report.html the total table with a link to each problem's
-report.html. This module is the course as data; grader/report/coursereport.py grades its problems and writes those
-files.
-
-With --case each problem's grade is partial and is written to OUT/<problem>/partial/ (grader/cli.py), so the
-course's files are made from those, and every one of them says that the total is of a partial grade."""
+Why: docs/architecture.md, "Modules: the why", grader/problem/course.py.
+"""
 
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
 """A problem's words for the student report: `reference/<problem>/hints.yaml` (see reference/glu/hints.yaml).
 
-The report picks entries by what the grader found (grader/results.py: reasons, finding codes) and by the case's
-own data (dtype, input distribution); a problem without the file, or without an entry, gets the grader's generic
-words. A key the grader never looks up is text no student ever sees (a `dist: inf_nan` where the spec's cases say
-`special` silently dropped the special-values advice), so the file is problem data like the spec: it loads through
-the spec's validator (grader/problem/spec.py `load_problem`, with this module's schema: SECTIONS, TOP_TEXTS,
-`valid_keys`), and an unknown section, a key that is not a real reason, finding code, case distribution or dtype of
-the spec, pattern code or perf key, or a value that is not text, is a SpecError naming the file, the key and the
-valid choices (tests/test_hints_schema.py). The report side (`load`) only reads text and never fails a report over
-the file."""
+Why: docs/architecture.md, "Modules: the why", grader/problem/hints.py.
+"""
 
 from __future__ import annotations
 

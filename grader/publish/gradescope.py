@@ -1,29 +1,6 @@
 """Gradescope's autograder zip: `python -m grader gradescope --out autograder.zip [--secret-file KEY]`.
 
-Gradescope unzips the autograder into /autograder/source, runs `setup.sh` there once (as root, when the image is
-built), and for every submission runs `run_autograder` with the student's files in /autograder/submission; the
-grade is /autograder/results/results.json. Its machines have no GPU, so the grade there is the CPU checks
-(correctness in Triton's interpreter, the compile checks, whatever runs on a CPU); the points that need a GPU are
-listed as not earnable there, and results.json says they are graded later by the course staff.
-
-What goes in is the student handout's allow-list (grader/publish/handout.py) less its tests: the public list of
-grader/publish/public_files.py (the grader package, every problem's spec, truth and baselines and hints.yaml, the stubs
-and
-handouts: the same files the image, the wheel and the handout hold), the install files; plus setup.sh and
-run_autograder at the root, and, with --key, the grading key as `grader_key` (mode 0600). Never a staff solution,
-tests/ or the exploit catalogue: every file is checked again with the handout's staff-only checks (path, and any
-line of a staff solution) before anything is written. Like the handout it is built from a commit (HEAD unless
---ref names another; grader/publish/handout.py snapshot), never from uncommitted files.
-
-`--problem NAME` writes the problem into run_autograder (`autograde --problem NAME`): one zip per Gradescope
-assignment, one problem each; it must be a problem of that commit.
-
-run_autograder reads two variables, for tests only: AUTOGRADER_ROOT (default /autograder) rebases Gradescope's
-folders, GRADER_PYTHON (default the venv setup.sh makes) picks the Python.
-
-Whose grade it is comes from Gradescope's /autograder/submission_metadata.json (read_submission_metadata): the
-submission's id and its members' sid and email are signed into results.json (grader/signing.py), so a copy of the
-file under another submission is reported as replayed by the TA report.
+Why: docs/architecture.md, "Modules: the why", grader/publish/gradescope.py.
 """
 
 from __future__ import annotations

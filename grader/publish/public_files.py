@@ -1,17 +1,6 @@
 """The one list of the course's public files: what every deliverable holds of the grader and the problems.
 
-Four deliverables carry the course to where it grades: the container image (its build context, .dockerignore),
-the wheel and sdist (pyproject.toml's package data, MANIFEST.in, setup.py), the student handout
-(grader/publish/handout.py)
-and Gradescope's autograder zip (grader/publish/gradescope.py). Each holds exactly the files PUBLIC matches under
-grader/, reference/ and assignment/, no more and no less: the grader package, every problem's public parts (spec,
-float64 truth and baselines, hints.yaml, whose words the grade reads) and the stubs with their handouts. Each adds
-its own install files on top (requirements, pyproject, setup.sh, ...), never a file under those three folders.
-
-The handout and the zip are built from this list directly (`files`). The image's and the distributions' lists live
-in files that cannot import Python (.dockerignore, pyproject.toml, MANIFEST.in): tests/test_public_files.py checks
-that each of them gives this same set, and that no staff file (STAFF: reference/*/solution_*) is in any of them.
-A new public file is added here first; the test then names every deliverable that leaves it out.
+Why: docs/SECURITY.md, "Modules: the why", grader/publish/public_files.py.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """The report stage: results.json and everything a person reads, from one model.
 
-- output.py: results.json (Gradescope's shape, the leaderboard, signing), written atomically;
-- records.py: a results.json read back into typed records (the form every report starts from);
-- advice.py, failures.py: what to try next, and the lost points, one entry per distinct failure (typed fields only);
-- blocks.py: the model's pieces (a Page of Sections of blocks); student.py builds the student's Page;
-- markdown.py, html.py (jinja2, templates/): the two renderings of a Page; terminal.py: the terminal's;
-- charts.py: the student charts (matplotlib, optional); perf.py: the lecture-style perf tables;
-- validate.py, classdata.py, roster.py, gsexport.py, classsummary.py: the TA's reports over a class.
-
-The names below are what the CLI and the pipeline call (`from grader import report; report.write_results(...)`)."""
+Why: docs/architecture.md, "Modules: the why", grader/report/__init__.py.
+"""
 
 from grader.report.output import (
     advisory_line,

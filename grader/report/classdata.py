@@ -1,15 +1,8 @@
 """A class of graded submissions: every results.json under a folder, read (validated first, grader/report/validate.py)
 into a Submission with its points per part and stage, its flags and (with the key) its signature; and grades.csv.
 
-A row is a folder of the class root (DIR, or the one folder it wraps: gsexport.class_root): the first folder on a
-file's path under it, however deep the file (DIR/results/results.json, as in Gradescope's /autograder/results, is
-DIR's own row), plus, in Gradescope's export layout, that folder's submitters. (Without the key, a file from before
-identities were signed may name its row in `extra_data.student_id`.)
-
-With the key, a file counts (`valid`, imported into Canvas) only when its HMAC verifies AND its signed identity
-(grader/signing.py: student id, graded files' hash, problem, nonce) is its row's AND its signature is in no other
-row; see check_identities for what is reported instead (`replayed`, `identity not signed`). Class-wide values
-(columns, points possible) come from the course's spec (grader/report/assignment.py), never from a file."""
+Why: docs/architecture.md, "Modules: the why", grader/report/classdata.py.
+"""
 
 from __future__ import annotations
 

@@ -1,15 +1,7 @@
 """Whether a grade is final: the grade of the whole assignment, made where all of it can be graded.
 
-A CPU grade of a perfect GLU submission is 48 of 76 (the GPU-only cases and every performance case are skipped); a
-`--only triton --no-perf` grade holds one part's correctness points only. Either is a true grade of what was run,
-but imported into Canvas under "Points Possible 76" it reads as a failing student. `report --roster` therefore
-writes grades_canvas.csv only when every score it would import is final, unless --allow-partial.
-
-Decided from typed fields of the grade only, never from a note's or a test's text: the device (Grade.device), the
-cases run (Grade.partial), the tests that could not run (State.SKIPPED with points: TestResult.pending, and their
-Reason), and the points each part and stage holds against what the assignment's spec gives it
-(Assignment.column_points). The reasons below are the grader's own sentences; nothing of the file is echoed but
-numbers and enum values."""
+Why: docs/architecture.md, "Modules: the why", grader/report/final.py.
+"""
 
 from __future__ import annotations
 

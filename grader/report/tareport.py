@@ -1,14 +1,8 @@
 """TA reports over a folder of graded submissions:
 `python -m grader report DIR [--out OUT] [--secret-file F] [--problem NAME] [--roster CSV [--canvas-column NAME]]`.
 
-Kept as the name the CLI and older callers import; the code is in grader/report/: validate.py (every file checked
-before anything reads it), gsexport.py (Gradescope's export layout), classdata.py (the submissions, grades.csv),
-roster.py (grades_canvas.csv), classstats.py (class statistics and charts), classsummary.py (class_summary.html,
-write_ta_report). Every results.json is validated first; a file that fails is listed with what is wrong, never
-fatal, and never breaks the CSV. With the key file (--secret-file) every file's signature and signed identity are
-checked (a copy of another student's file is `replayed`). Class-wide values (columns, points possible, the
-problem) come from the problem's spec (report/assignment.py), never from a results.json; every CSV cell is
-formula-safe (report/cells.py)."""
+Why: docs/architecture.md, "Modules: the why", grader/report/tareport.py.
+"""
 
 from __future__ import annotations
 
