@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from grader import availability, identity
-from grader.correctness.stage import Target
+from grader.correctness.target import Target
 from grader.pipeline import GraderError, open_scratch, resolve_device
 from grader.problem import operands
 from grader.problem.spec import Case, Implementation, Problem

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from grader import textscan
-from grader.correctness.stage import Target, run_correctness
+from grader.correctness.stage import run_correctness
+from grader.correctness.target import Target
 from grader.cuda import build, part
 from grader.cuda.build import BuildFor, BuildRequest
 from grader.problem.reference import Reference
