@@ -1,19 +1,10 @@
 """`python -m grader profile` (`nox -s profile`): lecture 6's "profile before you optimize", on the student's own
 kernels. Advisory: nothing here is graded or written to results.json.
 
-On a GPU, for one performance case (the first, or --case):
-- the torch.profiler table of the call (kernels, count, time) and each kernel's total;
-- the call's median time (triton.testing.do_bench: warmed up, L2 flushed, synchronized) as bandwidth, against
-  the copy ceiling measured here on the same GPU (a device-to-device copy and c = a + b, GLU's 2 reads : 1 write);
-- with Nsight Compute on PATH (`ncu`), a summary of its metrics for the student's kernels: DRAM throughput,
-  achieved occupancy, and the bytes per thread of each global load and store instruction (16 = 128-bit vector).
-On a CPU: the CUDA compiler's report (grader/cuda/cudainfo.py: access widths, registers, spills) and the launch grid
-of each Triton kernel on one small correctness case (the first with more than one row, or --case).
-
-Student code runs where it runs in a grade: in an untrusted worker (grader/sandbox.py, grader/child/worker.py:
-Worker.profile) under the grade's identity and scratch; ncu profiles that worker (it follows child processes). It
-admits the submission as a grade does (grader/pipeline.py: the device, the scratch), so it sits beside the pipeline,
-above the stages whose workers it uses.
+On a GPU, for one performance case: the torch.profiler table, the call's bandwidth against the copy ceiling measured
+here, and with `ncu` on PATH a summary of Nsight Compute's metrics; on a CPU, the CUDA compiler's report and each
+Triton kernel's launch grid. Student code runs in an untrusted worker, as in a grade. What each part shows and why
+it sits beside the pipeline: docs/performance.md, "`grader profile`".
 """
 
 from __future__ import annotations

@@ -88,14 +88,14 @@ def test_records_of_two_lanes_merge_in_the_order_one_worker_records_them():
         def __init__(self, name: str):
             self.name = name
 
-    part = tally.Tally.__new__(tally.Tally)
+    counts = tally.Tally.__new__(tally.Tally)
     runnable = [C(f"c{i}") for i in range(4)]
     r = [{"kernel": f"k{i}", "args": []} for i in range(6)]
-    part.records = {"c0": [r[1]], "c1": [r[2], r[1]], "c2": [r[3], r[2]], "c3": [r[4]]}
-    part.outcome = {}
-    assert part.merged_records(runnable, [r[1], r[5]]) == [r[1], r[2], r[3], r[4], r[5]]
-    part.outcome = {"c1": "crash"}
-    assert part.merged_records(runnable, [r[1], r[5]]) == [r[3], r[2], r[4], r[1], r[5]]
+    counts.records = {"c0": [r[1]], "c1": [r[2], r[1]], "c2": [r[3], r[2]], "c3": [r[4]]}
+    counts.outcome = {}
+    assert counts.merged_records(runnable, [r[1], r[5]]) == [r[1], r[2], r[3], r[4], r[5]]
+    counts.outcome = {"c1": "crash"}
+    assert counts.merged_records(runnable, [r[1], r[5]]) == [r[3], r[2], r[4], r[1], r[5]]
 
 
 def test_a_cpu_correctness_worker_s_profiler_does_not_import_inductor():

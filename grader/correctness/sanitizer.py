@@ -1,15 +1,9 @@
 """On a GPU: one correctness pass of a CUDA part under NVIDIA's compute-sanitizer, as its own check row.
 
-The graded cases run through the torch binding, whose tensors come from PyTorch's caching allocator: a store one
-element past y lands in the block's slack and every value is still right (such a kernel passes all 26 cases on the
-H200). Here the same cases run through a small harness (grader/child/cudacpu/gpu_harness.cu, linked with the
-student's file by nvcc as the grade's untrusted identity) that gives every input and output of the spec's signature
-(x and y; glu_backward's x, dy and dx) a cudaMalloc allocation of exactly its size (grader/child/cudacpu/protocol.h),
-under `compute-sanitizer --tool memcheck`, and, when the source uses __shared__, again under racecheck. The
-correctness engine is the same (grader/correctness/stage.py, a worker per tool); the cases' results fold into one row:
-failed, with each case's file:line, when the sanitizer reported anything. The row carries no points of its own:
-each graded case the sanitizer flagged fails instead (`charge`), so an access outside x or y costs the same points
-on a GPU as the CPU layer's AddressSanitizer makes it cost on a laptop.
+The cases run through a small harness (grader/child/cudacpu/gpu_harness.cu) that gives every input and output its own
+cudaMalloc of exactly its size, under memcheck (and racecheck when the source uses __shared__), with the correctness
+engine of grader/correctness/stage.py. The row has no points: each case it flagged fails instead (`charge`). Why
+(the caching allocator's slack hides an over-read): docs/SECURITY.md, "An over-read that leaves values right".
 """
 
 from __future__ import annotations
