@@ -2,7 +2,9 @@
 
     spec -> (build) -> inputs -> run in a child -> check -> time -> score -> report
 
-Each stage is its own module and never calls the next one; this module passes data from one to the next.
+Each stage is its own module and never calls the next one; this module passes data from one to the next. Its
+steps: admit, prepare (grader/partprep.py), check, time, finish (grader/gradefinish.py); the record they read
+and add to is grader/graderun.py's GradeRun. More: docs/architecture.md, "The grade's steps".
 """
 
 from __future__ import annotations
@@ -17,66 +19,28 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from grader import availability, box, identity, signing
-from grader.correctness import static
-from grader.correctness.stage import Target, run_correctness
+from grader.correctness.stage import run_correctness
+from grader.correctness.target import Target
 from grader.errors import UsageError
+from grader.gradefinish import finish, note_stopped
+from grader.graderun import GradeRun, Options
+from grader.partprep import prepare_parts
 from grader.performance import baselinerecord, gpulock, run_performance, skipped_tests, start_workers
 from grader.performance.workers import settle
-from grader.problem.reference import Reference, load_reference
+from grader.problem.reference import load_reference
 from grader.problem.spec import Case, Implementation, Problem, sibling_folders
-from grader.results import FAILED, PASSED, SKIPPED, Code, Finding, Grade, Kind, PerfSummary, Reason, TestResult
-from grader.sandbox import GraderFault, Sandbox, WorkerFailure
-from grader.textscan import cut_at_word
-
-# The most of a failed build's log its row keeps (nvcc's output, influenced by the submission's source): enough for
-# every error and warning of a real mistake, cut between words past it.
-BUILD_LOG_MAX = 20000
-
-if TYPE_CHECKING:  # the CUDA build's modules are imported only when a CUDA part is graded
-    from grader.cuda.part import BuildRequest, PartBuild
+from grader.results import FAILED, SKIPPED, Grade, Kind, PerfSummary, Reason
+from grader.sandbox import GraderFault, WorkerFailure
 
 
 class GraderError(UsageError):
     """The grader itself cannot run (bad spec, missing submission directory). One line; exit code 2."""
-
-
-@dataclass
-class Options:
-    submission: Path
-    out: Path
-    only: tuple[str, ...] = ()
-    device: str = "auto"
-    staff: bool = False  # grade the staff solutions named in the spec instead of a submission
-    secret: int = 0
-    perf: bool = True
-    keyed: bool = False  # a key file was read (cli): the grade can be official, and then it is signed
-    scratch: Path | None = None  # where the grade's private scratch is made (default: the system's temp directory)
-    correctness: bool = True  # False for `bench`: timing (with its sampled output checks) only
-    # --case: fnmatch patterns; only the correctness and performance cases whose name matches one are run. A
-    # grade of a subset is partial: never official, so never signed (Grade.partial says which patterns).
-    cases: tuple[str, ...] = ()
-    # `grade --watch` (grader/app/grade.py): the cases that failed last time run first, and each part stops at its first
-    # failing case; a grade that stopped is partial (Grade.partial), never official, and not timed.
-    first: tuple[str, ...] = ()
-    stop_at_failure: bool = False
-    # Whose submission this is, signed into results.json (grader/signing.py new_identity): `--student-id`, the
-    # batch's id; on Gradescope its submission metadata's submission id and members (grader/publish/gradescope.py).
-    student_id: str | None = None
-    submission_id: str | None = None
-    users: tuple[dict[str, str], ...] = ()
-    # What the caller found out about the submission before the grade, for the student (the CLI: its files found in
-    # the old layout of assignment/, grader/problem/layout.py): the grade's first notes.
-    notes: tuple[str, ...] = ()
-    # What the grade's box must not show even where it lies under a folder the box shows (grader/box.py): the key
-    # file, the submission's own folder (the box sees the grade's copy) and the results folder.
-    hidden: tuple[Path, ...] = ()
 
 
 def select_cases(problem: Problem, patterns: tuple[str, ...]) -> Problem:
@@ -121,55 +85,6 @@ def resolve_device(device: str) -> str:
     if device not in ("cpu", "cuda"):
         raise GraderError(f"--device must be auto, cpu or cuda, not {device!r}")
     return device
-
-
-def _source(problem: Problem, impl: Implementation, opts: Options) -> tuple[Path, str]:
-    if opts.staff:
-        return impl.staff, impl.staff.name
-    return opts.submission / impl.file, impl.file
-
-
-def _one_line(impl: Implementation, kind: Kind, state: str, output: str, reason: Reason = Reason.OK) -> TestResult:
-    """A row with no points of its own: the build, static warnings, the compiler report."""
-    stage = "build" if kind == Kind.BUILD else "checks"
-    return TestResult(
-        name=f"{impl.name} / {kind}",
-        part=impl.name,
-        stage=stage,
-        score=0.0,
-        max_score=0.0,
-        state=state,
-        output=output,
-        kind=kind,
-        reason=reason,
-    )
-
-
-def _fail_all(
-    problem: Problem, impl: Implementation, state: str, why: str, reason: Reason, device: str = "cuda"
-) -> list[TestResult]:
-    """A row per case of a part that cannot run (missing, did not compile, ...). On a CPU a GPU-only case is pending
-    whatever the part did, as the correctness stage skips it when the part loads (stage.py skip_gpu_only): else a
-    part that fails to build would count it as failed here, and the same case would be pending or lost, and the
-    points this machine can earn differ, depending on how the part failed."""
-    where = "the CPU layer's sanitized run" if impl.kind == "cuda" else "the Triton interpreter"
-    gpu_only = f"skipped: this case runs only on a GPU (too slow for {where})"
-    return [
-        TestResult(
-            f"{impl.name} / correctness / {c.name}",
-            impl.name,
-            "correctness",
-            0.0,
-            c.points,
-            SKIPPED if pending else state,
-            gpu_only if pending else why,
-            {"case": c.name},
-            kind=Kind.CORRECTNESS,
-            reason=Reason.NEEDS_GPU if pending else reason,
-        )
-        for c in problem.cases
-        for pending in [device == "cpu" and c.gpu_only and state == FAILED]
-    ]
 
 
 def grade(
@@ -298,30 +213,6 @@ def worth_naming(submission: Path, skipped: list[str], problem: Problem) -> list
     ]
 
 
-@dataclass
-class GradeRun:
-    """One grade in progress: what the steps of `_grade` read and add to. The Grade is the result; the rest is what
-    one step hands the next (the parts to grade, what a worker runs for each, the timing workers started early)."""
-
-    problem: Problem
-    opts: Options
-    device: str
-    scratch: identity.Scratch
-    progress: Callable[[str], None]
-    ref: Reference
-    grade: Grade
-    impls: list[Implementation] = field(default_factory=list)  # the parts graded (--only, staff-only rows)
-    targets: list[Target] = field(default_factory=list)  # the parts a worker can run, as it runs them
-    cuda_sources: dict[str, tuple[Path, str]] = field(default_factory=dict)  # a GPU-built CUDA part's source
-    no_triton: list[Implementation] = field(default_factory=list)  # Triton parts this machine cannot run
-    no_triton_why: str | None = None  # why Triton cannot run here (grader/availability.py); None: it can
-    no_compile: str = ""  # why there is no torch.compile baseline here; "": there is one
-    early: dict[str, Sandbox] | None = None  # timing workers started before the correctness stage
-    stopped: int = 0  # cases a --watch grade did not run after its first failure
-    beside: Callable[[], None] | None = None  # the caller's work for the correctness stage's idle parent (grade())
-    beside_thread: threading.Thread | None = None
-
-
 def _grade(
     problem: Problem,
     opts: Options,
@@ -333,11 +224,11 @@ def _grade(
     """The grade, step by step; each step reads what the previous ones added to the run."""
     run = _admit(problem, opts, device, scratch, progress)
     run.beside = beside
-    _prepare_parts(run)
+    prepare_parts(run)
     _check(run)
-    _note_stopped(run)
+    note_stopped(run)
     _time(run)
-    _finish(run)
+    finish(run)
     return run.grade
 
 
@@ -406,105 +297,6 @@ def _parts(problem: Problem, opts: Options) -> list[Implementation]:
                 "solutions); grade them from a checkout of the repository"
             )
     return impls
-
-
-# -- prepare parts: static scan, build -----------------------------------------------------------------------------
-
-
-def _prepare_parts(run: GradeRun) -> None:
-    """Each part becomes what a worker runs (a Target: its file, or its built library or harness), or rows that say
-    why it cannot run here (missing, did not compile, no Triton or no GPU); the static scan's row comes first."""
-    for impl in run.impls:
-        target = _prepare_part(run, impl)
-        if target is not None:
-            run.targets.append(target)
-
-
-def _prepare_part(run: GradeRun, impl: Implementation) -> Target | None:
-    """One part: its file from the grade's read-only copy, the static scan, and the build of a CUDA part."""
-    g = run.grade
-    src, display = _source(run.problem, impl, run.opts)
-    if run.opts.staff and src.is_file():
-        src = run.scratch.add_file(src, src.name)
-    else:
-        src = run.scratch.submission / impl.file  # the grade's read-only copy, which the untrusted uid can read
-    if not src.is_file():
-        g.tests += _fail_all(
-            run.problem,
-            impl,
-            FAILED,
-            f"not run: {display} not found in the submission directory",
-            Reason.MISSING,
-            run.device,
-        )
-        g.notes.append(f"{impl.name}: {display} is missing")
-        return None
-    warns = static.scan(src, impl.kind)
-    row = _one_line(impl, Kind.STATIC, PASSED, "\n".join(w.text() for w in warns) if warns else "no static warnings")
-    row.findings = [Finding(Code.STATIC, w.text()) for w in warns]
-    g.tests.append(row)
-    why = availability.triton_missing() if impl.kind == "triton" else None
-    if why:
-        # macOS, Windows: no Triton wheels. Nothing of this part can run here; say so, and how to grade it.
-        g.tests += _fail_all(run.problem, impl, SKIPPED, f"skipped: {why}", Reason.NEEDS_TRITON)
-        g.notes.append(availability.not_graded_here(impl.name, why, run.opts.submission, run.opts.out))
-        run.no_triton.append(impl)
-        return None
-    if impl.kind == "cuda":
-        return _build_cuda(run, impl, src, display)
-    return Target(impl, str(src), display)
-
-
-def _build_cuda(run: GradeRun, impl: Implementation, src: Path, display: str) -> Target | None:
-    """The one build step of a CUDA part (grader/cuda/part.py). nvcc builds the library the torch binding loads (on
-    a GPU, what is run and timed); without a GPU the CUDA-on-CPU layer's build runs it here instead, nvcc (where it
-    exists) still giving the build verdict. A source nvcc rejects fails every case of the part, with nvcc's errors
-    in its build row."""
-    from grader.cuda import build  # nvcc helpers; imported only when a CUDA part is graded
-    from grader.cuda.part import BuildFor, BuildRequest, State, build_part
-
-    g, problem = run.grade, run.problem
-    req = BuildRequest(
-        src,
-        impl.name,
-        impl.entry,
-        inputs=len(problem.inputs),  # the harnesses' entry follows the spec's signature
-        timeout_s=problem.limits.build_s,
-        scratch=run.scratch,
-        arch=build.gpu_arch(),
-        cache_dir=build.default_cache_dir(),
-    )
-    t0 = time.monotonic()
-    run.progress(f"{impl.name}: building {display} with nvcc")
-    res = build_part(req, BuildFor.LIBRARY)
-    g.phases["build"] = g.phases.get("build", 0.0) + time.monotonic() - t0
-    if run.device == "cpu" and (res.ok or res.state == State.NO_COMPILER):
-        # No GPU: the CUDA-on-CPU layer runs the kernel here (grader/cuda/cudacpu.py); nvcc, where it exists, still
-        # gives the build verdict and the compiler report.
-        return _cuda_on_cpu(run, impl, req, display, res)
-    if not res.ok:
-        # nvcc's whole log (its warnings too, which the error lines alone leave out), capped: the reports show it.
-        log = cut_at_word(res.text.strip(), BUILD_LOG_MAX) or res.errors()
-        g.tests.append(_one_line(impl, Kind.BUILD, FAILED, "nvcc failed:\n" + log, Reason.BUILD_FAILED))
-        g.tests += _fail_all(
-            problem,
-            impl,
-            FAILED,
-            f"not run: {display} did not compile (see '{impl.name} / build')",
-            Reason.BUILD_FAILED,
-            run.device,
-        )
-        return None
-    g.tests.append(_one_line(impl, Kind.BUILD, PASSED, f"compiled with nvcc ({_how(res)})"))
-    assert res.artifact is not None
-    # the verified library, read-only to the worker
-    target_path = str(run.scratch.add_file(res.artifact, res.artifact.name))
-    run.cuda_sources[impl.name] = (src, display)
-    return Target(impl, target_path, display)
-
-
-def _how(res: PartBuild) -> str:
-    return "cached" if res.cached else f"{res.seconds:.1f} s"
 
 
 # -- check: correctness of every part, while the timing workers start ------------------------------------------
@@ -606,23 +398,6 @@ def _check_parts(run: GradeRun) -> None:
             )
 
 
-def _note_stopped(run: GradeRun) -> None:
-    """A --watch grade that stopped at its first failing case is partial: never official, and not timed."""
-    g = run.grade
-    stopped = [t for t in g.tests if t.extra.get("stopped")]
-    run.stopped = len(stopped)
-    if not stopped:
-        return
-    ran = [str(t.extra["case"]) for t in g.tests if t.kind == Kind.CORRECTNESS and t.state in (PASSED, FAILED)]
-    g.partial = g.partial or list(dict.fromkeys(ran))
-    g.official_why.append("partial: --watch stopped at the first failing case; a grade counts only in full")
-    g.official = False
-    g.notes.append(
-        f"stopped at the first failing case: {len(stopped)} case(s) not run and nothing timed; fix it and "
-        "save, or watch with --all to run every case"
-    )
-
-
 # -- time: performance, alone on the GPU ---------------------------------------------------------------------------
 
 
@@ -722,91 +497,3 @@ def _first_calls(g: Grade) -> None:
     prepare them (overlapped); the rest are inside the timing phase."""
     early = g.perf.get("baseline_first_calls_s", {})
     g.perf = PerfSummary.from_json(g.perf).with_first_calls(early).to_json()
-
-
-# -- finish: forfeits, order, what could not be earned here --------------------------------------------------------
-
-
-def _finish(run: GradeRun) -> None:
-    """What is decided over the whole grade: forfeits (a kernel-check violation costs the part every point), the
-    rows' order (part after part, stages in pipeline order; parts were checked concurrently, so they arrive in any
-    order), and the points this machine could not give (cases --watch did not run are not its limit)."""
-    g = run.grade
-    _apply_forfeits(g)
-    part_rank = {n: i for i, n in enumerate(run.problem.implementations)}
-    g.tests.sort(key=lambda t: (part_rank.get(t.part, len(part_rank)), _stage_rank(t)))
-    unearnable = g.unearnable  # without the cases --watch did not run: not this machine's limit
-    if unearnable:
-        g.notes.append(
-            f"{unearnable:g} of {g.max_score:g} points could not be earned on this machine ({run.device}); grade "
-            "on a GPU for those"
-        )
-
-
-def _cuda_on_cpu(run: GradeRun, impl: Implementation, req: BuildRequest, display: str, res: PartBuild) -> Target | None:
-    """A CUDA part on a machine without a GPU: nvcc's verdict and compiler report (where nvcc exists), then the
-    build for the CPU layer. Its Target when the layer can run it; else its cases are skipped as needing a GPU, with
-    the reason (what the layer cannot run, or no C++ compiler and how to get one), never failed."""
-    from grader.cuda import build, cudacpu, cudainfo
-    from grader.cuda.part import BuildFor, State, build_part
-
-    g, problem, scratch = run.grade, run.problem, run.scratch
-    if res.ok:
-        g.tests.append(_one_line(impl, Kind.BUILD, PASSED, f"compiled with nvcc ({_how(res)})"))
-        # No GPU to time it: the compiler's report (access widths, registers, spills) is what there is for speed.
-        text, info = cudainfo.report(req.src, timeout_s=problem.limits.build_s, scratch=scratch)
-        row = _one_line(impl, Kind.COMPILER_REPORT, PASSED if info else SKIPPED, text)  # no info: no report
-        row.extra.update(info)
-        g.tests.append(row)
-    else:
-        g.tests.append(
-            _one_line(
-                impl,
-                Kind.BUILD,
-                SKIPPED,
-                f"{build.NVCC_MISSING}; the CPU build checks your kernel's results instead, but only nvcc can say "
-                "that it is valid CUDA",
-                Reason.NEEDS_GPU,
-            )
-        )
-    t0 = time.monotonic()
-    run.progress(f"{impl.name}: building {display} for the CPU (CUDA-on-CPU layer)")
-    cpu = build_part(dataclasses.replace(req, nvcc_ok=res.ok), BuildFor.CPU_LAYER)
-    g.phases["build"] = g.phases.get("build", 0.0) + time.monotonic() - t0
-    ok = cpu.state == State.OK
-    row = _one_line(impl, Kind.CPU_BUILD, PASSED if ok else SKIPPED, cpu.text, Reason.OK if ok else Reason.NEEDS_GPU)
-    row.extra.update({"compiler": cpu.compiler, "sanitized": cpu.sanitized, "needs_gpu": cpu.constructs})
-    g.tests.append(row)
-    if ok:
-        assert cpu.artifact is not None
-        g.notes.append(f"{impl.name}: {cudacpu.CPU_NOTE}")
-        return Target(impl, str(cpu.artifact), display, cpu_layer=True)
-    first = cpu.text.splitlines()[0]
-    g.tests += _fail_all(problem, impl, SKIPPED, f"skipped: {first} (see '{row.name}')", Reason.NEEDS_GPU)
-    g.notes.append(f"{impl.name}: not run on this machine: {first}")
-    return None
-
-
-def _apply_forfeits(g: Grade) -> None:
-    """A part whose kernel check found the work done outside its own kernels earns nothing, however right or fast
-    (the one record of a forfeit: grader/results.py Forfeit, read from the kernel check's row)."""
-    for f in g.forfeits.values():
-        f.charge(g.tests)
-        g.notes.append(f.note)
-
-
-_KIND_RANK = {
-    Kind.STATIC: 0,
-    Kind.BUILD: 1,
-    Kind.COMPILER_REPORT: 1,
-    Kind.CPU_BUILD: 1,
-    Kind.CORRECTNESS: 2,
-    Kind.KERNEL_CHECK: 3,
-    Kind.COMPILE_CHECK: 3,
-    Kind.SANITIZER: 3,
-    Kind.PERFORMANCE: 4,
-}
-
-
-def _stage_rank(t: TestResult) -> int:
-    return _KIND_RANK.get(t.kind, 5)

@@ -1,7 +1,10 @@
 """`python -m grader profile` (`nox -s profile`): lecture 6's "profile before you optimize", on the student's own
 kernels. Advisory: nothing here is graded or written to results.json.
 
-Why: docs/performance.md, "Modules: the why", grader/profiling.py.
+On a GPU, for one performance case: the torch.profiler table, the call's bandwidth against the copy ceiling measured
+here, and with `ncu` on PATH a summary of Nsight Compute's metrics; on a CPU, the CUDA compiler's report and each
+Triton kernel's launch grid. Student code runs in an untrusted worker, as in a grade. What each part shows and why
+it sits beside the pipeline: docs/performance.md, "`grader profile`".
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any
 
 from grader import availability, identity
 from grader.box import BOX
-from grader.correctness.stage import Target
+from grader.correctness.target import Target
 from grader.pipeline import GraderError, open_scratch, resolve_device
 from grader.problem import operands
 from grader.problem.spec import Case, Implementation, Problem

@@ -244,7 +244,7 @@ class TestResult:
         later = "graded on a GPU later" if self.reason == Reason.NEEDS_GPU else "not gradable on this machine"
         pts = f"{self.max_score:g} point{'' if self.max_score == 1 else 's'}"
         if self.reason == Reason.NOT_RUN:
-            # grade --watch stopped at the first failing case (correctness/stage.py): nothing grades these later, so
+            # grade --watch stopped at the first failing case (correctness/partrun.py): nothing grades these later, so
             # they are not "pending"; the next full grade runs them
             return f"not run: {pts}, --watch stopped at the first failing case (not counted here)"
         return f"pending: {pts}, {later} (not counted here)"

@@ -63,10 +63,22 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # batch: a class, one grade per submission (local, Slurm). It runs grades (as `python -m grader grade`
     # processes) and checks before the first whether they will be official (preflight), so it sits above both.
     ("batch", ("grader.batch.*",)),
-    # pipeline and preflight: the one place that knows the stages' order (admit, prepare, check, time, finish), and
+    # pipeline and preflight: the one place that knows the stages' order (admit, prepare, check, time, finish; the
+    # record its steps share, graderun; the prepare and finish steps, partprep and gradefinish), and
     # the admission questions it asks: is this grade official (preflight, staffprobe). `profile` (profiling.py)
     # admits a submission as a grade does (device, scratch, identity), then uses the stages' workers: here too.
-    ("pipeline/preflight", ("grader.pipeline", "grader.preflight", "grader.staffprobe", "grader.profiling")),
+    (
+        "pipeline/preflight",
+        (
+            "grader.pipeline",
+            "grader.graderun",
+            "grader.partprep",
+            "grader.gradefinish",
+            "grader.preflight",
+            "grader.staffprobe",
+            "grader.profiling",
+        ),
+    ),
     # performance: times the parts that passed; it uses correctness's target and checks for its sampled outputs.
     ("performance", ("grader.performance.*",)),
     # correctness: the cases against the truth, the pattern checks, the kernel check, and the correctness pass under

@@ -275,7 +275,7 @@ def test_every_profiled_call_on_a_gpu_is_checked_not_only_the_kernel_check_s():
     the data through the host, or answered with no kernel of its own (a device copy of an earlier answer), is a
     violation naming the case and the call, whichever call the kernel check later profiles. (The records are what
     Worker.run sends from a GPU; tests/test_exploits.py runs the real thing there.)"""
-    from grader.correctness.stage import _call_violations, _malformed_run_reply
+    from grader.correctness.verdict import call_violations, malformed_run_reply
     from grader.problem.spec import Case
     from grader.results import VIOLATION, Code
 
@@ -283,20 +283,20 @@ def test_every_profiled_call_on_a_gpu_is_checked_not_only_the_kernel_check_s():
     fill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(...)"
     honest = {"ops": ["fill_"], "triton_launches": None, "call_kernels": [[fill, "glu_kernel(...)"]] * 2,
               "runtime": ["cudaLaunchKernel"]}
-    assert _call_violations("cuda", case, honest, True, 64 * 256) == []
+    assert call_violations("cuda", case, honest, True, 64 * 256) == []
     host = {**honest, "call_kernels": [[fill, "Memcpy DtoH (Device -> Pageable)", "Memcpy HtoD (Pageable -> Device)",
                                          "alibi(...)"], [fill, "glu_kernel(...)"]]}
-    (v,) = _call_violations("cuda", case, host, True, 64 * 256)
+    (v,) = call_violations("cuda", case, host, True, 64 * 256)
     assert v.code == Code.HOST_TRANSFER and v.severity == VIOLATION and v.text.endswith("(case medium/float32, call 1)")
     cached = {**honest, "call_kernels": [[fill, "glu_kernel(...)"], [fill, "Memcpy DtoD (Device -> Device)"]]}
-    (v,) = _call_violations("cuda", case, cached, True, 64 * 256)
+    (v,) = call_violations("cuda", case, cached, True, 64 * 256)
     assert v.code == Code.NO_OWN_KERNEL and v.text.endswith("call 2)")
-    assert _call_violations("cuda", case, cached, False, 64 * 256) == []  # a wrong answer earns nothing anyway
-    assert _call_violations("cuda", case, {**cached, "call_kernels": None}, True, 64 * 256) == []  # CPU: no device record
+    assert call_violations("cuda", case, cached, False, 64 * 256) == []  # a wrong answer earns nothing anyway
+    assert call_violations("cuda", case, {**cached, "call_kernels": None}, True, 64 * 256) == []  # CPU: no device record
     import torch
 
     three_calls = {"outs": [torch.zeros(1)] * 2, "meta": {}, "x_after": torch.zeros(1), "call_kernels": [["k"]] * 3}
-    assert _malformed_run_reply(three_calls) == "'call_kernels' is not a list of kernel names per call"
+    assert malformed_run_reply(three_calls) == "'call_kernels' is not a list of kernel names per call"
 
 
 def test_error_categories_are_spelled_once_in_the_child_wire():
@@ -307,10 +307,10 @@ def test_error_categories_are_spelled_once_in_the_child_wire():
     import grader.child.worker as worker
     from grader import sandbox
     from grader.child import wire
-    from grader.correctness import stage
+    from grader.correctness import verdict
 
     assert sandbox.ERROR_CATEGORIES is wire.ERROR_CATEGORIES
-    assert stage.ERROR_CATEGORIES is wire.ERROR_CATEGORIES
+    assert verdict.ERROR_CATEGORIES is wire.ERROR_CATEGORIES
     assert not hasattr(worker, "CATEGORIES")  # no second copy on the child side
 
     def literal(node: ast.AST | None) -> str | None:

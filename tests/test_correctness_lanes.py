@@ -1,5 +1,5 @@
 """The student's CPU loop (issue 32 item 4) and a hang's cost (item 3), on the correctness side
-(grader/correctness/stage.py, grader/child/worker.py, grader/sandbox.py):
+(grader/correctness/partrun.py, grader/child/worker.py, grader/sandbox.py):
 - a Triton part's cases in two worker processes give the results of one, in the same order, with the same
   messages, kernel check and GPU compile check (whose launch records are merged in spec order);
 - a correctness worker's profiler does not import torch._inductor (0.8-1.1 s before each worker's first answer);
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from grader.correctness import stage
+from grader.correctness import partrun, tally
 from grader.pipeline import Options, grade
 from grader.results import FAILED, PASSED, SKIPPED, Grade, Kind, Reason
 
@@ -27,7 +27,7 @@ SECRET = 20261204  # the same inputs in every grade of this file
 
 
 def _grade(problem, sub: Path, out: Path, workers: int, monkeypatch, **kw: Any) -> Grade:
-    monkeypatch.setenv(stage.WORKERS_ENV, str(workers))
+    monkeypatch.setenv(partrun.WORKERS_ENV, str(workers))
     return grade(
         problem, Options(submission=sub, out=out, only=("triton",), device="cpu", secret=SECRET, perf=False, **kw)
     )
@@ -59,13 +59,13 @@ def _comparable(g: Grade) -> list[tuple[Any, ...]]:
                                                                           "broken/sys_exit")])
 def test_two_correctness_workers_give_the_results_of_one(problem, tmp_path, monkeypatch, sub):
     lanes: list[int] = []
-    second_lane = stage._PartRun.second_lane
+    second_lane = partrun.PartRun.second_lane
 
     def counted(self):
         lanes.append(1)
         return second_lane(self)
 
-    monkeypatch.setattr(stage._PartRun, "second_lane", counted)
+    monkeypatch.setattr(partrun.PartRun, "second_lane", counted)
     one = _grade(problem, ROOT / sub, tmp_path / "one", 1, monkeypatch)
     assert lanes == []
     two = _grade(problem, ROOT / sub, tmp_path / "two", 2, monkeypatch)
@@ -88,14 +88,14 @@ def test_records_of_two_lanes_merge_in_the_order_one_worker_records_them():
         def __init__(self, name: str):
             self.name = name
 
-    part = stage._PartRun.__new__(stage._PartRun)
-    part.runnable = [C(f"c{i}") for i in range(4)]  # type: ignore[misc]
+    counts = tally.Tally.__new__(tally.Tally)
+    runnable = [C(f"c{i}") for i in range(4)]
     r = [{"kernel": f"k{i}", "args": []} for i in range(6)]
-    part.records = {"c0": [r[1]], "c1": [r[2], r[1]], "c2": [r[3], r[2]], "c3": [r[4]]}
-    part.outcome = {}
-    assert part.merged_records([r[1], r[5]]) == [r[1], r[2], r[3], r[4], r[5]]
-    part.outcome = {"c1": "crash"}
-    assert part.merged_records([r[1], r[5]]) == [r[3], r[2], r[4], r[1], r[5]]
+    counts.records = {"c0": [r[1]], "c1": [r[2], r[1]], "c2": [r[3], r[2]], "c3": [r[4]]}
+    counts.outcome = {}
+    assert counts.merged_records(runnable, [r[1], r[5]]) == [r[1], r[2], r[3], r[4], r[5]]
+    counts.outcome = {"c1": "crash"}
+    assert counts.merged_records(runnable, [r[1], r[5]]) == [r[3], r[2], r[4], r[1], r[5]]
 
 
 def test_a_cpu_correctness_worker_s_profiler_does_not_import_inductor():
@@ -137,7 +137,7 @@ def test_a_watch_grade_that_stopped_does_not_run_the_gpu_compile_check(problem, 
     g = _grade(problem, sub, tmp_path, 1, monkeypatch, stop_at_failure=True)
     assert any(t.extra.get("stopped") for t in g.tests)
     row = next(t for t in g.tests if t.kind == Kind.COMPILE_CHECK)
-    assert (row.state, row.reason, row.output) == (SKIPPED, Reason.NOT_RUN, stage.COMPILE_STOPPED)
+    assert (row.state, row.reason, row.output) == (SKIPPED, Reason.NOT_RUN, partrun.COMPILE_STOPPED)
 
 
 @pytest.mark.slow  # a grade with a hanging case: its limit (~20 s after the first passed cases) and a restart

@@ -12,7 +12,7 @@ import pytest
 
 from grader import cli, report, results
 from grader.app import grade as app_grade
-from grader.correctness.stage import STOPPED
+from grader.correctness.partrun import STOPPED
 from grader.report import student
 from grader.pipeline import Options, grade, run_first
 from grader.results import FAILED, PASSED, SKIPPED, Grade, Kind, Reason

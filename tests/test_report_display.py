@@ -142,10 +142,10 @@ def test_cases_a_watch_grade_did_not_run_are_not_called_pending():
 def test_a_part_that_cannot_run_on_a_cpu_leaves_its_gpu_only_cases_pending_as_a_part_that_loads_does(problem):
     """A build failure (or a missing file) counted the GPU-only cases as failed on a CPU, while every other CPU
     grade skips them as pending: the points this machine can earn changed with how the part failed."""
-    from grader.pipeline import _fail_all
+    from grader.partprep import fail_all
 
     impl = problem.student_implementations["cuda"]
-    rows = _fail_all(problem, impl, FAILED, "not run: did not compile", Reason.BUILD_FAILED, "cpu")
+    rows = fail_all(problem, impl, FAILED, "not run: did not compile", Reason.BUILD_FAILED, "cpu")
     gpu_only = {c.name for c in problem.cases if c.gpu_only}
     assert gpu_only, "the glu spec has GPU-only cases"
     for t in rows:
@@ -153,7 +153,7 @@ def test_a_part_that_cannot_run_on_a_cpu_leaves_its_gpu_only_cases_pending_as_a_
             assert t.state == SKIPPED and t.reason == Reason.NEEDS_GPU and t.pending, t.output
         else:
             assert t.state == FAILED and t.reason == Reason.BUILD_FAILED
-    on_gpu = _fail_all(problem, impl, FAILED, "not run: did not compile", Reason.BUILD_FAILED, "cuda")
+    on_gpu = fail_all(problem, impl, FAILED, "not run: did not compile", Reason.BUILD_FAILED, "cuda")
     assert all(t.state == FAILED for t in on_gpu)
 
 

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from grader import performance
 from grader.child.inputs import digest, digest_weights
-from grader.correctness.stage import Target
+from grader.correctness.target import Target
 from grader.performance import rounds, stage, stats, workers
 from grader.problem import operands
 from grader.problem.inputs import make_input_seeded

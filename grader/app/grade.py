@@ -16,8 +16,9 @@ from rich.console import Console
 from grader import keyfile, report
 from grader.app import EXIT_GRADER_FAULT, EXIT_OK, EXIT_USAGE, ROOT, _check_writable, _key, course
 from grader.commands import grader_command
+from grader.graderun import Options
 from grader.performance import anchor
-from grader.pipeline import GraderError, Options, grade
+from grader.pipeline import GraderError, grade
 from grader.problem import layout
 from grader.problem.spec import Problem, find_problem, load_problem
 from grader.report import charts

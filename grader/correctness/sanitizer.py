@@ -1,6 +1,9 @@
 """On a GPU: one correctness pass of a CUDA part under NVIDIA's compute-sanitizer, as its own check row.
 
-Why: docs/architecture.md, "Modules: the why", grader/correctness/sanitizer.py.
+The cases run through a small harness (grader/child/cudacpu/gpu_harness.cu) that gives every input and output its own
+cudaMalloc of exactly its size, under memcheck (and racecheck when the source uses __shared__), with the correctness
+engine of grader/correctness/stage.py. The row has no points: each case it flagged fails instead (`charge`). Why
+(the caching allocator's slack hides an over-read): docs/SECURITY.md, "An over-read that leaves values right".
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from grader import textscan
-from grader.correctness.stage import Target, run_correctness
+from grader.correctness.stage import run_correctness
+from grader.correctness.target import Target
 from grader.cuda import build, part
 from grader.cuda.build import BuildFor, BuildRequest
 from grader.problem.reference import Reference

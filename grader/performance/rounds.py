@@ -104,7 +104,7 @@ class Rounds:
 # requests is a hang (a kernel that deadlocks on a timing-size shape, or on its 50th call), not a slow kernel:
 # it is stopped after ROUND_FLOOR_S plus ROUND_FACTOR times the slowest earlier request, not after the stage's
 # whole limit (the spec's timing_s, 600 s: the GPU held alone all that time). Floor and factor as for a
-# correctness case after others passed (grader/correctness/stage.py: CASE_FLOOR_S, CASE_FACTOR).
+# correctness case after others passed (grader/correctness/verdict.py: CASE_FLOOR_S, CASE_FACTOR).
 ROUND_FLOOR_S = 20.0
 ROUND_FACTOR = 10.0
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from grader import sandbox
-from grader.correctness.stage import Target
+from grader.correctness.target import Target
 from grader.performance import baselinerecord, judgement, rounds, score, stats, verification, workers
 from grader.performance.records import FirstPass, Timing
 from grader.problem import inputs, operands

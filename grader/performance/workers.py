@@ -11,7 +11,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from grader.correctness.stage import Target
+from grader.correctness.target import Target
 from grader.problem.spec import Problem
 from grader.sandbox import GraderFault, Sandbox, WorkerFailure
 
