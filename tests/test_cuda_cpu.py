@@ -76,7 +76,7 @@ def test_launches_are_rewritten_on_the_same_lines_whatever_their_spelling():
 
 def test_what_the_layer_cannot_run_is_found_on_the_student_s_own_lines_only():
     pre = (
-        '# 1 "cuda_cpu.h"\n'
+        '# 1 "cudacpu.h"\n'
         "void __syncthreads_like_helper_of_ours();\n"  # the layer's own header: not the student's
         '# 10 "glu_cuda.cu"\n'
         "int a = 0;\n"
@@ -102,7 +102,7 @@ def test_what_the_layer_cannot_run_is_found_on_the_student_s_own_lines_only():
 CONVERT = r"""
 #include <cstdio>
 #include <cstdint>
-#include "cuda_cpu.h"
+#include "cudacpu.h"
 int main() {
     float f;
     while (fread(&f, 4, 1, stdin) == 1) {

@@ -71,8 +71,8 @@ ATTACKS: dict[str, tuple[str, str]] = {
     # nvcc's device pass defines __CUDA_ARCH__; the layer compiles device code as host code
     "cuda_arch_in_device_code": (_switched("#ifndef __CUDA_ARCH__"), "#ifndef __CUDA_ARCH__"),
     # a header only one build has
-    "has_include": (_switched("#if __has_include(<cuda_cpu.h>)"), "#if __has_include"),
-    "shim_only_header": (_switched("#ifndef CUDART_VERSION", "#include <cuda_cpu.h>\n"), "#include <cuda_cpu.h>"),
+    "has_include": (_switched("#if __has_include(<cudacpu.h>)"), "#if __has_include"),
+    "shim_only_header": (_switched("#ifndef CUDART_VERSION", "#include <cudacpu.h>\n"), "#include <cudacpu.h>"),
     "header_macro": (_switched("#ifndef CUDART_VERSION"), "#ifndef CUDART_VERSION"),
     # the directive hidden from a line-by-line reader: a line continuation (with blanks after the backslash, which
     # g++ and clang accept), a comment inside the directive, a comment over two lines, the %: digraph; each tests
@@ -112,7 +112,7 @@ def _layer_cpp(source: str, tmp: Path) -> str:
             "-Iinclude",
             "-I.",
             "-include",
-            "cuda_cpu.h",
+            "cudacpu.h",
             "-DCUDACPU_ENTRY=glu_cuda_forward",
             "-E",
             "-P",
@@ -206,7 +206,7 @@ def test_the_layer_leaves_the_student_no_macro_of_its_own(tmp_path):
             "-Iinclude",
             "-I.",
             "-include",
-            "cuda_cpu.h",
+            "cudacpu.h",
             "-DCUDACPU_ENTRY=glu_cuda_forward",
             "-DCUDACPU_SCAN",
             "-dM",

@@ -76,7 +76,7 @@ _REGION = re.compile(
     r"is located (\d{1,20}) bytes (after|to the right of|before|to the left of|inside of) (\d{1,20})-byte region "
     r"\[(0x[0-9a-f]{1,16}),"
 )
-# cuda_cpu.h's __asan_on_error: the grid position that was running when the report started.
+# cudacpu.h's __asan_on_error: the grid position that was running when the report started.
 _THREAD = re.compile(
     r"^cudacpu-thread block=(\(\d{1,10},\d{1,10},\d{1,10}\)) thread=(\(\d{1,10},\d{1,10},\d{1,10}\))$", re.M
 )

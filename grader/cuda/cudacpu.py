@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 LAYER = Path(__file__).resolve().parents[1] / "child" / "cudacpu"
 SANITIZE = ("-fsanitize=address,undefined,alignment", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer")
-# g++ on an ELF platform: cuda_cpu.h puts the __device__ and __constant__ variables, and only them, in .noinit and
+# g++ on an ELF platform: cudacpu.h puts the __device__ and __constant__ variables, and only them, in .noinit and
 # .persistent; this link script (INSERT: the default script does the rest) gathers both sections between two symbols
 # on 64 KiB boundaries (every page size of Linux's platforms divides it), pages of their own that host code cannot
 # touch between launches (grader/child/cudacpu/device_memory.h). It is written into each build directory (_stage):
@@ -125,7 +125,7 @@ def layer_macros(cxx: str) -> frozenset[str] | None:
         probe.write_text(
             "".join(f"#if __has_include(<{h}>)\n#include <{h}>\n#endif\n" for h in sorted(STD_HEADERS | CUDA_HEADERS))
         )
-        flags = [*BASE, f"-I{LAYER / 'include'}", f"-I{LAYER}", "-include", "cuda_cpu.h", "-dM", "-E", probe.name]
+        flags = [*BASE, f"-I{LAYER / 'include'}", f"-I{LAYER}", "-include", "cudacpu.h", "-dM", "-E", probe.name]
         done = None
         # With the sanitizers' flags first (their macros are the build's); a compiler that refuses them (MSYS2's
         # g++) builds without them, and is asked without them.
@@ -259,7 +259,7 @@ def build_cpu_layer(req: BuildRequest) -> PartBuild:
     def run(args: list[str]) -> tuple[int, str]:
         return _run_step([cxx, *args], bdir, req.scratch, max(1.0, req.timeout_s - (time.monotonic() - t0)))
 
-    common = [*BASE, "-Iinclude", "-I.", "-include", "cuda_cpu.h", f"-DCUDACPU_ENTRY={req.entry}"]
+    common = [*BASE, "-Iinclude", "-I.", "-include", "cudacpu.h", f"-DCUDACPU_ENTRY={req.entry}"]
     common += signature_flags(req.inputs)
     try:
         uses = _scan_unit(run, common, unit, src.name)

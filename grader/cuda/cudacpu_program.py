@@ -88,7 +88,7 @@ PLATFORM_NAMES = frozenset({"linux", "unix", "i386"})
 # a macro under nvcc and not in the layer.
 _OWNED_PREFIXES = ("CUDA", "cuda", "CU_", "NV_", "NVRTC", "CUB_", "THRUST_", "CCCL", "LIBCUDACXX")
 # Headers a kernel may include: the CUDA ones the layer's shims stand in for (grader/child/cudacpu/include/) and the
-# C/C++ standard headers a launcher uses. Any other (a shim-only file such as cuda_cpu.h, a local file, a header only
+# C/C++ standard headers a launcher uses. Any other (a shim-only file such as cudacpu.h, a local file, a header only
 # one machine has) is refused: its contents differ between the builds.
 CUDA_HEADERS = frozenset(
     {

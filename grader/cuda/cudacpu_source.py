@@ -122,7 +122,7 @@ def rewrite_launches(src: str) -> str:
         args = src[p + 1 : close]
         # Every part stays on its line: the name's newlines come first (the configuration starts on the line of
         # `<<<`, the arguments on theirs), so __LINE__ in either reads what nvcc's build reads. The configuration
-        # is evaluated before the arguments, as nvcc sequences a launch (cuda_cpu.h `configure`).
+        # is evaluated before the arguments, as nvcc sequences a launch (cudacpu.h `configure`).
         out.append(src[pos:start])
         out.append(
             "\n" * src[start:i].count("\n")
