@@ -1,6 +1,5 @@
 // cudacpu.h: the grader's CUDA-on-CPU layer. A student's .cu compiles as host C++ with this header forced in
-// first (-include cudacpu.h); grader/cuda/cudacpu_source.py rewrites each
-// `kernel<<<grid, block, shm, stream>>>(args)` into
+// first (-include cudacpu.h); grader/cuda/cudacpu_source.py turns `kernel<<<grid, block, shm, stream>>>(args)` into
 // `(cudacpu::configure(cudacpu::Config(grid, block, shm, stream)) ? (void)0 : cudacpu::launch_configured(<kernel as
 // a generic lambda>, args))`, nvcc's order of evaluation; `launch_configured` calls `cudacpu::launch(cfg, kernel,
 // args)`, which runs every
