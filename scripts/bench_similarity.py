@@ -39,8 +39,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from grader import textscan  # noqa: E402
 from grader.problem.spec import find_problem, load_problem  # noqa: E402
 from grader.report import similarity as S  # noqa: E402
+from grader.report import simtokens  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("similarity_bench", ROOT / "scripts" / "similarity_bench.py")
 assert _spec is not None and _spec.loader is not None
@@ -305,7 +307,7 @@ _C_API = {"glu_cuda_forward", "to_float", "from_float", "T", "cudaStream_t"}
 
 
 def rename(src: str, lang: str) -> str:
-    keep = S.PY_KEEP if lang == "py" else S.C_KEEP
+    keep = simtokens.PY_KEEP if lang == "py" else simtokens.C_KEEP
     words = set(re.findall(r"\b[A-Za-z_]\w*\b", src))
     mapping = {}
     for w in words:
@@ -414,8 +416,8 @@ def no_op(src: str, lang: str) -> str:
         return "\n".join(out) + "\n"
     aliases = {"return": "RET_", "const": "CONST_", "float": "F32_", "int64_t": "I64_", "for": "LOOP_", "if": "WHEN_"}
     head = "".join(f"#define {v} {k}\n" for k, v in aliases.items())
-    spans = S.textscan.literal_spans(src)
-    text = S.textscan.strip_comments(src) if spans else src
+    spans = textscan.literal_spans(src)
+    text = textscan.strip_comments(src) if spans else src
     for ln in text.splitlines():
         if ln.lstrip().startswith("#"):  # directives stay as they are (nvcc must still build it)
             out.append(ln)

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from grader.correctness import sanitizer
-from grader.cuda import cudacpu
+from grader.cuda import cudacpu, cudacpu_source
 from grader.cuda.build import find_nvcc
 from grader.pipeline import Options, grade
 from grader.results import FAILED, PASSED, SKIPPED, Kind, Reason
@@ -54,7 +54,7 @@ def test_launches_are_rewritten_on_the_same_lines_whatever_their_spelling():
         '    const char* s = "<<<no>>>";\n'
         "}\n"
     )
-    out = cudacpu.rewrite_launches(src)
+    out = cudacpu_source.rewrite_launches(src)
     assert out.count("\n") == src.count("\n")  # sanitizer reports keep the student's line numbers
     lines = out.splitlines()
     # Each part on its own line (__LINE__ in the configuration or the arguments reads what nvcc's build reads), the
@@ -76,7 +76,7 @@ def test_launches_are_rewritten_on_the_same_lines_whatever_their_spelling():
 
 def test_what_the_layer_cannot_run_is_found_on_the_student_s_own_lines_only():
     pre = (
-        '# 1 "cuda_cpu.h"\n'
+        '# 1 "cudacpu.h"\n'
         "void __syncthreads_like_helper_of_ours();\n"  # the layer's own header: not the student's
         '# 10 "glu_cuda.cu"\n'
         "int a = 0;\n"
@@ -87,7 +87,7 @@ def test_what_the_layer_cannot_run_is_found_on_the_student_s_own_lines_only():
         "    extern __shared__ float dyn[];\n"
         "    __shared__ float fixed[256];\n"  # static shared memory alone runs (one block at a time)
     )
-    found = cudacpu.unsupported(pre, "glu_cuda.cu")
+    found = cudacpu_source.unsupported(pre, "glu_cuda.cu")
     assert found == [
         "__syncthreads (block-wide barriers) (glu_cuda.cu:11)",
         "warp shuffles and votes (glu_cuda.cu:12)",
@@ -102,7 +102,7 @@ def test_what_the_layer_cannot_run_is_found_on_the_student_s_own_lines_only():
 CONVERT = r"""
 #include <cstdio>
 #include <cstdint>
-#include "cuda_cpu.h"
+#include "cudacpu.h"
 int main() {
     float f;
     while (fread(&f, 4, 1, stdin) == 1) {

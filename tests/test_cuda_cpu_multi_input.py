@@ -237,7 +237,7 @@ inline cudaError_t cudaMemset(void* d, int v, size_t n) { memset(d, v, n); retur
 def _cpu_built_gpu_harness(src: Path, bdir: Path) -> Path:
     unit = cudacpu._stage(bdir, src.name, src.read_text())
     (bdir / "gpu_shim.h").write_text(GPU_SHIM)
-    common = [*cudacpu.BASE, "-Iinclude", "-I.", "-include", "cuda_cpu.h", *cudacpu.SANITIZE]
+    common = [*cudacpu.BASE, "-Iinclude", "-I.", "-include", "cudacpu.h", *cudacpu.SANITIZE]
     cmd = [cudacpu.find_compiler() or "g++", *common, f"-DCUDACPU_ENTRY={ENTRY}", *cudacpu.signature_flags(2)]
     cmd += [unit.name, "-include", "gpu_shim.h", "-x", "c++", "gpu_harness.cu", "-o", "gpu_harness_cpu"]
     done = subprocess.run(cmd, cwd=bdir, capture_output=True, text=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from grader import cli
-from grader.publish import handout
+from grader.publish import handout, handout_noxfile
 
 ROOT = Path(__file__).resolve().parent.parent
 STAFF = sorted((ROOT / "reference").glob("*/solution_*"))
@@ -221,7 +221,7 @@ def lint(session: nox.Session) -> None:
 
 
 def test_the_handout_noxfile_drops_what_only_staff_sessions_use():
-    text = handout.student_noxfile(SMALL_NOXFILE)
+    text = handout_noxfile.student_noxfile(SMALL_NOXFILE)
     for gone in ("STAFF_TOOL", "_staff_helper", "import shutil", "lint", "only lint uses this"):
         assert gone not in text, gone
     for kept in ("import os\n", "import nox\n", "from __future__ import annotations", 'nox.options.sessions = ["tests"]',

@@ -4,8 +4,8 @@ The layer compiles a student's .cu with a host compiler against its own headers;
 headers and macros, in a host and a device pass. A source whose preprocessor can tell the two apart (the layer's
 own macros, a compiler's identity macros, __CUDA_ARCH__, __has_include, a shim-only header, a header macro such as
 CUDART_VERSION, a stringified qualifier) would let the layer grade one program while nvcc builds another: a file
-whose nvcc build was a stub got 24/24 CUDA correctness, signed. grader/cuda/cudacpu.py's one_program refuses such a file
-before anything is built: the CPU layer grants it nothing, says which line, and leaves it to the GPU grade.
+whose nvcc build was a stub got 24/24 CUDA correctness, signed. grader/cuda/cudacpu_program.py's one_program refuses
+such a file before anything is built: the CPU layer grants it nothing, says which line, and leaves it to the GPU grade.
 
 Each attack below is a real two-program source: `_two_programs` shows that the layer's preprocessor and an
 nvcc-like one (nvcc's identification macros, __CUDA_ARCH__ for its device pass, CUDART_VERSION from its runtime
@@ -22,7 +22,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grader.cuda import cudacpu
+from grader.cuda import cudacpu, cudacpu_program
 from grader.results import PASSED, Kind, Reason
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,8 +71,8 @@ ATTACKS: dict[str, tuple[str, str]] = {
     # nvcc's device pass defines __CUDA_ARCH__; the layer compiles device code as host code
     "cuda_arch_in_device_code": (_switched("#ifndef __CUDA_ARCH__"), "#ifndef __CUDA_ARCH__"),
     # a header only one build has
-    "has_include": (_switched("#if __has_include(<cuda_cpu.h>)"), "#if __has_include"),
-    "shim_only_header": (_switched("#ifndef CUDART_VERSION", "#include <cuda_cpu.h>\n"), "#include <cuda_cpu.h>"),
+    "has_include": (_switched("#if __has_include(<cudacpu.h>)"), "#if __has_include"),
+    "shim_only_header": (_switched("#ifndef CUDART_VERSION", "#include <cudacpu.h>\n"), "#include <cudacpu.h>"),
     "header_macro": (_switched("#ifndef CUDART_VERSION"), "#ifndef CUDART_VERSION"),
     # the directive hidden from a line-by-line reader: a line continuation (with blanks after the backslash, which
     # g++ and clang accept), a comment inside the directive, a comment over two lines, the %: digraph; each tests
@@ -112,7 +112,7 @@ def _layer_cpp(source: str, tmp: Path) -> str:
             "-Iinclude",
             "-I.",
             "-include",
-            "cuda_cpu.h",
+            "cudacpu.h",
             "-DCUDACPU_ENTRY=glu_cuda_forward",
             "-E",
             "-P",
@@ -188,7 +188,7 @@ def test_every_legitimate_kernel_is_one_program(path):
     """The staff solutions of every problem and every CPU-layer test kernel: nothing legitimate is refused."""
     macros = cudacpu.layer_macros(CXX)
     assert macros, "the layer's compiler listed no macros"
-    assert cudacpu.one_program(path.read_text(), path.name, macros) is None
+    assert cudacpu_program.one_program(path.read_text(), path.name, macros) is None
 
 
 @needs_cxx
@@ -206,7 +206,7 @@ def test_the_layer_leaves_the_student_no_macro_of_its_own(tmp_path):
             "-Iinclude",
             "-I.",
             "-include",
-            "cuda_cpu.h",
+            "cudacpu.h",
             "-DCUDACPU_ENTRY=glu_cuda_forward",
             "-DCUDACPU_SCAN",
             "-dM",
@@ -223,8 +223,9 @@ def test_the_layer_leaves_the_student_no_macro_of_its_own(tmp_path):
     assert not [n for n in names if "cudacpu" in n.lower()], sorted(n for n in names if "cudacpu" in n.lower())
     assert "__CUDACC__" in names
     # Every macro the layer leaves defined is either one the scan refuses in a condition or one nvcc has alike.
+    macros = cudacpu.layer_macros(CXX) or frozenset()
     for n in names:
-        assert n in cudacpu.SAME_IN_BOTH or cudacpu._in_condition(n, cudacpu.layer_macros(CXX) or frozenset()), n
+        assert n in cudacpu_program.SAME_IN_BOTH or cudacpu_program._in_condition(n, macros), n
 
 
 # -- the scan itself ------------------------------------------------------------------------------------------------
@@ -272,10 +273,10 @@ def test_any_spelling_of_a_forbidden_condition_is_refused_and_of_an_allowed_one_
     macros = frozenset({"EOF", "_GNU_SOURCE", "NULL"})
     cond = data.draw(st.sampled_from(FORBIDDEN))
     bad = "#define BLOCK 128\n#if 0\n" * (directive == "elif") + _obfuscate(directive, cond, data) + "#endif\n"
-    assert cudacpu.one_program("int a;\n" + bad, "k.cu", macros) is not None, repr(bad)
+    assert cudacpu_program.one_program("int a;\n" + bad, "k.cu", macros) is not None, repr(bad)
     cond = data.draw(st.sampled_from(ALLOWED))
     good = "#define BLOCK 128\n#if 0\n" * (directive == "elif") + _obfuscate(directive, cond, data) + "#endif\n"
-    assert cudacpu.one_program("int a;\n" + good, "k.cu", macros) is None, repr(good)
+    assert cudacpu_program.one_program("int a;\n" + good, "k.cu", macros) is None, repr(good)
 
 
 @pytest.mark.parametrize(
@@ -299,15 +300,15 @@ def test_any_spelling_of_a_forbidden_condition_is_refused_and_of_an_allowed_one_
     ],
 )
 def test_each_other_way_to_tell_the_builds_apart_is_refused(source, what):
-    why = cudacpu.one_program(source, "k.cu", frozenset({"EOF"}))
+    why = cudacpu_program.one_program(source, "k.cu", frozenset({"EOF"}))
     assert why is not None and what in why and why.startswith("k.cu:"), why
 
 
 def test_macro_bodies_reached_from_a_condition_are_checked_in_a_chain_of_any_length():
     chain = "".join(f"#define M{i} M{i + 1}\n" for i in range(10_000)) + "#define M10000 __x86_64\n#if M0\n#endif\n"
-    why = cudacpu.one_program(chain, "k.cu", frozenset())
+    why = cudacpu_program.one_program(chain, "k.cu", frozenset())
     assert why is not None and "__x86_64" in why, why
-    assert cudacpu.one_program(chain.replace("__x86_64", "1"), "k.cu", frozenset()) is None
+    assert cudacpu_program.one_program(chain.replace("__x86_64", "1"), "k.cu", frozenset()) is None
 
 
 @pytest.mark.parametrize(
@@ -324,12 +325,12 @@ def test_macro_bodies_reached_from_a_condition_are_checked_in_a_chain_of_any_len
 )
 def test_the_scan_is_linear_on_a_megabyte_of_hostile_text(source):
     t0 = time.monotonic()
-    cudacpu.one_program(source, "k.cu", frozenset())
+    cudacpu_program.one_program(source, "k.cu", frozenset())
     assert time.monotonic() - t0 < 10.0
 
 
 def test_a_source_over_the_cap_is_refused_unread():
-    why = cudacpu.one_program("int a;\n" * (cudacpu.SOURCE_CAP // 7 + 1), "k.cu", frozenset())
+    why = cudacpu_program.one_program("int a;\n" * (cudacpu_program.SOURCE_CAP // 7 + 1), "k.cu", frozenset())
     assert why is not None and "larger than" in why, why
 
 
@@ -344,7 +345,7 @@ def test_without_the_check_the_exploit_would_be_graded_as_a_correct_kernel(tmp_p
 
     src = EXPLOIT / "glu_cuda.cu"
     assert _two_programs(src.read_text(), tmp_path)
-    monkeypatch.setattr(cudacpu, "one_program", lambda *a, **k: None)
+    monkeypatch.setattr(cudacpu_program, "one_program", lambda *a, **k: None)
     b = cudacpu.build_cpu(src, entry="glu_cuda_forward", scratch=None, build_dir=tmp_path / "build")
     assert b.state == cudacpu.State.OK, b.text
     k = CpuRowKernel(b.harness, "glu_cuda_forward", lambda c: c // 2, "h", "s", "glu_cuda.cu")
@@ -366,5 +367,5 @@ def test_the_macro_switch_exploit_earns_no_cuda_point_on_the_cpu(grade_dir):
 
 def test_no_compiler_is_needed_to_refuse():
     """The scan itself needs neither nvcc nor a C++ compiler: it is Python over the source's text."""
-    why = cudacpu.one_program(ATTACKS["not_nvcc"][0], "glu_cuda.cu")
+    why = cudacpu_program.one_program(ATTACKS["not_nvcc"][0], "glu_cuda.cu")
     assert why is not None and "__NVCC__" in why

@@ -18,6 +18,7 @@ import pytest
 from grader.cli import main as cli_main
 from grader.problem.spec import find_problem, load_problem
 from grader.report import similarity as S
+from grader.report import simnorm, simscore, simtokens
 
 ROOT = Path(__file__).resolve().parent.parent
 CORRECT = ROOT / "tests" / "data" / "problems" / "glu" / "correct"
@@ -65,7 +66,7 @@ def _independent() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
 
 def _rename(src: str, lang: str) -> str:
     """Every name the student chose, renamed consistently (a planted copy's disguise)."""
-    keep = S.PY_KEEP if lang == "py" else S.C_KEEP
+    keep = simtokens.PY_KEEP if lang == "py" else simtokens.C_KEEP
     words = set(re.findall(r"\b[A-Za-z_]\w*\b", src))
     mapping = {}
     for w in words:
@@ -170,12 +171,12 @@ def test_planted_copies_found_and_independent_kernels_not(planted_class) -> None
 
 def test_rename_and_comments_change_no_token() -> None:
     src = (CORRECT / "rows_2d_grid" / "glu_triton.py").read_text(encoding="utf-8")
-    assert S.tokenize(src, "py").kinds == S.tokenize(_recomment(_rename(src, "py"), "py"), "py").kinds
+    assert simtokens.tokenize(src, "py").kinds == simtokens.tokenize(_recomment(_rename(src, "py"), "py"), "py").kinds
     cu = (CORRECT / "cuda_pairs" / "glu_cuda.cu").read_text(encoding="utf-8")
-    assert S.tokenize(cu, "c").kinds == S.tokenize(_recomment(_rename(cu, "c"), "c"), "c").kinds
+    assert simtokens.tokenize(cu, "c").kinds == simtokens.tokenize(_recomment(_rename(cu, "c"), "c"), "c").kinds
     # What a student cannot rename is kept: the API's names tell two kernels apart.
-    assert "load" in S.tokenize("a = tl.load(p)", "py").kinds
-    assert "V" in S.tokenize("a = tl.load(p)", "py").kinds
+    assert "load" in simtokens.tokenize("a = tl.load(p)", "py").kinds
+    assert "V" in simtokens.tokenize("a = tl.load(p)", "py").kinds
 
 
 def test_thirty_identical_stubs_match_nothing(tmp_path: Path) -> None:
@@ -328,9 +329,9 @@ def test_groups_of_three_are_one_group(tmp_path: Path) -> None:
 def test_tokenizer_is_linear_on_hostile_text(text: str) -> None:
     for lang in ("py", "c"):
         t0 = time.monotonic()
-        toks = S.tokenize(text, lang)
+        toks = simtokens.tokenize(text, lang)
         assert time.monotonic() - t0 < 30, lang  # linear: under a second; quadratic on 1 MB: hours (loose: load)
-        assert len(toks.kinds) <= S.MAX_TOKENS
+        assert len(toks.kinds) <= simtokens.MAX_TOKENS
 
 
 def test_bad_arguments_are_one_line(tmp_path: Path, capsys) -> None:
@@ -345,10 +346,10 @@ def test_bad_arguments_are_one_line(tmp_path: Path, capsys) -> None:
 
 
 def test_line_ranges_and_winnowing() -> None:
-    assert S.line_ranges([1, 2, 3, 7, 9, 10]) == "1-3, 7, 9-10"
-    assert S.line_ranges([]) == ""
+    assert simscore.line_ranges([1, 2, 3, 7, 9, 10]) == "1-3, 7, 9-10"
+    assert simscore.line_ranges([]) == ""
     hashes = [5, 3, 8, 3, 9, 1, 4, 4, 7, 2, 6]
-    picked = S.winnow(hashes, 4)
+    picked = simtokens.winnow(hashes, 4)
     for i in range(len(hashes) - 3):  # every window holds a picked position
         assert any(i <= p < i + 4 for p in picked)
     for a, b in itertools.pairwise(picked):
@@ -476,17 +477,17 @@ def test_dead_code_does_not_hide_a_copy(tmp_path: Path) -> None:
 def test_normalised_tokens_ignore_no_ops_aliases_and_dead_branches() -> None:
     py = "def f(a):\n    '''doc'''\n    b = a + 1  # c\n    return (b)\n"
     noisy = "def g(x):\n    b = x + 1; pass\n    pass\n    if False:\n        x = 3\n    return b; pass\n"
-    assert S.normalize(py, "py").kinds == S.normalize(noisy, "py").kinds
+    assert simtokens.normalize(py, "py").kinds == simtokens.normalize(noisy, "py").kinds
     c = "int f(int a) { const long b = a + 1; return (b); }\n"
     aliased = "#define RET return\n#define I64 int64_t\nint f(int a) {;; I64 b = a + 1;; RET b;; }\n"
-    assert S.normalize(c, "c").kinds == S.normalize(aliased, "c").kinds
+    assert simtokens.normalize(c, "c").kinds == simtokens.normalize(aliased, "c").kinds
     # Conditionals resolved as nvcc would: __CUDACC__ defined.
     cond = "#ifdef __CUDACC__\nint f(int a) { return a; }\n#else\nint f(int a) { return a + 1 + 2 + 3; }\n#endif\n"
-    assert S.normalize(cond, "c").kinds == S.normalize("int f(int a) { return a; }\n", "c").kinds
+    assert simtokens.normalize(cond, "c").kinds == simtokens.normalize("int f(int a) { return a; }\n", "c").kinds
     # A file Python's ast cannot take falls back to its tokens.
-    assert S.normalize("def f(:\n    pass\n", "py").how == "tokens"
+    assert simtokens.normalize("def f(:\n    pass\n", "py").how == "tokens"
     deep = "x = " + "(" * 200_000 + "1" + ")" * 200_000 + "\n"
-    assert S.normalize(deep, "py").how == "tokens"
+    assert simtokens.normalize(deep, "py").how == "tokens"
 
 
 def test_the_preprocessor_never_reads_a_file(tmp_path: Path) -> None:
@@ -503,9 +504,9 @@ def test_the_preprocessor_never_reads_a_file(tmp_path: Path) -> None:
         f'#if __has_include("{secret}")\nint SECRET_MARKER_41;\n#endif\n',
         f'#pragma GCC dependency "{secret}"\n',
     ):
-        safe = S.simnorm.safe_for_cpp(text)
+        safe = simnorm.safe_for_cpp(text)
         assert "include" not in safe.replace("__has_include", "") or "#" not in safe, text
-        out = S.simnorm.run_cpp(text)
+        out = simnorm.run_cpp(text)
         assert out is None or "SECRET_MARKER_41" not in out, text
         assert text.count("\n") == safe.count("\n")  # line numbers kept
 
@@ -515,7 +516,7 @@ def test_a_macro_bomb_falls_back_to_tokens() -> None:
     compared instead."""
     lines = ["#define A0 x x"] + [f"#define A{i} A{i - 1} A{i - 1}" for i in range(1, 40)] + ["int v = A39;"]
     t0 = time.monotonic()
-    n = S.normalize("\n".join(lines) + "\n", "c")
+    n = simtokens.normalize("\n".join(lines) + "\n", "c")
     assert n.how == "tokens"
     assert time.monotonic() - t0 < 60
 
@@ -524,16 +525,17 @@ def test_groups_are_cliques_not_chains() -> None:
     """a-b and b-c flagged but not a-c: no group (the chained group of issue 41 put unrelated students together);
     a, b, c all pairwise flagged: one group, each of its pairs numbered."""
 
-    def doc(name: str) -> S.Doc:
-        return S.make_doc(
-            name, "t", "", "x = 1\n", "py", S.Vocabulary(), S.Boilerplate(frozenset(), frozenset()), False
+    def doc(name: str) -> simscore.Doc:
+        return simscore.make_doc(
+            name, "t", "", "x = 1\n", "py", simtokens.Vocabulary(), simscore.Boilerplate(frozenset(), frozenset()),
+            False,
         )
 
     a, b, c, d = (doc(x) for x in "abcd")
-    chain = [S.Pair(a, b, "t", 0.98, 1, 1, [], []), S.Pair(b, c, "t", 0.8, 1, 1, [], [])]
-    assert S.groups(chain) == [] and {p.group for p in chain} == {0}
-    clique = [*chain, S.Pair(a, c, "t", 0.75, 1, 1, [], []), S.Pair(c, d, "t", 0.72, 1, 1, [], [])]
-    assert S.groups(clique) == [["a", "b", "c"]]
+    chain = [simscore.Pair(a, b, "t", 0.98, 1, 1, [], []), simscore.Pair(b, c, "t", 0.8, 1, 1, [], [])]
+    assert simscore.groups(chain) == [] and {p.group for p in chain} == {0}
+    clique = [*chain, simscore.Pair(a, c, "t", 0.75, 1, 1, [], []), simscore.Pair(c, d, "t", 0.72, 1, 1, [], [])]
+    assert simscore.groups(clique) == [["a", "b", "c"]]
     assert [p.group for p in clique] == [1, 1, 1, 0]
 
 
@@ -589,9 +591,9 @@ def test_the_preprocessor_runs_under_its_limits(tmp_path: Path, monkeypatch: pyt
     fake.write_text('#!/bin/sh\necho "int v$(ulimit -v)_$(ulimit -f)_$(ulimit -t)_$(ls -A | wc -l);"\n')
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
-    out = S.simnorm.run_cpp("int x;\n")
+    out = simnorm.run_cpp("int x;\n")
     assert out is not None
-    want = f"v{S.simnorm.CPP_MAX_MEMORY >> 10}_0_{int(S.simnorm.CPP_TIMEOUT_S) + 1}_0"
+    want = f"v{simnorm.CPP_MAX_MEMORY >> 10}_0_{int(simnorm.CPP_TIMEOUT_S) + 1}_0"
     assert want in out.replace(" ", ""), out
 
 
@@ -600,4 +602,4 @@ def test_equivalent_c_spellings_are_one() -> None:
     parentheses, long long and int64_t."""
     a = "void f(int n) { for (long long i = (int64_t)n; i < n; i += 4) { g(i); } }\n"
     b = "void f(int n) { for (int64_t i = static_cast<int64_t>((n)); i < n; i = i + 4) g(i); }\n"
-    assert S.normalize(a, "c").kinds == S.normalize(b, "c").kinds
+    assert simtokens.normalize(a, "c").kinds == simtokens.normalize(b, "c").kinds

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from grader import textscan
 from grader.correctness import kernelcheck, static
 from grader.correctness import sanitizer
-from grader.cuda import build, cudacpu, cudainfo, runner
+from grader.cuda import build, cudacpu_source, cudainfo, runner
 
 # Loose on purpose: a linear parse of 1 MB takes well under a second, a quadratic one hours; 30 s keeps that
 # apart on a 2-core machine shared with other work (10 s flaked there under load), and is no timing claim.
@@ -139,8 +139,8 @@ def _every_parser(text: str) -> dict[str, float]:
     """Every parser the parent runs over submission-influenced text, on one input: the seconds each took."""
     runs: dict[str, Callable[[], object]] = {
         "textscan.code_mask": lambda: textscan.code_mask(text),
-        "cudacpu.rewrite_launches": lambda: cudacpu.rewrite_launches(text),
-        "cudacpu.unsupported": lambda: cudacpu.unsupported('# 1 "glu_cuda.cu"\n' + text, "glu_cuda.cu"),
+        "cudacpu_source.rewrite_launches": lambda: cudacpu_source.rewrite_launches(text),
+        "cudacpu_source.unsupported": lambda: cudacpu_source.unsupported('# 1 "glu_cuda.cu"\n' + text, "glu_cuda.cu"),
         "sanitizer.tools_for": lambda: sanitizer.tools_for(text),
         "static.scan_cuda": lambda: static.scan_cuda(text),
         "static.scan_python": lambda: static.scan_python(text),
@@ -261,7 +261,7 @@ def test_many_kernel_launches_make_a_short_report_quickly() -> None:
 
 @pytest.mark.parametrize("src", [_mb("extern "), _mb("extern a ") + "__shared__"], ids=["no shared", "shared"])
 def test_extern_shared_scan_is_linear(src: str) -> None:
-    found = bounded(cudacpu.unsupported, '# 1 "glu_cuda.cu"\n' + src, "glu_cuda.cu")
+    found = bounded(cudacpu_source.unsupported, '# 1 "glu_cuda.cu"\n' + src, "glu_cuda.cu")
     assert bool(found) == src.endswith("__shared__")
 
 

@@ -1,18 +1,9 @@
 """Call a CUDA row kernel built for the CPU (grader/cuda/cudacpu.py) on CPU tensors: the CUDA-on-CPU twin of
-cuda_binding.CudaRowKernel and cuda_abi.CudaMultiKernel, with the same ABI (the spec's inputs, in order: their
-pointers, the output's, rows, out_cols, each input's row stride, dtype, stream) and the same messages for the
-library's return codes.
-
-Each call runs the harness executable (grader/child/cudacpu/harness.cpp) once, with the request of
-grader/child/cudacpu/protocol.h on its stdin: every input as exactly the elements the kernel may read, and the
-output comes back from a buffer of exactly its size that the harness poisoned with all-ones bytes. The harness runs
-the launch in more than one order (blocks and threads forward, reversed, and in a seeded permutation) and compares
-the outputs: a difference is a race. The inputs come back too and are written into the caller's tensors, so that a
-kernel that writes into an input is caught by the grader's input check.
-
-A sanitizer report (AddressSanitizer: out of bounds; UBSan: misaligned or other undefined behaviour) ends the
-harness; it is turned here into one line naming the student's file and line, and a category the parent reads
-(never its text).
+cuda_binding.CudaRowKernel and cuda_abi.CudaMultiKernel, with the same ABI and the same messages for the library's
+return codes. Each call runs the harness executable (grader/child/cudacpu/harness.cpp) once, with the request of
+grader/child/cudacpu/protocol.h on its stdin, in more than one launch order (a difference is a race); a sanitizer
+report is turned into one line naming the student's file and line, and a category the parent reads (never its
+text). How, in full: docs/architecture.md ("The CUDA-on-CPU layer").
 """
 
 from __future__ import annotations
@@ -85,7 +76,7 @@ _REGION = re.compile(
     r"is located (\d{1,20}) bytes (after|to the right of|before|to the left of|inside of) (\d{1,20})-byte region "
     r"\[(0x[0-9a-f]{1,16}),"
 )
-# cuda_cpu.h's __asan_on_error: the grid position that was running when the report started.
+# cudacpu.h's __asan_on_error: the grid position that was running when the report started.
 _THREAD = re.compile(
     r"^cudacpu-thread block=(\(\d{1,10},\d{1,10},\d{1,10}\)) thread=(\(\d{1,10},\d{1,10},\d{1,10}\))$", re.M
 )

@@ -1,12 +1,12 @@
 """The macros nvcc's build defines that a condition of the student's could test: every name of nvcc 13.0's host and
 device preprocessing passes (`nvcc -std=c++17 -arch=sm_90 --dryrun -c probe.cu`: its two `gcc ... -E` commands run
-with -dM, probe.cu including every header a kernel may: cudacpu.STD_HEADERS and CUDA_HEADERS), on Debian 12 (glibc
-2.36, g++ 12.2), less the names cudacpu refuses in a condition anyway (reserved, the CUDA headers' namespace).
+with -dM, probe.cu including every header a kernel may: cudacpu_program.STD_HEADERS and CUDA_HEADERS), on Debian 12
+(glibc 2.36, g++ 12.2), less the names cudacpu refuses in a condition anyway (reserved, the CUDA headers' namespace).
 
 nvcc force-includes cuda_runtime.h, which pulls in <time.h> and more: `#ifdef CLOCKS_PER_SEC` was true under nvcc and
 false in the CPU layer, so a file whose nvcc build returned the stub's error earned the CPU layer's full marks. A name
-here may not decide a condition (cudacpu._in_condition). Another C library may define a few more: the list is what
-one toolchain showed, regenerated with the commands above when the toolchain changes.
+here may not decide a condition (cudacpu_program._in_condition). Another C library may define a few more: the list is
+what one toolchain showed, regenerated with the commands above when the toolchain changes.
 """
 
 NVCC_MACROS = frozenset(

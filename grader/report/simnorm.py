@@ -1,25 +1,12 @@
 """Normalising a submission's source before `python -m grader similarity` fingerprints it.
 
-A copier's cheapest disguises add tokens that change nothing: `; pass` after each Python statement, a second `;`
-after each C++ statement, `#define` aliases of keywords, docstrings, dead branches. Each extra token per line breaks
-every run of matched tokens, so they are taken out before the tokens are compared, with the parsers that already
-exist rather than new ones (as Dolos parses with tree-sitter and JPlag per language):
-
-- Python: parsed with `ast` and each statement re-emitted by `ast.unparse` (comments, docstrings, bare constant
-  expressions, `pass`, parentheses and literal spellings gone; names are made "V" by the tokenizer). A file `ast`
-  cannot take (a syntax error, or nesting deep enough for RecursionError/MemoryError) falls back to its tokens.
-- C/C++/CUDA: the C preprocessor of the toolchain (`cpp`), as nvcc runs it on the host pass (__CUDACC__ and
-  __NVCC__ defined), so macros are expanded and conditionals resolved. It runs in a subprocess, with a timeout, a
-  memory and output cap, no standard include paths (-nostdinc), in an empty folder, and on a text whose #include,
-  #pragma, #line, #error and every other directive but #define/#undef/#if* are blanked first (comments blanked
-  before that, so no comment can hide a directive), so it never reads a file. Without cpp, or when it fails, the
-  text's own tokens are used.
-- Then token classes: empty statements dropped (a `;` after `;`, `{` or `}`), braces and parentheses dropped
-  (`if (c) s;` is `if (c) { s; }`, `(int64_t)b` is `static_cast<int64_t>(b)`), qualifiers that change no
-  arithmetic (const, inline, __restrict__, ...) dropped, and the spellings of one type made one token (int, long,
-  unsigned, int64_t, size_t, ... are "int"; float and double are "float").
-
-Every step is linear in the (size-capped) text, or bounded by a timeout (cpp)."""
+The tokens a copier adds that change nothing (`; pass`, a second `;`, `#define` aliases of keywords, docstrings, dead
+branches) are taken out with parsers that already exist: Python through `ast` (`py_statements`), C/C++/CUDA through
+the toolchain's `cpp` run in a subprocess under a timeout and memory and output caps on a text whose directives other
+than #define/#undef/#if* are blanked first, so it never reads a file (`safe_for_cpp`, `run_cpp`); then token classes.
+A file the parser cannot take falls back to its own tokens. Every step is linear in the (size-capped) text, or
+bounded by a timeout (cpp). Why and how in full: docs/architecture.md ("The similarity check").
+"""
 
 from __future__ import annotations
 

@@ -8,8 +8,8 @@
 //   - every buffer the harness hands the entry point is mmap'd pages of its own, with a guard band before and after
 //     it that AddressSanitizer sees as poisoned (so a kernel's access just past a buffer is still reported, as
 //     when the buffers were malloc'd), and the __device__ / __constant__ variables are gathered by the link into
-//     pages of their own (cuda_cpu.h's qualifiers, grader/cuda/cudacpu.py's link script);
-//   - while the entry point runs, all of them are PROT_NONE, except during a launch of the layer (cuda_cpu.h's
+//     pages of their own (cudacpu.h's qualifiers, grader/cuda/cudacpu.py's link script);
+//   - while the entry point runs, all of them are PROT_NONE, except during a launch of the layer (cudacpu.h's
 //     LaunchAccess opens them through `cudacpu::device_access` and closes them again): only kernel code can reach
 //     them, as on a GPU; pointer arithmetic on them in host code is fine, a dereference faults;
 //   - the fault (SIGSEGV, or SIGBUS on macOS) comes here first: an address in device memory while it is closed
@@ -71,7 +71,7 @@ inline bool set_protection(int prot) {
     return true;
 }
 
-// cuda_cpu.h's launch calls this (through cudacpu::device_access) as a launch begins (true) and ends (false).
+// cudacpu.h's launch calls this (through cudacpu::device_access) as a launch begins (true) and ends (false).
 inline void access(bool open) {
     launching = open;
     if (guarded && !set_protection(open ? PROT_READ | PROT_WRITE : PROT_NONE)) {

@@ -23,7 +23,7 @@
 
 #include <unistd.h>
 
-#include "cuda_cpu.h"
+#include "cudacpu.h"
 #include "device_memory.h"
 #include "protocol.h"
 

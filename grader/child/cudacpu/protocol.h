@@ -14,7 +14,7 @@
 //     scalar[s]  = the entry's int64 arguments, in order
 //     then each input's bytes, in order (exactly elements * item size of each).
 // dtype: 0 float32, 1 float16, 2 bfloat16 (grader/child/cuda_binding.DTYPE_CODES).
-// Included after cuda_cpu.h (CPU) or cuda_runtime.h (GPU), which give cudaStream_t. Staff code, host only.
+// Included after cudacpu.h (CPU) or cuda_runtime.h (GPU), which give cudaStream_t. Staff code, host only.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -1,3 +1,3 @@
 // The grader's CUDA-on-CPU layer stands in for the CUDA header of this name.
 #pragma once
-#include "../cuda_cpu.h"
+#include "../cudacpu.h"

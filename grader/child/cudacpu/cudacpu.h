@@ -1,5 +1,5 @@
-// cuda_cpu.h: the grader's CUDA-on-CPU layer. A student's .cu compiles as host C++ with this header forced in
-// first (-include cuda_cpu.h); grader/cuda/cudacpu.py rewrites each `kernel<<<grid, block, shm, stream>>>(args)` into
+// cudacpu.h: the grader's CUDA-on-CPU layer. A student's .cu compiles as host C++ with this header forced in
+// first (-include cudacpu.h); grader/cuda/cudacpu_source.py turns `kernel<<<grid, block, shm, stream>>>(args)` into
 // `(cudacpu::configure(cudacpu::Config(grid, block, shm, stream)) ? (void)0 : cudacpu::launch_configured(<kernel as
 // a generic lambda>, args))`, nvcc's order of evaluation; `launch_configured` calls `cudacpu::launch(cfg, kernel,
 // args)`, which runs every
@@ -13,7 +13,7 @@
 // nvcc defines __CUDACC__ 1 too. The layer defines no macro of its own that outlives this header: every helper below
 // is #undef'd at its end, and grader/cuda/cudacpu.py undefines the command line's (CUDACPU_ENTRY, CUDACPU_SCAN, the
 // signature's CUDACPU_INPUTS/OUTPUTS/SCALARS) before the student's first line, so that no #ifdef can tell this build
-// from nvcc's (grader/cuda/cudacpu.py, one_program).
+// from nvcc's (grader/cuda/cudacpu_program.py, one_program).
 #define __CUDACC__ 1
 
 #include <math.h>
