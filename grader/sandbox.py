@@ -146,9 +146,9 @@ class Sandbox:
         self.max_reply = max_reply
         self.device = device
         self.trusted = trusted
-        # Replies are read as data only (grader/wire.py): a worker's forged pickle cannot run code here. Timing
-        # workers get their requests in multiprocessing's format and reply in wire's b"R" format: the data-only
-        # format both ways moved the wall-clock check on correct kernels (docs/performance.md#the-wall-clock-check).
+        # Replies are read as data only (grader/wire.py): a worker's forged pickle cannot run code here. Requests are
+        # in one format for every worker; a timing worker's are written without the bounded write
+        # (docs/performance.md#the-wall-clock-check).
         self._wire = wire.timing_parent if timing else wire
         self.conn, child_conn = mp.Pipe()
         flags = (["--timing"] if timing else []) + (["--compile-only"] if compile_only else [])

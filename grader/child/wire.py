@@ -213,35 +213,6 @@ def _untag(obj: Any) -> Any:
     return obj
 
 
-def tensors_by_value(obj: Any) -> Any:
-    """`obj` with each tensor replaced by its raw record (the rest untouched): what `timing_parent.send` hands to
-    multiprocessing's `conn.send`. Sent as they are, tensors would go by file descriptor (torch registers its
-    shared-memory reductions with multiprocessing's pickler): memory the worker could still write after the request,
-    fetched through a resource-sharer connection that a worker started with `python -m grader.child` cannot even
-    open (its authkey is not the parent's: every timing request with a tensor failed)."""
-    if isinstance(obj, torch.Tensor):
-        return _pack(obj)
-    if isinstance(obj, dict):
-        return {k: tensors_by_value(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(tensors_by_value(v) for v in obj)
-    return obj
-
-
-def tensors_back(obj: Any) -> Any:
-    """The worker's side of `tensors_by_value`: raw records become (writable) CPU tensors again."""
-    if isinstance(obj, tuple) and len(obj) == 4 and obj[0] == _RAW:
-        _, dtype, shape, raw = obj
-        if not raw:
-            return torch.empty(shape, dtype=_RAW_DTYPES[dtype])
-        return torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(_RAW_DTYPES[dtype]).reshape(shape)
-    if isinstance(obj, dict):
-        return {k: tensors_back(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(tensors_back(v) for v in obj)
-    return obj
-
-
 class correctness_worker:
     """A worker's end of its pipe: requests as `dumps` wrote them (`loads`), replies in the b"R" format."""
 

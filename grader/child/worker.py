@@ -48,13 +48,8 @@ def _clone_to_cpu(out: Any) -> Any:
 
 def _poison_cpu_allocations(torch: Any) -> None:
     """On a CPU, fill every new floating-point tensor from torch.empty and its kin with the grader's poison (0xFF
-    bytes, the all-ones NaN that grader/correctness/check.py recognises as never written).
-
-    On a GPU, _poison_allocator makes the caching allocator hand back poisoned memory. malloc gives no such
-    promise: memory a kernel never wrote held zeros from a fresh page or an earlier call's values, so a missing
-    mask failed with different values on every run (and a regrade told the student something else) and its
-    "never written" hint came and went. Installed before the submission is imported, so `from torch import empty`
-    gets these too; a submission that undoes it only makes its own unwritten outputs unpredictable again."""
+    bytes, the all-ones NaN that grader/correctness/check.py recognises as never written). Why:
+    docs/architecture.md#workers."""
     ints = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}
 
     def poisoned(make: Callable[..., Any]) -> Callable[..., Any]:
@@ -209,15 +204,9 @@ class CaseRunner:
         self._call = sub._call  # the name the calls' traceback lines show (`out = self._call(*args)`)
 
     def run(self, p: dict[str, Any]) -> dict[str, Any]:
-        """Run one correctness case twice on the same input; return both outputs and the input afterwards.
-
-        Each output is checked and copied (a snapshot of its memory) while the call's profiler is still on: an
-        output must be a plain torch.Tensor with no torch function or dispatch mode active, so nothing can compute
-        it later, when the grader reads it, and work a background thread does after the call is not in the copy.
-        On a GPU the profiler records device activity too, per call ("call_kernels"): the parent checks every
-        call, not only the kernel check's, so a submission cannot do the work differently when it is watched.
-        An error in the call still reports the ATen ops seen until then ("raised"): the parent fails the case and
-        counts the ops, so raising after PyTorch did the work hides nothing."""
+        """Run one correctness case twice on the same input; return both outputs and the input afterwards. Each
+        output is checked and copied while the call's profiler is still on; an error still reports the ops seen
+        until then ("raised"). Why: docs/architecture.md#workers."""
         self.sub._poison(True)
         base = p["base"].to(self.device)
         x = base[..., : p["cols"]] if p["cols"] != base.shape[-1] else base
@@ -273,11 +262,9 @@ class CaseRunner:
 
     @contextlib.contextmanager
     def _host_ops(self) -> Iterator[tuple[set[str], Callable[[Any, dict[str, Any]], Any], dict[str, Any]]]:
-        """Names of the ATen ops called inside the block (profiler, every thread; its stderr chatter muted), and
-        `snapshot(out, meta)`, the grader's copy of an output, taken inside the block. The memory ops of that copy
-        are not the submission's, and are left out; any compute op is counted wherever it ran. On a GPU, also the
-        device activity (kernels, copies) and CUDA runtime/driver calls that began before the snapshot: the
-        submission's own, not the copy's."""
+        """Names of the ATen ops called inside the block, `snapshot(out, meta)` (the grader's copy of an output,
+        whose memory ops are left out), and on a GPU the device activity and CUDA calls that began before the
+        snapshot (docs/architecture.md#workers)."""
         from torch.profiler import record_function
 
         from .kernelnames import MEMORY_OPS
@@ -312,11 +299,8 @@ class CaseRunner:
                 device["kernels"].append(e.name)
 
     def _profiler(self) -> Any:
-        """The profiler of one correctness call: host ops, and device activity on a GPU (`.events()`).
-
-        On a CPU, the autograd profiler that torch.profiler.profile wraps, with the same settings (Kineto, host
-        activity only): the same events, without torch.profiler's first-use import of torch._inductor (0.8-1.1 s
-        in every worker, before its first case's answer)."""
+        """The profiler of one correctness call: host ops, and device activity on a GPU (`.events()`); on a CPU,
+        `_HostProfile` (the same events without importing torch._inductor: docs/architecture.md#workers)."""
         from torch.profiler import ProfilerActivity, profile
 
         if self.device.type == "cuda":
@@ -524,20 +508,16 @@ def _jit_names(mod: Any) -> list[str]:
 
 
 class _LaunchCounter:
-    """Counts launches of the submission's own Triton kernels by wrapping each function's `run`.
-
-    `kernel[grid](...)` ends in `run` both compiled and interpreted, so this works on the CPU too, where the
-    profiler sees no device kernels: a "Triton" part that never launches a Triton kernel is caught there.
-    With record=True (the interpreter) it also keeps how each kernel was launched, as data, for the GPU compile
-    check (grader/correctness/gpucompile.py).
-    """
+    """Counts launches of the submission's own Triton kernels by wrapping each function's `run` (compiled and
+    interpreted alike); with record=True (the interpreter) also keeps each launch as data for the GPU compile check
+    (grader/correctness/gpucompile.py). Why: docs/architecture.md#workers."""
 
     def __init__(self, funcs: list[Any], record: bool = False):
         from . import launches as gpucompile
 
         self.count = 0
         self.records: dict[str, dict[str, Any]] = {}
-        self.grids: list[dict[str, Any]] | None = None  # while a list: each launch's grid (Worker.profile)
+        self.grids: list[dict[str, Any]] | None = None  # while a list: each launch's grid (profilecmd.Profiler)
 
         # A closure per function, not default arguments: a kernel parameter may have any name, and every
         # keyword argument of a launch must reach the original `run`.
