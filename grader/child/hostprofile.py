@@ -1,18 +1,14 @@
-"""The profiler wrappers and the spin-wait of a worker: nothing here calls student code.
+"""A worker's profiler wrappers: nothing here calls student code.
 
-`_HostProfile`: a CPU correctness call's profiler; `_stderr_muted`: the profiler's C++ chatter kept off fd 2;
-`spin_wait`: a timing worker's busy-wait for its next request (docs/performance.md#the-wall-clock-check).
+`_HostProfile`: a CPU correctness call's profiler; `_stderr_muted`: the profiler's C++ chatter kept off fd 2.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import Iterator
 from typing import Any
-
-_monotonic = time.monotonic  # bound before any student import (a submission may patch the time module later)
 
 
 class _HostProfile:
@@ -46,20 +42,3 @@ def _stderr_muted() -> Iterator[None]:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)
-
-
-def spin_wait(conn: Any, seconds: float) -> bool:
-    """Busy-wait up to `seconds` for the parent's next message; True when one is waiting.
-
-    Why: a process blocked on a pipe lets its CPU sleep, and waking it costs up to a few hundred microseconds
-    (an inter-processor interrupt; on a VM, a trip through the hypervisor). During timing the parent's clock
-    over each request is compared across workers (grader/performance/rounds.py), and the baseline worker gets three
-    requests in a row where a student's worker gets one, so student workers are woken more often. On the H200,
-    correct staff kernels showed +0.004 to +0.07 ms per call of wall-clock "excess" without spinning, and
-    -0.03 to +0.05 ms, centred near zero, with it (docs/performance.md#the-wall-clock-check).
-    """
-    end = _monotonic() + seconds
-    while _monotonic() < end:
-        if conn.poll(0):
-            return True
-    return False

@@ -24,7 +24,7 @@ from .errors import (  # noqa: F401  (explain, _error: imported from here by tes
     explain,
     explain_error,
 )
-from .hostprofile import _HostProfile, _stderr_muted, spin_wait
+from .hostprofile import _HostProfile, _stderr_muted
 
 if TYPE_CHECKING:
     from .timing import Timer
@@ -308,11 +308,8 @@ class CaseRunner:
         return _HostProfile()
 
     def kernels(self, p: dict[str, Any]) -> dict[str, Any]:
-        """Profile one call: host ATen ops, device kernels (names, launch order), CUDA runtime/driver calls.
-
-        The warm-up call (JIT and autotuning happen there, outside the device profile) is watched by the host
-        profiler too. An error in either call is reported with the ops seen until then ("raised"), and the parent
-        fails the check closed."""
+        """Profile one call: host ATen ops, device kernels (names, launch order), CUDA runtime/driver calls; the
+        warm-up call too, by the host profiler. An error in either reports the ops seen until then ("raised")."""
         self.sub._poison(False)  # profile the submission's launches, not the grader's NaN fill
         base = p["base"].to(self.device)
         x = base[..., : p["cols"]] if p["cols"] != base.shape[-1] else base
@@ -377,12 +374,8 @@ class CaseRunner:
             self.torch.cuda.synchronize(self.device)
 
     def _poison_allocator(self, nbytes: int) -> None:
-        """Fill the memory the next allocation of this size will most likely get with NaN.
-
-        The grader cannot poison a buffer the student allocates, but PyTorch's caching allocator (GPU) and
-        malloc (CPU, small sizes) hand a just-freed block of the same size to the next request. So unwritten
-        outputs show up as NaN instead of as stale, possibly correct, values.
-        """
+        """Fill the memory the next allocation of this size will most likely get with NaN (docs/architecture.md#workers:
+        unwritten outputs show up as NaN instead of as stale, possibly correct, values)."""
         if nbytes <= 0:
             return
         # 0xFF bytes are NaN in float32, float16 and bfloat16 alike (all-ones exponent, non-zero mantissa).
@@ -536,6 +529,16 @@ class _LaunchCounter:
 
         for f in funcs:
             f.run = wrap(f, f.run)
+
+
+def spin_wait(conn: Any, seconds: float) -> bool:
+    """Busy-wait up to `seconds` for the parent's next message; True when one is waiting. Why (a timing worker's
+    wake-up costs the wall-clock check): docs/architecture.md#workers."""
+    end = _monotonic() + seconds
+    while _monotonic() < end:
+        if conn.poll(0):
+            return True
+    return False
 
 
 def main(conn: Any, device: str, timing: bool = False, compile_only: bool = False) -> None:
