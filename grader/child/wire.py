@@ -322,6 +322,18 @@ COMMANDS: dict[str, tuple[Any, Any]] = {
 EXIT = "exit"  # the one command without a reply: the worker returns
 
 
+def case_request(
+    base: Any, cols: int, extra: list[ExtraInput] | None = None, out_numel: int | None = None
+) -> CaseRequest:
+    """A `run` (with out_numel) or `kernels` request: the case's first input, its width, and the other inputs."""
+    req: CaseRequest = {"base": base, "cols": cols}
+    if out_numel is not None:
+        req["out_numel"] = out_numel
+    if extra:
+        req["extra"] = extra
+    return req
+
+
 def request(cmd: str, payload: Any) -> tuple[str, Any]:
     """The one request format's message: (cmd, payload), cmd a COMMANDS name (or EXIT) and payload of its type."""
     if cmd != EXIT and cmd not in COMMANDS:

@@ -19,7 +19,7 @@ import torch
 
 from grader import sandbox
 from grader.child.launches import MAX_LAUNCHES
-from grader.child.wire import ERROR_CATEGORIES
+from grader.child.wire import ERROR_CATEGORIES, CaseRequest, case_request
 from grader.correctness import check, gpucompile, kernelcheck, patterns
 from grader.problem import hints, inputs, operands
 from grader.problem.reference import Reference
@@ -696,7 +696,7 @@ def _compile_row(part: str, state: str, output: str, reason: Reason = Reason.OK)
     )
 
 
-def _case_payload(problem: Problem, case: Case, secret: int) -> tuple[torch.Tensor, list[torch.Tensor], dict[str, Any]]:
+def _case_payload(problem: Problem, case: Case, secret: int) -> tuple[torch.Tensor, list[torch.Tensor], CaseRequest]:
     """(the input as the parent keeps it, the other inputs, the `run` request's payload) for one case."""
     base = inputs.make_input(case, "cpu", secret)
     extra = operands.extra_inputs(problem, case, "cpu", secret)
@@ -705,12 +705,12 @@ def _case_payload(problem: Problem, case: Case, secret: int) -> tuple[torch.Tens
     base = base.contiguous()
     # Send a copy (grader/wire.py sends tensors by value today; this keeps the parent's copy, used for the
     # truth and the input check, safe from a kernel that writes into x whatever the transport).
-    payload: dict[str, Any] = {
-        "base": base.clone(),
-        "cols": case.shape[-1],
-        "out_numel": _numel(problem.out_shape(case.shape)),
-        **operands.extra_payload(extra),
-    }
+    payload = case_request(
+        base.clone(),
+        case.shape[-1],
+        operands.extra_payload(extra).get("extra"),
+        out_numel=_numel(problem.out_shape(case.shape)),
+    )
     return base, extra, payload
 
 
@@ -905,11 +905,11 @@ def _kernel_check(
         base = x._base if x._base is not None else x
         r = box.request(
             "kernels",
-            {
-                "base": base.contiguous(),
-                "cols": case.shape[-1],
-                **operands.extra_payload(operands.extra_inputs(problem, case, "cpu", secret)),
-            },
+            case_request(
+                base.contiguous(),
+                case.shape[-1],
+                operands.extra_payload(operands.extra_inputs(problem, case, "cpu", secret)).get("extra"),
+            ),
             timeout_s=max(1.0, deadline - time.monotonic()),
             what="the kernel check",
         )
