@@ -146,9 +146,9 @@ class Sandbox:
         self.max_reply = max_reply
         self.device = device
         self.trusted = trusted
-        # Replies are read as data only (grader/wire.py): a worker's forged pickle cannot run code here. Timing
-        # workers get their requests in multiprocessing's format and reply in wire's b"R" format: the data-only
-        # format both ways moved the wall-clock check on correct kernels (docs/performance.md#the-wall-clock-check).
+        # Replies are read as data only (grader/wire.py): a worker's forged pickle cannot run code here. Requests are
+        # `dumps` for every worker but a timing worker, whose are in multiprocessing's format, unbounded
+        # (docs/performance.md#the-wall-clock-check).
         self._wire = wire.timing_parent if timing else wire
         self.conn, child_conn = mp.Pipe()
         flags = (["--timing"] if timing else []) + (["--compile-only"] if compile_only else [])
@@ -156,6 +156,7 @@ class Sandbox:
         child_conn.close()
         self.ready = False
         self.pending: list[str] = []  # what each command queued with `send` is, until `drain` collects its reply
+        self._queued: list[str] = []  # and its command (its reply is checked against wire.COMMANDS)
         self.drained: list[Any] = []  # every reply `drain` collected so far (one caller may drain for another)
         if wait:
             self.wait_ready(start_timeout_s)
@@ -188,25 +189,28 @@ class Sandbox:
         """Queue a command without waiting: its reply is collected, in order, by `drain`. The worker runs it once
         it is ready and before any later request (a child handles one command at a time, in order)."""
         try:
-            self._wire.send(self.conn, (cmd, payload))
+            self._wire.send(self.conn, wire.request(cmd, payload))
         except OSError as e:
             raise WorkerFailure(
                 f"{what}: could not reach the worker ({type(e).__name__})", fatal=True, reason="crash"
             ) from None
         self.pending.append(what)
+        self._queued.append(cmd)
 
     def drain(self, timeout_s: float) -> list[Any]:
         """The replies of every command queued with `send`, in order (raises on the first failed one)."""
         self.wait_ready(timeout_s)  # the greeting comes first
         out = []
         while self.pending:
-            out.append(self.request(None, None, timeout_s=timeout_s, what=self.pending.pop(0)))
+            cmd = self._queued.pop(0) if self._queued else None
+            out.append(self.request(None, None, timeout_s=timeout_s, what=self.pending.pop(0), expect=cmd))
             self.drained.append(out[-1])
         return out
 
-    def request(self, cmd: str | None, payload: Any, *, timeout_s: float, what: str) -> Any:
-        """Send (cmd, payload) (or, when cmd is None, just wait for the next reply: the greeting, or a queued
-        command's) and return the reply value."""
+    def request(self, cmd: str | None, payload: Any, *, timeout_s: float, what: str, expect: str | None = None) -> Any:
+        """Send `wire.request(cmd, payload)` (or, when cmd is None, just wait for the next reply: the greeting, or the
+        queued command `expect`'s) and return the reply value, checked against the command's declared reply type
+        (`wire.check_reply`: a reply of another type is a protocol violation)."""
         if cmd is not None and self.pending:
             raise RuntimeError(f"{what}: {len(self.pending)} queued replies not collected yet (call drain first)")
         # Every read and write below ends by this deadline (grader/wire.py): a child that sends a frame header and
@@ -214,7 +218,7 @@ class Sandbox:
         deadline = time.monotonic() + timeout_s
         try:
             if cmd is not None:
-                self._wire.send(self.conn, (cmd, payload), deadline=deadline)
+                self._wire.send(self.conn, wire.request(cmd, payload), deadline=deadline)
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -252,6 +256,9 @@ class Sandbox:
             raise WorkerFailure(
                 reply[1], reply[2] if len(reply) > 2 else "", reason="error", category=category, own=own
             )
+        wrong = wire.check_reply(cmd or expect or "", reply[1])
+        if wrong:
+            self._protocol_violation(what, wrong)
         return reply[1]
 
     def _protocol_violation(self, what: str, why: str) -> NoReturn:
@@ -282,7 +289,7 @@ class Sandbox:
     def _ask_exit(self, deadline: float) -> None:
         if self.proc.is_alive():
             try:
-                self._wire.send(self.conn, ("exit", None), deadline=deadline)
+                self._wire.send(self.conn, wire.request(wire.EXIT, None), deadline=deadline)
             except (OSError, MalformedMessage):
                 pass
 

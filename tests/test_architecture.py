@@ -98,6 +98,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "grader.sandbox",
             "grader.wire",
+            "grader.wire_decode",
             "grader.identity",
             "grader.box",
             "grader.textscan",

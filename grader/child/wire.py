@@ -1,19 +1,9 @@
-"""Messages between the trusted parent and its workers: data only, never code.
+"""Messages between the trusted parent and its workers: data only, never code (docs/SECURITY.md#the-wire).
 
-`multiprocessing.Connection.send/recv` pickle, and unpickling runs whatever the bytes name: a submission that
-finds its worker's end of the pipe (through `gc`, or its file descriptor) could make the *parent* run its code
-(tests/exploits/pickle_reply). So:
-
-- Requests (parent -> correctness worker): `dumps`/`send` here, read by the worker with `recv`/`loads`. Messages
-  without tensors are a plain pickle (tag b"P"), messages with tensors are written with `torch.save` (tag b"T");
-  only the worker reads them. Timing workers get their requests in multiprocessing's own format
-  (`timing_parent.send` in grader/wire.py, `timing_worker.recv` here).
-- Replies (every worker -> parent): one format, b"R" (`reply_bytes`): a plain pickle without globals whose tensors
-  travel as raw bytes with a dtype and shape, whose floats outside what the parent accepts (NaN, inf, |x| > 1e300)
-  travel as a tagged string, and whose strings are capped at MAX_STR characters. The parent reads it with its own
-  decoder (grader/wire.py), which builds data only, checks every bound, and never calls `torch.load` on a child's
-  bytes. Tensors travel by value (no shared memory with a worker, and none of the file-descriptor passing that
-  `torch.multiprocessing` would set up for each one).
+The protocol: one command per request, `(name, request)`, each name in `COMMANDS` with its request and reply types;
+one request format (`dumps`/`loads`: tag b"P", a pickle without globals, or b"T", `torch.save`, when it holds
+tensors), one reply format (`reply_bytes`: tag b"R", read by the parent's own bounded decoder, grader/wire.py).
+Every reply is ("ok", value) or ("error", line, detail, category, own frames) (`ERROR_CATEGORIES`).
 
 Nothing here imports the trusted `grader` package: this module runs beside student code.
 """
@@ -24,7 +14,7 @@ import io
 import math
 import pickle
 import warnings
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import torch
 
@@ -93,9 +83,27 @@ def _has_tensor(obj: Any) -> bool:
     return False
 
 
+_ATOMS = (type(None), bool, int, float, str, bytes)
+
+
+def _only_data(obj: Any) -> bool:
+    """obj holds only exact builtin scalars in lists, tuples, dicts and sets (no tensor, no subclass): `plain` would
+    rebuild it unchanged, so `dumps` pickles it as it is (one walk instead of two: the timed requests take this)."""
+    t = type(obj)
+    if t in _ATOMS:
+        return True
+    if t is dict:
+        return all(type(k) in _ATOMS and _only_data(v) for k, v in obj.items())
+    if t in (list, tuple, set, frozenset):
+        return all(_only_data(v) for v in obj)
+    return False
+
+
 def dumps(obj: Any) -> bytes:
-    """A request to a correctness worker: without tensors as a plain pickle, tag b"P" (microseconds); with tensors
-    with torch.save, tag b"T". Only the worker reads these (`loads`); replies are `reply_bytes`."""
+    """A request, in the one request format: without tensors a plain pickle, tag b"P" (microseconds); with tensors
+    torch.save, tag b"T". Only a worker reads these (`loads`); replies are `reply_bytes`."""
+    if _only_data(obj):
+        return b"P" + pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     obj = plain(obj)
     if not _has_tensor(obj):
         return b"P" + pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
@@ -205,12 +213,22 @@ def _untag(obj: Any) -> Any:
     return obj
 
 
+class correctness_worker:
+    """A worker's end of its pipe: requests as `dumps` wrote them (`loads`), replies in the b"R" format."""
+
+    @staticmethod
+    def send(conn: Any, obj: Any) -> None:
+        conn.send_bytes(reply_bytes(obj))
+
+    @staticmethod
+    def recv(conn: Any) -> Any:
+        return recv(conn)
+
+
 def tensors_by_value(obj: Any) -> Any:
-    """`obj` with each tensor replaced by its raw record (the rest untouched): what `timing_parent.send` hands to
-    multiprocessing's `conn.send`. Sent as they are, tensors would go by file descriptor (torch registers its
-    shared-memory reductions with multiprocessing's pickler): memory the worker could still write after the request,
-    fetched through a resource-sharer connection that a worker started with `python -m grader.child` cannot even
-    open (its authkey is not the parent's: every timing request with a tensor failed)."""
+    """`obj` with each tensor replaced by its raw record: what `grader/wire.py timing_parent.send` hands to
+    multiprocessing's `conn.send` (sent as they are, tensors would go by file descriptor: memory the worker could
+    still write after the request, through a resource sharer a `python -m grader.child` worker cannot open)."""
     if isinstance(obj, torch.Tensor):
         return _pack(obj)
     if isinstance(obj, dict):
@@ -234,26 +252,125 @@ def tensors_back(obj: Any) -> Any:
     return obj
 
 
-class correctness_worker:
-    """A correctness (or compile) worker's end: requests as `dumps` wrote them, replies in the b"R" format."""
-
-    @staticmethod
-    def send(conn: Any, obj: Any) -> None:
-        conn.send_bytes(reply_bytes(obj))
-
-    @staticmethod
-    def recv(conn: Any) -> Any:
-        return recv(conn)
-
-
 class timing_worker:
-    """A timing worker's end: requests in multiprocessing's format (grader/wire.py `timing_parent.send`: see there
-    why), replies in the b"R" format like every worker's."""
+    """A timing worker's end: requests in multiprocessing's own format (the one exception to `dumps`, kept until a
+    GPU A/B shows `dumps` no slower on the timed path: docs/performance.md#the-wall-clock-check), replies in b"R"."""
 
-    @staticmethod
-    def send(conn: Any, obj: Any) -> None:
-        conn.send_bytes(reply_bytes(obj))
+    send = correctness_worker.send
 
     @staticmethod
     def recv(conn: Any) -> Any:
         return tensors_back(conn.recv())
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The protocol: each command's request and reply, and the table both ends name.
+
+
+class LoadRequest(TypedDict, total=False):
+    """`load`, `prepare` and `gpu_compile`: what to import (grader/correctness/stage.py Target.payload, or the
+    trusted baselines: grader/performance/workers.py baseline_payload)."""
+
+    kind: str  # "triton", "cuda" or "reference"
+    display: str
+    impl: str
+    path: str
+    lib: str
+    entry: str
+    out_cols: str
+    inputs: list[list[Any]]
+    handout: str
+    section: str
+    cpu_layer: bool
+    sanitizer: list[str]
+    baselines: dict[str, dict[str, Any]]  # kind "reference": name -> {"fn"} or {"compile"}
+    cases: list[dict[str, Any]]  # `prepare`: the perf cases (asdict of grader/problem/spec.py Case)
+    launches: list[dict[str, Any]]  # `gpu_compile`: the launch records to compile
+
+
+class ExtraInput(TypedDict):
+    base: Any  # torch.Tensor: the input's buffer (padded rows included)
+    cols: int
+
+
+class CaseRequest(TypedDict):
+    """`run` and `kernels`: one case's first input (`base`, its logical width `cols`) and the others (`extra`)."""
+
+    base: Any  # torch.Tensor
+    cols: int
+    out_numel: NotRequired[int]  # `run` only: the output's elements (the allocator is poisoned for that size)
+    extra: NotRequired[list[ExtraInput]]
+
+
+class ProfileRequest(TypedDict, total=False):
+    inputs: list[dict[str, Any]]  # per input: {"case": asdict(Case), "seeds": [...]} (grader/problem/operands.py)
+    reps: int
+    time: bool
+
+
+class RunReply(TypedDict, total=False):
+    ops: list[str]
+    triton_launches: int | None
+    call_kernels: list[list[str]] | None
+    runtime: list[str]
+    raised: list[str]  # [line, detail, category, own frames]: the call raised (then no outs)
+    outs: list[Any]  # two tensors
+    meta: dict[str, Any]
+    x_after: Any  # torch.Tensor
+    extra_after: list[Any]
+    seconds: list[float]
+
+
+class KernelsReply(TypedDict, total=False):
+    ops: list[str]
+    kernels: list[str]
+    runtime: list[str]
+    jit_names: list[str]
+    triton_launches: int | None
+    raised: list[str]
+
+
+class ProfileReply(TypedDict, total=False):
+    launches: list[dict[str, Any]]
+    jit_names: list[str]
+    median_ms: float
+    table: str
+    kernels: list[list[Any]]
+
+
+# name -> (request type, reply type). The worker dispatches through it (grader/child/worker.py Worker.handlers);
+# the parent checks each reply's type against it (grader/wire.py check_reply). Replies of the timing commands are
+# grader/child/timing.py Timer's dicts, checked in depth by grader/performance/rounds.py.
+COMMANDS: dict[str, tuple[Any, Any]] = {
+    "prepare": (LoadRequest, dict),  # case name -> baseline name -> seconds of its first call
+    "load": (LoadRequest, str),  # "loaded"
+    "run": (CaseRequest, RunReply),
+    "kernels": (CaseRequest, KernelsReply),
+    "profile": (ProfileRequest, ProfileReply),
+    "launch_records": (str, list),  # "take": since the last take; anything else: all so far
+    "gpu_compile": (LoadRequest, dict),  # grader/child/launches.py compile_launches
+    "time_setup": (dict, dict),  # grader/child/timing.py Timer.setup
+    "time_round": (dict, dict),  # Timer.round: {"names", "plan"}
+    "time_samples": (dict, dict),  # Timer.samples: impl name -> [(set, indices)]
+    "copy_bandwidth": (dict, dict),  # Timer.copy_bandwidth's keywords; its reply and Timer.device_info
+}
+EXIT = "exit"  # the one command without a reply: the worker returns
+
+
+def case_request(
+    base: Any, cols: int, extra: list[ExtraInput] | None = None, out_numel: int | None = None
+) -> CaseRequest:
+    """A `run` (with out_numel) or `kernels` request: the case's first input, its width, and the other inputs."""
+    req: CaseRequest = {"base": base, "cols": cols}
+    if out_numel is not None:
+        req["out_numel"] = out_numel
+    if extra:
+        req["extra"] = extra
+    return req
+
+
+def request(cmd: str, payload: Any) -> tuple[str, Any]:
+    """The one request format's message: (cmd, payload), cmd a COMMANDS name (or EXIT) and payload of its type."""
+    if cmd != EXIT and cmd not in COMMANDS:
+        raise ValueError(f"no worker command {cmd!r} (grader/child/wire.py COMMANDS)")
+    return (cmd, payload)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from grader.child.wire import case_request
 from grader.correctness import gpucompile, kernelcheck
 from grader.correctness.partrun import COMPILE_STOPPED, PartRun
 from grader.correctness.target import Target
@@ -154,11 +155,11 @@ def _kernel_check(
         base = x._base if x._base is not None else x
         r = box.request(
             "kernels",
-            {
-                "base": base.contiguous(),
-                "cols": case.shape[-1],
-                **operands.extra_payload(operands.extra_inputs(problem, case, "cpu", secret)),
-            },
+            case_request(
+                base.contiguous(),
+                case.shape[-1],
+                operands.extra_payload(operands.extra_inputs(problem, case, "cpu", secret)).get("extra"),
+            ),
             timeout_s=max(1.0, deadline - time.monotonic()),
             what="the kernel check",
         )

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from grader.child.wire import ERROR_CATEGORIES
+from grader.child.wire import ERROR_CATEGORIES, CaseRequest, case_request
 from grader.correctness import check, kernelcheck, patterns
 from grader.problem import hints, inputs, operands
 from grader.problem.reference import Reference
@@ -153,7 +153,7 @@ def check_case(
     return v
 
 
-def case_payload(problem: Problem, case: Case, secret: int) -> tuple[torch.Tensor, list[torch.Tensor], dict[str, Any]]:
+def case_payload(problem: Problem, case: Case, secret: int) -> tuple[torch.Tensor, list[torch.Tensor], CaseRequest]:
     """(the input as the parent keeps it, the other inputs, the `run` request's payload) for one case."""
     base = inputs.make_input(case, "cpu", secret)
     extra = operands.extra_inputs(problem, case, "cpu", secret)
@@ -162,12 +162,12 @@ def case_payload(problem: Problem, case: Case, secret: int) -> tuple[torch.Tenso
     base = base.contiguous()
     # Send a copy (grader/wire.py sends tensors by value today; this keeps the parent's copy, used for the
     # truth and the input check, safe from a kernel that writes into x whatever the transport).
-    payload: dict[str, Any] = {
-        "base": base.clone(),
-        "cols": case.shape[-1],
-        "out_numel": numel(problem.out_shape(case.shape)),
-        **operands.extra_payload(extra),
-    }
+    payload = case_request(
+        base.clone(),
+        case.shape[-1],
+        operands.extra_payload(extra).get("extra"),
+        out_numel=numel(problem.out_shape(case.shape)),
+    )
     return base, extra, payload
 
 
