@@ -357,7 +357,7 @@ def _ask_compiler(cxx: str) -> tuple[str, ...]:
                 break
             if inside and line.startswith(" "):
                 out.append(line.strip().split(" (")[0])  # Apple clang adds " (framework directory)"
-            inside = inside or (line.startswith("#include <") and "search starts here" in line)
+            inside = inside or (line.startswith("#include <") and line.rstrip().endswith("search starts here:"))
     except (OSError, subprocess.SubprocessError):
         pass
     return tuple(p for p in out if os.path.isabs(p))

@@ -46,15 +46,56 @@ def _raised(call) -> str:
     return "OutOfBounds: " + str(e.value).splitlines()[0]
 
 
+_MESSAGES = r"""
+import importlib.util, json, sys
+from pathlib import Path
+import torch
+from grader.child import interpcheck
+assert interpcheck.install()
+DATA = Path(sys.argv[1])
+
+
+def module(problem, sub):
+    f = next((DATA / problem / "broken" / sub).glob("*_triton.py"))
+    spec = importlib.util.spec_from_file_location(f"faq_{problem}_{sub}", f)
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+def raised(call):
+    try:
+        call()
+    except interpcheck.OutOfBounds as e:
+        return "OutOfBounds: " + str(e).splitlines()[0]
+    raise AssertionError("no OutOfBounds")
+
+
+unmasked = module("glu", "unmasked_store")
+out = [raised(lambda: unmasked.glu_triton(torch.randn(3, 2002)))]
+x, dy = torch.randn(33, 224)[:, :200], torch.randn(33, 124)[:, :100]
+spacer = torch.zeros(1 << 14)  # past dy's end: no argument of the kernel
+bwd = module("glu_backward", "dy_with_x_stride")
+out.append(raised(lambda: bwd.glu_backward_triton(x, dy)))
+print(json.dumps(out))
+"""
+
+
 def _messages() -> list[str]:
-    """The first line of each message the FAQ explains, from the corpus's kernels on strided_rows-like inputs."""
-    unmasked = _module("glu", "unmasked_store")
-    out = [_raised(lambda: unmasked.glu_triton(torch.randn(3, 2002)))]
-    x, dy = torch.randn(33, 224)[:, :200], torch.randn(33, 124)[:, :100]
-    spacer = torch.zeros(1 << 14)  # noqa: F841 -- past dy's end: no argument of the kernel
-    bwd = _module("glu_backward", "dy_with_x_stride")
-    out.append(_raised(lambda: bwd.glu_backward_triton(x, dy)))
-    return out
+    """The first line of each message the FAQ explains, from the corpus's kernels on strided_rows-like inputs. In a
+    fresh interpreter: which addresses lie outside every argument depends on where the allocator put x, dy, dx and
+    the spacer, and a heap shaped by the tests run before (the full tier) once turned the wrong-address message into
+    another one."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-c", _MESSAGES, str(DATA)], capture_output=True, text=True, env=env,
+                       timeout=300, check=False)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    return list(json.loads(r.stdout.strip().splitlines()[-1]))
 
 
 def _pattern(quote: str) -> re.Pattern[str]:

@@ -12,7 +12,7 @@ import time
 
 from rich.console import Console
 
-from grader.child import worker
+from grader.child import errors as worker
 from grader.report import html, markdown, print_summary, results_json, student
 from grader.results import FAILED, SKIPPED, Grade, Kind, Reason
 from grader.results import TestResult as Result  # not collected as a test class
