@@ -15,7 +15,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 
 class State(StrEnum):
@@ -318,9 +318,34 @@ def _float_or_none(v: Any) -> float | None:
     return float(v)
 
 
+class TimingJSON(TypedDict, total=False):
+    """The one shape of a timing in results.json (performance.cases.<case>.impls/baselines.<name>): the producer's
+    record (grader/performance/records.py Timing.as_dict) writes it, the readers parse it (TimingView.from_json).
+    A key added here is added to the producer's as_dict and, if a report shows it, to TimingView; nothing else."""
+
+    event: dict[str, float]  # the CUDA-event times' summary (grader/performance/stats.py Summary.as_dict)
+    host: dict[str, float]  # the host clock's
+    host_derived_ms: float
+    hidden_work: bool
+    effective_ms: float  # the scored time
+    gbps: float
+    pct_roofline: float
+    speedup_vs_eager: float
+    compile_s: float | None
+    verified: str
+    overhead_ms: float
+    overhead_range_ms: list[float] | None
+    wall_excess_ms: float  # implementations only, from here on
+    wall_derived_ms: float | None
+    first_pass: dict[str, Any]
+    credit: float  # the speed credit, 0..1
+    flags: list[str]
+    recorded: bool  # a baseline from the batch's record, not timed in this grade (its event median only)
+
+
 @dataclass(frozen=True)
-class Timing:
-    """One implementation's or baseline's time on a perf case (performance.cases.<case>.impls/baselines.<name>)."""
+class TimingView:
+    """What the reports read of one timing (a TimingJSON, parsed): frozen, every field optional (an older file)."""
 
     effective_ms: float | None = None
     gbps: float | None = None
@@ -333,7 +358,7 @@ class Timing:
     flags: tuple[str, ...] = ()
 
     @classmethod
-    def from_json(cls, d: Any) -> Timing:
+    def from_json(cls, d: TimingJSON | Any) -> TimingView:
         d = _obj(d)
         ev = _obj(d.get("event"))
         n = ev.get("n")
@@ -387,8 +412,8 @@ class PerfCase:
     floor_ms: float = 0.0  # the physical floor: bytes over the measured copy bandwidth
     stop: str = ""  # why the timing rounds stopped
     thresholds: Thresholds | None = None
-    baselines: dict[str, Timing] = field(default_factory=dict)
-    impls: dict[str, Timing] = field(default_factory=dict)
+    baselines: dict[str, TimingView] = field(default_factory=dict)
+    impls: dict[str, TimingView] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, d: Any) -> PerfCase:
@@ -401,11 +426,11 @@ class PerfCase:
             number(d.get("floor_ms")),
             str(d.get("stop", "")),
             Thresholds.from_json(d.get("thresholds")),
-            {str(k): Timing.from_json(v) for k, v in _obj(d.get("baselines")).items()},
-            {str(k): Timing.from_json(v) for k, v in _obj(d.get("impls")).items()},
+            {str(k): TimingView.from_json(v) for k, v in _obj(d.get("baselines")).items()},
+            {str(k): TimingView.from_json(v) for k, v in _obj(d.get("impls")).items()},
         )
 
-    def timing(self, name: str) -> Timing | None:
+    def timing(self, name: str) -> TimingView | None:
         """An implementation's timing, else a baseline's."""
         return self.impls.get(name) or self.baselines.get(name)
 

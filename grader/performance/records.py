@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grader.performance.stats import Summary
-from grader.results import Code, Finding
+from grader.results import Code, Finding, TimingJSON
 
 
 @dataclass
@@ -51,7 +51,8 @@ class Rates:
 
 @dataclass
 class Timing:
-    """One function's timing of one case (a baseline, or an implementation under test)."""
+    """One function's timing of one case (a baseline, or an implementation under test): the producer's record, the
+    source of what results.json says of it (as_dict, a TimingJSON); the reports read that back as a TimingView."""
 
     event: Summary
     host: Summary
@@ -82,8 +83,9 @@ class Timing:
     def has(self, code: Code) -> bool:
         return any(f.code == code for f in self.findings)
 
-    def as_dict(self, retime_rounds: int = 0) -> dict[str, Any]:
-        d: dict[str, Any] = {
+    def as_dict(self, retime_rounds: int = 0) -> TimingJSON:
+        """The record as results.json holds it: grader/results.py TimingJSON, the one shape the readers parse."""
+        d: TimingJSON = {
             "event": self.event.as_dict(),
             "host": self.host.as_dict(),
             "host_derived_ms": self.host_derived_ms,

@@ -14,7 +14,7 @@ from typing import Any
 
 from grader import signing
 from grader.report import validate
-from grader.results import Code, Grade, Kind, Timing
+from grader.results import Code, Grade, Kind, TimingView
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
@@ -73,7 +73,7 @@ def finite(obj: Any) -> Any:
     return obj
 
 
-def _untrusted_time(g: Grade, part: str, case: str, floor_ms: float, t: Timing) -> bool:
+def _untrusted_time(g: Grade, part: str, case: str, floor_ms: float, t: TimingView) -> bool:
     """Times that must not rank: outputs that failed verification, times under the physical floor, forfeit parts."""
     unreal = (Code.TIMED_WRONG, Code.BELOW_FLOOR)
     for r in g.tests:
