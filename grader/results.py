@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, TypedDict, TypeVar
 
@@ -438,10 +438,12 @@ class PerfCase:
 @dataclass(frozen=True)
 class PerfSummary:
     """What the performance stage measured (Grade.perf, results.json extra_data.performance), typed: the device,
-    the measured copy bandwidth, the first calls' cost and each perf case's timings. `raw` is the JSON form itself,
-    kept whole (to_json returns it), so that results.json keeps every field and its order.
+    the measured copy bandwidth, the first calls' cost and each perf case's timings (TimingView).
 
-    The producers' constructor is from_json(the stage's dict); with_first_calls() adds what the first calls cost."""
+    Parsed once: from the stage's dict where the pipeline receives it, from results.json where a grade is read back
+    (from_json); written once, by Grade.to_json (to_json). `raw` is that JSON form, kept whole for the fields no
+    report reads (rounds, wall times, the baseline record) and for their order, so that results.json keeps every
+    byte; it is never parsed again: with_first_calls() updates the typed fields and the JSON form together."""
 
     cases: dict[str, PerfCase] = field(default_factory=dict)
     device_name: str | None = None
@@ -449,6 +451,8 @@ class PerfSummary:
     copy_bytes_per_s: float = 0.0
     first_call_s: float | None = None
     first_call_overlapped_s: float | None = None
+    # case -> baseline -> seconds: the baselines' first calls made while the correctness stage ran
+    baseline_first_calls_s: dict[str, dict[str, float]] = field(default_factory=dict)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -463,23 +467,29 @@ class PerfSummary:
             number(d.get("copy_bytes_per_s")),
             _float_or_none(d.get("first_call_s")),
             _float_or_none(d.get("first_call_overlapped_s")),
+            {
+                str(c): {str(b): number(s) for b, s in _obj(bs).items()}
+                for c, bs in _obj(d.get("baseline_first_calls_s")).items()
+            },
             d,
         )
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.raw)
 
-    def with_first_calls(self, early: Mapping[str, Mapping[str, float]]) -> PerfSummary:
+    def with_first_calls(self) -> PerfSummary:
         """The summary with what the first calls (Triton JIT, torch.compile) cost: first_call_s inside the timing
-        phase, first_call_overlapped_s for the baselines' made while correctness ran (early: case -> baseline ->
-        seconds; those cases' baselines are not counted again)."""
+        phase, first_call_overlapped_s for the baselines' made while correctness ran (baseline_first_calls_s;
+        those cases' baselines are not counted again)."""
+        early = self.baseline_first_calls_s
         first = sum(
             t.compile_s or 0.0
             for name, c in self.cases.items()
             for t in (*([] if name in early else c.baselines.values()), *c.impls.values())
         )
-        overlapped = sum(float(v) for c in early.values() for v in c.values())
-        return PerfSummary.from_json({**self.raw, "first_call_s": first, "first_call_overlapped_s": overlapped})
+        overlapped = sum(v for c in early.values() for v in c.values())
+        raw = {**self.raw, "first_call_s": first, "first_call_overlapped_s": overlapped}
+        return replace(self, first_call_s=first, first_call_overlapped_s=overlapped, raw=raw)
 
 
 @dataclass(frozen=True)
@@ -555,7 +565,7 @@ class Grade:
     tests: list[TestResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # one-line facts for the summary (skips, flags)
     phases: dict[str, float] = field(default_factory=dict)  # wall seconds per phase: build, correctness, ...
-    perf: dict[str, Any] = field(default_factory=dict)  # per perf case: baselines, thresholds, times
+    perf: PerfSummary = field(default_factory=PerfSummary)  # per perf case: baselines, thresholds, times
     # Official: decided by the trusted side (key file present, student code unable to reach it). Only an official
     # grade is signed (report.write_results); any other is advisory, and official_why says why.
     official: bool = False
@@ -593,11 +603,6 @@ class Grade:
         return sum(t.max_score for t in self.tests if t.state == SKIPPED and t.reason == Reason.NOT_RUN)
 
     @property
-    def performance(self) -> PerfSummary:
-        """Grade.perf, typed."""
-        return PerfSummary.from_json(self.perf)
-
-    @property
     def forfeits(self) -> dict[str, Forfeit]:
         """part -> its forfeit, for each part whose kernel check found a violation, in the grade's order."""
         out: dict[str, Forfeit] = {}
@@ -628,7 +633,7 @@ class Grade:
             tests=[TestResult.from_json(t) for t in d.get("tests") or [] if isinstance(t, dict)],
             notes=str(output).splitlines() if isinstance(output, str) else [],
             phases={str(k): number(v) for k, v in _obj(ex.get("phases_s")).items()},
-            perf=_obj(ex.get("performance")),
+            perf=PerfSummary.from_json(ex.get("performance")),
             official=official is True,
             official_why=_strings(ex.get("not_official_because")),
             partial=_strings(ex.get("partial_cases")),
@@ -657,7 +662,7 @@ class Grade:
                 "device": self.device,
                 "points_not_earnable_here": self.unearnable,
                 "phases_s": {k: round(v, 2) for k, v in self.phases.items()},
-                "performance": self.perf,
+                "performance": self.perf.to_json(),
                 "official": bool(self.official),
                 "not_official_because": [] if self.official else list(self.official_why),
                 "partial_cases": list(self.partial),

@@ -91,7 +91,7 @@ def leaderboard(g: Grade) -> list[dict[str, Any]]:
     (ms, lower is better) and the share of the measured copy roofline (%, higher is better). Times that were
     not real work (failed verification, under the physical floor, forfeit part) are left off."""
     board: list[dict[str, Any]] = []
-    for case, c in g.performance.cases.items():
+    for case, c in g.perf.cases.items():
         for impl, t in c.impls.items():
             if _untrusted_time(g, impl, case, c.floor_ms, t) or t.effective_ms is None:
                 continue

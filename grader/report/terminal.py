@@ -151,7 +151,7 @@ def print_summary(g: Grade, console: Console | None = None, verbose_failures: in
     for n in g.notes:
         console.print(f"[yellow]note:[/] {escape(n)}", highlight=False)
     if g.phases:
-        perf = g.performance
+        perf = g.perf
         first_s = perf.first_call_s
         extra = f" (of which {first_s:.1f} s first calls: JIT / torch.compile)" if first_s else ""
         overlapped = perf.first_call_overlapped_s
@@ -167,7 +167,7 @@ def print_summary(g: Grade, console: Console | None = None, verbose_failures: in
 def print_bench(g: Grade, console: Console | None = None) -> None:
     """Lecture-style table per perf case: ms, GB/s, % of the measured copy roofline, speedup over eager."""
     console = console or make_console()
-    perf = g.performance
+    perf = g.perf
     if not perf.cases:
         console.print("no performance data (performance is timed only on a CUDA GPU)")
         return
