@@ -351,7 +351,7 @@ class TimingView:
     gbps: float | None = None
     pct_roofline: float | None = None
     speedup_vs_eager: float | None = None
-    credit: float | None = None  # impls only: the speed credit, 0..1
+    credit: float | None = None  # impls only: the speed credit, 0..1 (a copy of the producer's, stage.py says)
     compile_s: float | None = None  # the first call (JIT, torch.compile), never inside a timed number
     iqr_ms: float | None = None  # of the CUDA-event times
     n: int | None = None  # CUDA-event samples

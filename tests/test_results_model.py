@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from grader.report import print_summary, results_json, student, tareport
+from grader.report import advice, print_summary, results_json, student, tareport
 from grader.report.records import flags_of, grade_of, part_scores
 from grader.results import (
     FAILED,
@@ -196,3 +196,17 @@ def test_a_live_grade_is_read_once_as_its_file_reads():
     buf = io.StringIO()
     print_summary(g, Console(file=buf, width=160))
     assert "score: 2/4 points earnable on this machine (8 in all)" in buf.getvalue(), buf.getvalue()
+
+
+def test_the_speed_tip_reads_the_credit_from_the_typed_timing():
+    """The credit's one source is the producer's Timing (grader/performance/stage.py); the reports read its copy in
+    the perf record (TimingView.credit), not the row's extra_data copy."""
+    raw = copy.deepcopy(_load(FIXTURE))
+    g = Grade.from_json(raw)
+    t = next(t for t in g.tests if t.kind == Kind.PERFORMANCE and t.part in g.perf.cases[t.case].impls)
+    t.reason = Reason.SLOW
+    case = raw["extra_data"]["performance"]["cases"][t.case]
+    for credit, tipped in ((0.5, True), (1.0, False)):
+        case["impls"][t.part]["credit"] = credit
+        perf = PerfSummary.from_json(raw["extra_data"]["performance"])
+        assert any("full credit needs" in w for w in advice.advice(t, perf)) == tipped, credit

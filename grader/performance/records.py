@@ -65,7 +65,7 @@ class Timing:
     # Implementations only:
     wall_excess_ms: float | None = None
     first_pass: FirstPass | None = None
-    credit: float | None = None
+    credit: float | None = None  # the speed credit, 0..1: its one source (set by judgement.judge; stage.py derives)
     findings: list[Finding] = field(default_factory=list)
 
     @property
