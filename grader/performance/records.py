@@ -1,7 +1,9 @@
 """Typed records of the performance stage: what one implementation's timing of one case came to, and why.
 
 grader/performance/ fills them step by step (rounds, re-timing, verification, description, judgement); `as_dict`
-writes them into results.json (extra_data.performance.cases) in the layout the reports and the TA tools read.
+writes them into results.json (extra_data.performance.cases) as grader/results.py TimingJSON, the one shape that the
+reports read back (Grade.perf, a PerfSummary of TimingViews). A field added to the report is added to Timing, to
+TimingJSON and its renderer's view, nothing else.
 """
 
 from __future__ import annotations
