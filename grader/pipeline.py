@@ -447,7 +447,7 @@ def _time_parts(run: GradeRun) -> None:
             if waited:
                 g.phases["gpu_wait"] = g.phases.get("gpu_wait", 0.0) + waited
             t0 = time.monotonic()
-            tests, g.perf = run_performance(
+            tests, info = run_performance(
                 run.problem,
                 run.targets,
                 run.ref,
@@ -457,6 +457,7 @@ def _time_parts(run: GradeRun) -> None:
                 started=run.early,
                 record_path=_record_path(),
             )
+        g.perf = PerfSummary.from_json(info)  # the stage's dict, parsed once: Grade.to_json writes it back
         g.tests += tests
     except (RuntimeError, WorkerFailure) as e:
         # What reaches here failed on the trusted side (the baselines' worker; a submission's own worker that
@@ -495,5 +496,4 @@ def _first_calls(g: Grade) -> None:
     """First calls (Triton JIT, torch.compile) are never inside a timed number; the summary says what they cost.
     The baselines' were made while the correctness stage ran (performance.start_workers) when their worker could
     prepare them (overlapped); the rest are inside the timing phase."""
-    early = g.perf.get("baseline_first_calls_s", {})
-    g.perf = PerfSummary.from_json(g.perf).with_first_calls(early).to_json()
+    g.perf = g.perf.with_first_calls()

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 
 class State(StrEnum):
@@ -318,22 +318,47 @@ def _float_or_none(v: Any) -> float | None:
     return float(v)
 
 
+class TimingJSON(TypedDict, total=False):
+    """The one shape of a timing in results.json (performance.cases.<case>.impls/baselines.<name>): the producer's
+    record (grader/performance/records.py Timing.as_dict) writes it, the readers parse it (TimingView.from_json).
+    A key added here is added to the producer's as_dict and, if a report shows it, to TimingView; nothing else."""
+
+    event: dict[str, float]  # the CUDA-event times' summary (grader/performance/stats.py Summary.as_dict)
+    host: dict[str, float]  # the host clock's
+    host_derived_ms: float
+    hidden_work: bool
+    effective_ms: float  # the scored time
+    gbps: float
+    pct_roofline: float
+    speedup_vs_eager: float
+    compile_s: float | None
+    verified: str
+    overhead_ms: float
+    overhead_range_ms: list[float] | None
+    wall_excess_ms: float  # implementations only, from here on
+    wall_derived_ms: float | None
+    first_pass: dict[str, Any]
+    credit: float  # the speed credit, 0..1
+    flags: list[str]
+    recorded: bool  # a baseline from the batch's record, not timed in this grade (its event median only)
+
+
 @dataclass(frozen=True)
-class Timing:
-    """One implementation's or baseline's time on a perf case (performance.cases.<case>.impls/baselines.<name>)."""
+class TimingView:
+    """What the reports read of one timing (a TimingJSON, parsed): frozen, every field optional (an older file)."""
 
     effective_ms: float | None = None
     gbps: float | None = None
     pct_roofline: float | None = None
     speedup_vs_eager: float | None = None
-    credit: float | None = None  # impls only: the speed credit, 0..1
+    credit: float | None = None  # impls only: the speed credit, 0..1 (a copy of the producer's, stage.py says)
     compile_s: float | None = None  # the first call (JIT, torch.compile), never inside a timed number
     iqr_ms: float | None = None  # of the CUDA-event times
     n: int | None = None  # CUDA-event samples
     flags: tuple[str, ...] = ()
 
     @classmethod
-    def from_json(cls, d: Any) -> Timing:
+    def from_json(cls, d: TimingJSON | Any) -> TimingView:
         d = _obj(d)
         ev = _obj(d.get("event"))
         n = ev.get("n")
@@ -387,8 +412,8 @@ class PerfCase:
     floor_ms: float = 0.0  # the physical floor: bytes over the measured copy bandwidth
     stop: str = ""  # why the timing rounds stopped
     thresholds: Thresholds | None = None
-    baselines: dict[str, Timing] = field(default_factory=dict)
-    impls: dict[str, Timing] = field(default_factory=dict)
+    baselines: dict[str, TimingView] = field(default_factory=dict)
+    impls: dict[str, TimingView] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, d: Any) -> PerfCase:
@@ -401,11 +426,11 @@ class PerfCase:
             number(d.get("floor_ms")),
             str(d.get("stop", "")),
             Thresholds.from_json(d.get("thresholds")),
-            {str(k): Timing.from_json(v) for k, v in _obj(d.get("baselines")).items()},
-            {str(k): Timing.from_json(v) for k, v in _obj(d.get("impls")).items()},
+            {str(k): TimingView.from_json(v) for k, v in _obj(d.get("baselines")).items()},
+            {str(k): TimingView.from_json(v) for k, v in _obj(d.get("impls")).items()},
         )
 
-    def timing(self, name: str) -> Timing | None:
+    def timing(self, name: str) -> TimingView | None:
         """An implementation's timing, else a baseline's."""
         return self.impls.get(name) or self.baselines.get(name)
 
@@ -413,10 +438,12 @@ class PerfCase:
 @dataclass(frozen=True)
 class PerfSummary:
     """What the performance stage measured (Grade.perf, results.json extra_data.performance), typed: the device,
-    the measured copy bandwidth, the first calls' cost and each perf case's timings. `raw` is the JSON form itself,
-    kept whole (to_json returns it), so that results.json keeps every field and its order.
+    the measured copy bandwidth, the first calls' cost and each perf case's timings (TimingView).
 
-    The producers' constructor is from_json(the stage's dict); with_first_calls() adds what the first calls cost."""
+    Parsed once: from the stage's dict where the pipeline receives it, from results.json where a grade is read back
+    (from_json); written once, by Grade.to_json (to_json). `raw` is that JSON form, kept whole for the fields no
+    report reads (rounds, wall times, the baseline record) and for their order, so that results.json keeps every
+    byte; it is never parsed again: with_first_calls() updates the typed fields and the JSON form together."""
 
     cases: dict[str, PerfCase] = field(default_factory=dict)
     device_name: str | None = None
@@ -424,6 +451,8 @@ class PerfSummary:
     copy_bytes_per_s: float = 0.0
     first_call_s: float | None = None
     first_call_overlapped_s: float | None = None
+    # case -> baseline -> seconds: the baselines' first calls made while the correctness stage ran
+    baseline_first_calls_s: dict[str, dict[str, float]] = field(default_factory=dict)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -438,23 +467,29 @@ class PerfSummary:
             number(d.get("copy_bytes_per_s")),
             _float_or_none(d.get("first_call_s")),
             _float_or_none(d.get("first_call_overlapped_s")),
+            {
+                str(c): {str(b): number(s) for b, s in _obj(bs).items()}
+                for c, bs in _obj(d.get("baseline_first_calls_s")).items()
+            },
             d,
         )
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.raw)
 
-    def with_first_calls(self, early: Mapping[str, Mapping[str, float]]) -> PerfSummary:
+    def with_first_calls(self) -> PerfSummary:
         """The summary with what the first calls (Triton JIT, torch.compile) cost: first_call_s inside the timing
-        phase, first_call_overlapped_s for the baselines' made while correctness ran (early: case -> baseline ->
-        seconds; those cases' baselines are not counted again)."""
+        phase, first_call_overlapped_s for the baselines' made while correctness ran (baseline_first_calls_s;
+        those cases' baselines are not counted again)."""
+        early = self.baseline_first_calls_s
         first = sum(
             t.compile_s or 0.0
             for name, c in self.cases.items()
             for t in (*([] if name in early else c.baselines.values()), *c.impls.values())
         )
-        overlapped = sum(float(v) for c in early.values() for v in c.values())
-        return PerfSummary.from_json({**self.raw, "first_call_s": first, "first_call_overlapped_s": overlapped})
+        overlapped = sum(v for c in early.values() for v in c.values())
+        raw = {**self.raw, "first_call_s": first, "first_call_overlapped_s": overlapped}
+        return replace(self, first_call_s=first, first_call_overlapped_s=overlapped, raw=raw)
 
 
 @dataclass(frozen=True)
@@ -530,7 +565,7 @@ class Grade:
     tests: list[TestResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # one-line facts for the summary (skips, flags)
     phases: dict[str, float] = field(default_factory=dict)  # wall seconds per phase: build, correctness, ...
-    perf: dict[str, Any] = field(default_factory=dict)  # per perf case: baselines, thresholds, times
+    perf: PerfSummary = field(default_factory=PerfSummary)  # per perf case: baselines, thresholds, times
     # Official: decided by the trusted side (key file present, student code unable to reach it). Only an official
     # grade is signed (report.write_results); any other is advisory, and official_why says why.
     official: bool = False
@@ -568,11 +603,6 @@ class Grade:
         return sum(t.max_score for t in self.tests if t.state == SKIPPED and t.reason == Reason.NOT_RUN)
 
     @property
-    def performance(self) -> PerfSummary:
-        """Grade.perf, typed."""
-        return PerfSummary.from_json(self.perf)
-
-    @property
     def forfeits(self) -> dict[str, Forfeit]:
         """part -> its forfeit, for each part whose kernel check found a violation, in the grade's order."""
         out: dict[str, Forfeit] = {}
@@ -603,7 +633,7 @@ class Grade:
             tests=[TestResult.from_json(t) for t in d.get("tests") or [] if isinstance(t, dict)],
             notes=str(output).splitlines() if isinstance(output, str) else [],
             phases={str(k): number(v) for k, v in _obj(ex.get("phases_s")).items()},
-            perf=_obj(ex.get("performance")),
+            perf=PerfSummary.from_json(ex.get("performance")),
             official=official is True,
             official_why=_strings(ex.get("not_official_because")),
             partial=_strings(ex.get("partial_cases")),
@@ -632,7 +662,7 @@ class Grade:
                 "device": self.device,
                 "points_not_earnable_here": self.unearnable,
                 "phases_s": {k: round(v, 2) for k, v in self.phases.items()},
-                "performance": self.perf,
+                "performance": self.perf.to_json(),
                 "official": bool(self.official),
                 "not_official_because": [] if self.official else list(self.official_why),
                 "partial_cases": list(self.partial),

@@ -48,7 +48,7 @@ def test_the_fast_staff_kernels_get_full_speed_credit_near_the_ceiling(staff):
     perf = [t for t in g.tests if t.kind == Kind.PERFORMANCE and t.part in fast]
     low = [f"{t.name}: {t.output}" for t in perf if t.extra.get("credit", 0) < 1.0]
     assert not low, "\n".join(low)
-    for name, c in g.perf["cases"].items():
+    for name, c in g.perf.cases.items():
         for impl in fast:
-            pct = c["impls"][impl]["pct_roofline"]
+            pct = c.impls[impl].pct_roofline or 0.0
             assert pct >= 95.0, f"{problem.name} {name} {impl}: {pct:.1f}% of the measured ceiling"

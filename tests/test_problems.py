@@ -19,7 +19,7 @@ from grader.pipeline import Options, grade
 from grader.problem import hints
 from grader.problem.spec import SpecError, load_problem
 from grader.publish import handout
-from grader.results import FAILED, PASSED, SKIPPED, Kind, Reason
+from grader.results import FAILED, PASSED, SKIPPED, Kind, PerfSummary, Reason
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "problems"
@@ -149,13 +149,14 @@ def test_the_bench_prints_the_lecture_figures_beside_the_measured_ones():
             }
         },
     }
+    perf = PerfSummary.from_json(perf)
     rows = anchor.anchor_rows(p, perf)
     # The lecture's order first, then the rows it does not have; untimed rows stay, with no measurement.
     assert [r.name for r in rows] == ["manual", "pytorch", "naive_cuda", "triton", "compiled", "cuda"]
     by = {r.name: r for r in rows}
     assert by["manual"].published_ms == 8.1 and by["manual"].measured_ms == 5.49
     assert by["naive_cuda"].measured_ms is None and by["cuda"].published_ms is None
-    assert anchor.anchor_rows(p, {"cases": {}}) == [] and anchor.anchor_rows(_load("glu"), perf) == []
+    assert anchor.anchor_rows(p, PerfSummary.from_json({"cases": {}})) == [] and anchor.anchor_rows(_load("glu"), perf) == []
 
 
 # -- the grader names no problem ---------------------------------------------------------------------------------

@@ -112,7 +112,7 @@ def grade_from_results(d: dict) -> Grade:
     """Rebuild a Grade from a results.json dict (the grader's own shape)."""
     ex = d["extra_data"]
     g = Grade(problem=ex["problem"], submission=ex["submission"], device=ex["device"], notes=d["output"].splitlines(),
-              phases=dict(ex.get("phases_s") or {}), perf=copy.deepcopy(ex.get("performance") or {}))
+              phases=dict(ex.get("phases_s") or {}), perf=results.PerfSummary.from_json(copy.deepcopy(ex.get("performance") or {})))
     for t in d["tests"]:
         e = dict(t["extra_data"])
         state = e.pop("state")
@@ -199,9 +199,11 @@ def test_leaderboard_leaves_off_times_that_are_not_real_work(tmp_path):
     g = grade_from_results(raw)
     wrong = next(t for t in g.tests if t.name == "triton / performance / lecture_16k")
     wrong.findings = [results.Finding(results.Code.TIMED_WRONG, "timed outputs are wrong: 3 of 100 elements", results.FLAG)]
-    g.perf["cases"]["fp16_4k"]["impls"]["triton"]["effective_ms"] = 1e-6  # under the physical floor
+    perf = g.perf.to_json()
+    perf["cases"]["fp16_4k"]["impls"]["triton"]["effective_ms"] = 1e-6  # under the physical floor
     next(t for t in g.tests if t.name == "cuda / kernel check").extra["forfeit"] = True
-    g.perf["cases"]["llama3_8b_mlp"]["impls"]["triton"]["pct_roofline"] = float("nan")
+    perf["cases"]["llama3_8b_mlp"]["impls"]["triton"]["pct_roofline"] = float("nan")
+    g.perf = results.PerfSummary.from_json(perf)
     doc = strict_json(report.write_results(g, tmp_path))  # NaN in the perf data is written as null, not NaN
     assert_valid(doc)
     names = [e["name"] for e in doc["leaderboard"]]
@@ -230,7 +232,7 @@ def test_a_grade_full_of_a_submissions_text_is_still_a_results_json_the_ta_repor
 
 def test_no_perf_data_means_no_leaderboard_key():
     g = grade_from_results(fixture())
-    g.perf = {}
+    g.perf = results.PerfSummary()
     doc = report.results_json(g)
     assert "leaderboard" not in doc
     assert_valid(doc)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from grader.report import print_summary, results_json, student, tareport
+from grader.report import advice, print_summary, results_json, student, tareport
 from grader.report.records import flags_of, grade_of, part_scores
 from grader.results import (
     FAILED,
@@ -73,7 +73,7 @@ def _grade() -> Grade:
             [Finding(Code.TORCH_COMPUTE, "torch did it", VIOLATION)],
         ),
     ]
-    g.perf = {"cases": {"big": {"impls": {"cuda": {"effective_ms": 1.5, "pct_roofline": float("nan")}}}}}
+    g.perf = PerfSummary.from_json({"cases": {"big": {"impls": {"cuda": {"effective_ms": 1.5, "pct_roofline": float("nan")}}}}})
     return g
 
 
@@ -116,7 +116,7 @@ def test_an_older_results_json_reads_and_renders(tmp_path):
     assert {t.reason for t in g.tests} == {Reason.UNKNOWN}
     assert g.parts == ["triton", "cuda"] and g.problem == "glu"
     assert set(part_scores(g)) == {"triton", "cuda"}
-    assert g.performance.device_name == "NVIDIA H200" and g.performance.cases
+    assert g.perf.device_name == "NVIDIA H200" and g.perf.cases
     assert g.forfeits == {}  # its kernel checks say forfeit: false
     md, page = (p.read_text() for p in student.write_student_report(old, tmp_path))
     assert md.startswith(f"# glu report: {g.stated.score:.4g} / ") and "## Performance" in md, md[:300]
@@ -147,7 +147,7 @@ def test_from_json_tolerates_missing_and_malformed_fields():
     assert (a.part, a.stage, a.state, a.kind, a.score, a.case) == ("a", Stage.CHECKS, FAILED, Kind.UNKNOWN, 0.0, "c")
     assert (b.part, b.stage, b.state, b.name) == ("p", Stage.CHECKS, PASSED, "?")
     assert g.notes == [] and g.stated is not None and g.stated.score is None
-    perf = g.performance
+    perf = g.perf
     assert list(perf.cases) == ["y"] and perf.cases["y"].shape == (2,) and perf.cases["y"].impls["p"].credit is None
 
 
@@ -181,9 +181,11 @@ def test_the_typed_performance_summary_keeps_its_json():
         for name, ci in raw["cases"].items()
         for d in (*([] if name in early else ci["baselines"].values()), *ci["impls"].values())
     )
-    done = perf.with_first_calls(early)
+    done = PerfSummary.from_json({**copy.deepcopy(raw), "baseline_first_calls_s": early}).with_first_calls()
     assert math.isclose(done.first_call_s or 0.0, first) and done.first_call_overlapped_s == 1.0
     assert list(done.to_json())[-2:] == ["first_call_s", "first_call_overlapped_s"]
+    # the typed fields and the JSON form were updated together: reading the JSON back gives the same summary
+    assert PerfSummary.from_json(done.to_json()) == done
 
 
 def test_a_live_grade_is_read_once_as_its_file_reads():
@@ -194,3 +196,17 @@ def test_a_live_grade_is_read_once_as_its_file_reads():
     buf = io.StringIO()
     print_summary(g, Console(file=buf, width=160))
     assert "score: 2/4 points earnable on this machine (8 in all)" in buf.getvalue(), buf.getvalue()
+
+
+def test_the_speed_tip_reads_the_credit_from_the_typed_timing():
+    """The credit's one source is the producer's Timing (grader/performance/stage.py); the reports read its copy in
+    the perf record (TimingView.credit), not the row's extra_data copy."""
+    raw = copy.deepcopy(_load(FIXTURE))
+    g = Grade.from_json(raw)
+    t = next(t for t in g.tests if t.kind == Kind.PERFORMANCE and t.part in g.perf.cases[t.case].impls)
+    t.reason = Reason.SLOW
+    case = raw["extra_data"]["performance"]["cases"][t.case]
+    for credit, tipped in ((0.5, True), (1.0, False)):
+        case["impls"][t.part]["credit"] = credit
+        perf = PerfSummary.from_json(raw["extra_data"]["performance"])
+        assert any("full credit needs" in w for w in advice.advice(t, perf)) == tipped, credit

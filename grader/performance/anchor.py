@@ -6,12 +6,12 @@ Display only: nothing here is scored. Rows come in the anchor's order (the lectu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from grader.problem.spec import Problem
+from grader.results import PerfSummary
 
 
 @dataclass(frozen=True)
@@ -22,14 +22,14 @@ class AnchorRow:
     pct_ceiling: float | None
 
 
-def anchor_rows(problem: Problem, perf: dict[str, Any]) -> list[AnchorRow]:
-    """The rows for the anchor's case, from a grade's perf section (results.json `perf`); [] when there is no
-    anchor or its case was not timed."""
+def anchor_rows(problem: Problem, perf: PerfSummary) -> list[AnchorRow]:
+    """The rows for the anchor's case, from a grade's typed perf summary (Grade.perf); [] when there is no anchor
+    or its case was not timed."""
     anchor = problem.performance.anchor if problem.performance else None
-    case = (perf.get("cases") or {}).get(anchor.case) if anchor else None
-    if anchor is None or not isinstance(case, dict):
+    case = perf.cases.get(anchor.case) if anchor else None
+    if anchor is None or case is None:
         return []
-    timed: dict[str, dict[str, Any]] = {**case.get("baselines", {}), **case.get("impls", {})}
+    timed = {**case.baselines, **case.impls}
     names = list(anchor.ms) + [n for n in timed if n not in anchor.ms]
     rows = []
     for n in names:
@@ -38,20 +38,20 @@ def anchor_rows(problem: Problem, perf: dict[str, Any]) -> list[AnchorRow]:
             AnchorRow(
                 name=n,
                 published_ms=anchor.ms.get(n),
-                measured_ms=float(t["effective_ms"]) if t else None,
-                pct_ceiling=float(t["pct_roofline"]) if t else None,
+                measured_ms=None if t is None else t.effective_ms,
+                pct_ceiling=None if t is None else t.pct_roofline,
             )
         )
     return rows
 
 
-def print_anchor(problem: Problem, perf: dict[str, Any], console: Console) -> None:
+def print_anchor(problem: Problem, perf: PerfSummary, console: Console) -> None:
     rows = anchor_rows(problem, perf)
     if not rows:
         return
     assert problem.performance is not None and problem.performance.anchor is not None
     anchor = problem.performance.anchor
-    dev = perf.get("device", {}).get("name", "this GPU")
+    dev = perf.device_name or "this GPU"
     t = Table(title=f"{anchor.case}: measured here ({dev}) beside {anchor.source}")
     for col in ("version", "ms here", "% of ceiling", f"ms ({anchor.source})"):
         t.add_column(col, justify="left" if col == "version" else "right")

@@ -1,7 +1,9 @@
 """Typed records of the performance stage: what one implementation's timing of one case came to, and why.
 
 grader/performance/ fills them step by step (rounds, re-timing, verification, description, judgement); `as_dict`
-writes them into results.json (extra_data.performance.cases) in the layout the reports and the TA tools read.
+writes them into results.json (extra_data.performance.cases) as grader/results.py TimingJSON, the one shape that the
+reports read back (Grade.perf, a PerfSummary of TimingViews). A field added to the report is added to Timing, to
+TimingJSON and its renderer's view, nothing else.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grader.performance.stats import Summary
-from grader.results import Code, Finding
+from grader.results import Code, Finding, TimingJSON
 
 
 @dataclass
@@ -51,7 +53,8 @@ class Rates:
 
 @dataclass
 class Timing:
-    """One function's timing of one case (a baseline, or an implementation under test)."""
+    """One function's timing of one case (a baseline, or an implementation under test): the producer's record, the
+    source of what results.json says of it (as_dict, a TimingJSON); the reports read that back as a TimingView."""
 
     event: Summary
     host: Summary
@@ -64,7 +67,7 @@ class Timing:
     # Implementations only:
     wall_excess_ms: float | None = None
     first_pass: FirstPass | None = None
-    credit: float | None = None
+    credit: float | None = None  # the speed credit, 0..1: its one source (set by judgement.judge; stage.py derives)
     findings: list[Finding] = field(default_factory=list)
 
     @property
@@ -82,8 +85,9 @@ class Timing:
     def has(self, code: Code) -> bool:
         return any(f.code == code for f in self.findings)
 
-    def as_dict(self, retime_rounds: int = 0) -> dict[str, Any]:
-        d: dict[str, Any] = {
+    def as_dict(self, retime_rounds: int = 0) -> TimingJSON:
+        """The record as results.json holds it: grader/results.py TimingJSON, the one shape the readers parse."""
+        d: TimingJSON = {
             "event": self.event.as_dict(),
             "host": self.host.as_dict(),
             "host_derived_ms": self.host_derived_ms,

@@ -537,6 +537,11 @@ class _CaseRun:
         ok, vmsg = s.verified.get(n, verification.UNCHECKED)
         base_overhead = check.retime_base.get(n, check.base_overhead)
         judgement.judge(timing, ok, vmsg, base_overhead, s.floor, s.th, s.nbytes, self.grade.copy_bps, s.ref_ms)
+        # The speed credit has one source: timing.credit, which judgement.judge computed from the scored time and
+        # the thresholds. The rest is derived from it here, once: the row's score (credit x the case's points: what
+        # the grade sums, zeroed later by a forfeit, results.Forfeit.charge), its state and reason, and two copies
+        # written as they always were, the row's extra_data "credit" and the case's JSON "credit" (as_dict), which
+        # the reports read (results.TimingView.credit). Nothing reads a copy back to score with it.
         case_info["impls"][n] = timing.as_dict(check.retime_rounds)
         c = timing.credit or 0.0
         reason = Reason.FLAGGED if timing.findings else (Reason.OK if c >= 1.0 else Reason.SLOW)

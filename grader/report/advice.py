@@ -144,10 +144,9 @@ def pct_at(c: PerfCase, ms: float, copy_bps: float) -> float:
 
 def _perf_advice(t: TestResult, perf: PerfSummary, h: dict[str, Any]) -> list[str]:
     tips = [problem_hints.text(h, "perf", str(f.code)) or FLAG_TIPS[f.code] for f in t.findings if f.code in FLAG_TIPS]
-    credit = t.extra.get("credit")
     c = perf.cases.get(t.case)
     d = c.impls.get(t.part) if c is not None else None
-    if isinstance(credit, (int, float)) and credit < 1.0 and c is not None and d is not None:
+    if c is not None and d is not None and d.credit is not None and d.credit < 1.0:
         full_ms = c.thresholds.full_ms if c.thresholds is not None else 0.0
         pct, target = number(d.pct_roofline, float("nan")), pct_at(c, full_ms, perf.copy_bytes_per_s)
         tips.append(

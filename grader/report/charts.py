@@ -134,7 +134,7 @@ def chart_bandwidth(mpl: Any, perf: PerfSummary) -> bytes:
 
 def charts(g: Grade) -> dict[str, bytes] | None:
     """name -> PNG bytes; {} when there is no perf data; None when matplotlib is missing."""
-    perf = g.performance
+    perf = g.perf
     if not perf.cases:
         return {}  # nothing to draw: no need for matplotlib at all
     mpl = matplotlib()

@@ -65,7 +65,7 @@ class Submission:
     def device_label(self) -> str:
         """The GPU model the grade was made on; "CPU" for a grade without a GPU; "GPU (model not recorded)" for a
         GPU grade without timing (--no-perf); "unknown" for a file that does not say."""
-        dev = self.grade.performance.device_name
+        dev = self.grade.perf.device_name
         if dev is not None and dev.strip():
             return dev.strip()
         return {"cpu": "CPU", "cuda": "GPU (model not recorded)"}.get(self.grade.device, "unknown")

@@ -14,7 +14,7 @@ def speedups(subs: list[Submission]) -> dict[str, dict[str, list[float]]]:
     """perf case -> implementation -> speedups over eager, one per submission that was timed."""
     out: dict[str, dict[str, list[float]]] = {}
     for s in subs:
-        for case, c in s.grade.performance.cases.items():
+        for case, c in s.grade.perf.cases.items():
             for impl, d in c.impls.items():
                 v = d.speedup_vs_eager
                 if v is not None and math.isfinite(v) and v > 0:

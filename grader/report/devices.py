@@ -37,7 +37,7 @@ def gpu_summary(docs: Iterable[tuple[str, Grade | Mapping[str, Any]]]) -> tuple[
         g: dict[str, Any] = on if isinstance(on, dict) else {}
         gpu = g.get("gpu") if isinstance(g.get("gpu"), dict) else None
         snap = (gpu or {}).get("start") or (gpu or {}).get("end") or {}
-        perf_dev = grade.performance.device_name
+        perf_dev = grade.perf.device_name
         if snap.get("name") or perf_dev:
             model = str(snap.get("name") or perf_dev)
         else:

@@ -157,7 +157,7 @@ def _grouping(t: TestResult, tips: list[str]) -> tuple[Any, ...]:
 def failures(source: Grade | Mapping[str, Any]) -> list[Failure]:
     """Every test that lost points, one Failure per distinct failure: the largest first, skips last."""
     g = grade_of(source)
-    perf = g.performance
+    perf = g.perf
     h = problem_hints.load(g.problem)
     part_findings: dict[str, Sequence[Finding]] = {t.part: t.findings for t in g.tests if t.kind == Kind.KERNEL_CHECK}
     groups: dict[tuple[Any, ...], tuple[list[TestResult], list[str]]] = {}

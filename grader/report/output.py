@@ -14,7 +14,7 @@ from typing import Any
 
 from grader import signing
 from grader.report import validate
-from grader.results import Code, Grade, Kind, Timing
+from grader.results import Code, Grade, Kind, TimingView
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
@@ -73,7 +73,7 @@ def finite(obj: Any) -> Any:
     return obj
 
 
-def _untrusted_time(g: Grade, part: str, case: str, floor_ms: float, t: Timing) -> bool:
+def _untrusted_time(g: Grade, part: str, case: str, floor_ms: float, t: TimingView) -> bool:
     """Times that must not rank: outputs that failed verification, times under the physical floor, forfeit parts."""
     unreal = (Code.TIMED_WRONG, Code.BELOW_FLOOR)
     for r in g.tests:
@@ -91,7 +91,7 @@ def leaderboard(g: Grade) -> list[dict[str, Any]]:
     (ms, lower is better) and the share of the measured copy roofline (%, higher is better). Times that were
     not real work (failed verification, under the physical floor, forfeit part) are left off."""
     board: list[dict[str, Any]] = []
-    for case, c in g.performance.cases.items():
+    for case, c in g.perf.cases.items():
         for impl, t in c.impls.items():
             if _untrusted_time(g, impl, case, c.floor_ms, t) or t.effective_ms is None:
                 continue

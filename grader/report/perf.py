@@ -1,6 +1,6 @@
 """The lecture-style performance table of one perf case (manual / eager / compiled / triton / cuda: ms, GB/s, % of
 the measured copy roofline, speedup over eager, credit), its title and its credit thresholds, from the grade's typed
-performance summary (grader/results.py PerfSummary)."""
+performance summary (Grade.perf, grader/results.py PerfSummary): the renderers read that typed record only."""
 
 from __future__ import annotations
 

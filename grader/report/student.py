@@ -206,7 +206,7 @@ def _warnings(tests: list[TestResult], shown: set[str]) -> Section | None:
 def build(source: Grade | Mapping[str, Any], imgs: dict[str, bytes] | None, note: str | None = None) -> Page:
     """The student report's model: everything both report.md and report.html show."""
     g = grade_of(source)
-    perf = g.performance
+    perf = g.perf
     page = Page(f"{g.problem or 'grade'} report: {headline(g)}", [Text(_facts(g, perf), "facts")])
     said = g.stated is None or g.stated.says_official  # as advisory_of: a file that says neither gets no line
     adv = student_advisory(bool(g.official) if said else None, g.official_why)

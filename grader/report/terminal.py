@@ -21,7 +21,7 @@ from grader.report.failures import Failure, capped, failures, short_output
 from grader.report.output import student_advisory
 from grader.report.records import grade_of
 from grader.report.student import build_rows, headline
-from grader.results import FAILED, PASSED, SKIPPED, Grade, PerfCase, Reason, Stage, TestResult, Timing
+from grader.results import FAILED, PASSED, SKIPPED, Grade, PerfCase, Reason, Stage, TestResult, TimingView
 
 STYLE: dict[str, str] = {PASSED: "green", FAILED: "red", SKIPPED: "yellow"}
 ANSI_CSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
@@ -151,7 +151,7 @@ def print_summary(g: Grade, console: Console | None = None, verbose_failures: in
     for n in g.notes:
         console.print(f"[yellow]note:[/] {escape(n)}", highlight=False)
     if g.phases:
-        perf = g.performance
+        perf = g.perf
         first_s = perf.first_call_s
         extra = f" (of which {first_s:.1f} s first calls: JIT / torch.compile)" if first_s else ""
         overlapped = perf.first_call_overlapped_s
@@ -167,7 +167,7 @@ def print_summary(g: Grade, console: Console | None = None, verbose_failures: in
 def print_bench(g: Grade, console: Console | None = None) -> None:
     """Lecture-style table per perf case: ms, GB/s, % of the measured copy roofline, speedup over eager."""
     console = console or make_console()
-    perf = g.performance
+    perf = g.perf
     if not perf.cases:
         console.print("no performance data (performance is timed only on a CUDA GPU)")
         return
@@ -195,7 +195,7 @@ def _bench_table(name: str, c: PerfCase) -> Table:
     t = Table(title=f"{name}: {c.shape} {c.dtype}, {c.bytes / 1e9:.2f} GB moved, floor {c.floor_ms:.4g} ms")
     for col in ("implementation", "ms (median)", "IQR", "n", "GB/s", "% roofline", "x eager", "credit"):
         t.add_column(col, justify="left" if col == "implementation" else "right")
-    rows: list[tuple[str, Timing, float | None]] = [(k, v, None) for k, v in c.baselines.items()]
+    rows: list[tuple[str, TimingView, float | None]] = [(k, v, None) for k, v in c.baselines.items()]
     rows += [(k, v, v.credit) for k, v in c.impls.items()]
     for k, v, cr in rows:
         t.add_row(
