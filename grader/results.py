@@ -11,11 +11,20 @@ exactly the results.json the grader always wrote; a grade read back writes the s
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, TypedDict, TypeVar
+from typing import Any
+
+from grader.perfsummary import PerfCase as PerfCase
+from grader.perfsummary import PerfSummary as PerfSummary
+from grader.perfsummary import Thresholds as Thresholds
+from grader.perfsummary import TimingJSON as TimingJSON
+from grader.perfsummary import TimingView as TimingView
+from grader.resultvalues import float_or_none as _float_or_none
+from grader.resultvalues import member as member
+from grader.resultvalues import number as number
+from grader.resultvalues import obj as _obj
 
 
 class State(StrEnum):
@@ -135,30 +144,6 @@ class Code(StrEnum):
 VIOLATION, FLAG, WARNING, HINT = Severity.VIOLATION, Severity.FLAG, Severity.WARNING, Severity.HINT
 
 FINDING_TEXT_MAX = 2000  # characters of a finding's text read back from a file
-
-
-_E = TypeVar("_E", bound=StrEnum)
-
-
-def member(cls: type[_E], v: Any) -> _E | None:
-    """v as a member of cls, or None (an unknown or malformed value read from a file)."""
-    try:
-        return cls(v)
-    except (ValueError, TypeError):
-        return None
-
-
-def number(v: Any, default: float = 0.0) -> float:
-    """v as a finite float, else default (results.json numbers may be null, strings or absent)."""
-    try:
-        f = float(v)
-    except (TypeError, ValueError, OverflowError):
-        return default
-    return f if math.isfinite(f) else default
-
-
-def _obj(v: Any) -> dict[str, Any]:
-    return v if isinstance(v, dict) else {}
 
 
 @dataclass(frozen=True)
@@ -309,187 +294,6 @@ class TestResult:
                 "findings": [f.to_json() for f in self.findings],
             },
         }
-
-
-def _float_or_none(v: Any) -> float | None:
-    """A number as a float (NaN and inf kept: a grade's own data before results.json is written), else None."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    return float(v)
-
-
-class TimingJSON(TypedDict, total=False):
-    """The one shape of a timing in results.json (performance.cases.<case>.impls/baselines.<name>): the producer's
-    record (grader/performance/records.py Timing.as_dict) writes it, the readers parse it (TimingView.from_json).
-    A key added here is added to the producer's as_dict and, if a report shows it, to TimingView; nothing else."""
-
-    event: dict[str, float]  # the CUDA-event times' summary (grader/performance/stats.py Summary.as_dict)
-    host: dict[str, float]  # the host clock's
-    host_derived_ms: float
-    hidden_work: bool
-    effective_ms: float  # the scored time
-    gbps: float
-    pct_roofline: float
-    speedup_vs_eager: float
-    compile_s: float | None
-    verified: str
-    overhead_ms: float
-    overhead_range_ms: list[float] | None
-    wall_excess_ms: float  # implementations only, from here on
-    wall_derived_ms: float | None
-    first_pass: dict[str, Any]
-    credit: float  # the speed credit, 0..1
-    flags: list[str]
-    recorded: bool  # a baseline from the batch's record, not timed in this grade (its event median only)
-
-
-@dataclass(frozen=True)
-class TimingView:
-    """What the reports read of one timing (a TimingJSON, parsed): frozen, every field optional (an older file)."""
-
-    effective_ms: float | None = None
-    gbps: float | None = None
-    pct_roofline: float | None = None
-    speedup_vs_eager: float | None = None
-    credit: float | None = None  # impls only: the speed credit, 0..1 (a copy of the producer's, stage.py says)
-    compile_s: float | None = None  # the first call (JIT, torch.compile), never inside a timed number
-    iqr_ms: float | None = None  # of the CUDA-event times
-    n: int | None = None  # CUDA-event samples
-    flags: tuple[str, ...] = ()
-
-    @classmethod
-    def from_json(cls, d: TimingJSON | Any) -> TimingView:
-        d = _obj(d)
-        ev = _obj(d.get("event"))
-        n = ev.get("n")
-        return cls(
-            _float_or_none(d.get("effective_ms")),
-            _float_or_none(d.get("gbps")),
-            _float_or_none(d.get("pct_roofline")),
-            _float_or_none(d.get("speedup_vs_eager")),
-            None if d.get("credit") is None else number(d.get("credit")),
-            _float_or_none(d.get("compile_s")),
-            _float_or_none(ev.get("iqr")),
-            n if isinstance(n, int) and not isinstance(n, bool) else None,
-            tuple(str(f) for f in d.get("flags") or [] if isinstance(f, str))
-            if isinstance(d.get("flags"), list)
-            else (),
-        )
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    """A perf case's credit thresholds (ms): full credit at or below full_ms, partial_credit at partial_ms, none at
-    or above zero_ms; margin is the slack given in the student's favour."""
-
-    full_ms: float = 0.0
-    partial_ms: float = 0.0
-    zero_ms: float = 0.0
-    partial_credit: float = 0.5
-    margin: float = 0.0
-
-    @classmethod
-    def from_json(cls, d: Any) -> Thresholds | None:
-        d = _obj(d)
-        if not d:
-            return None
-        return cls(
-            number(d.get("full_ms")),
-            number(d.get("partial_ms")),
-            number(d.get("zero_ms")),
-            number(d.get("partial_credit"), 0.5),
-            number(d.get("margin")),
-        )
-
-
-@dataclass(frozen=True)
-class PerfCase:
-    """One perf case's timings (performance.cases.<case>)."""
-
-    shape: tuple[int, ...] = ()
-    dtype: str = ""
-    bytes: float = 0.0  # moved per call (read + write)
-    floor_ms: float = 0.0  # the physical floor: bytes over the measured copy bandwidth
-    stop: str = ""  # why the timing rounds stopped
-    thresholds: Thresholds | None = None
-    baselines: dict[str, TimingView] = field(default_factory=dict)
-    impls: dict[str, TimingView] = field(default_factory=dict)
-
-    @classmethod
-    def from_json(cls, d: Any) -> PerfCase:
-        d = _obj(d)
-        shape = d.get("shape") if isinstance(d.get("shape"), list) else []
-        return cls(
-            tuple(x for x in shape if isinstance(x, int) and not isinstance(x, bool)),
-            str(d.get("dtype", "")),
-            number(d.get("bytes")),
-            number(d.get("floor_ms")),
-            str(d.get("stop", "")),
-            Thresholds.from_json(d.get("thresholds")),
-            {str(k): TimingView.from_json(v) for k, v in _obj(d.get("baselines")).items()},
-            {str(k): TimingView.from_json(v) for k, v in _obj(d.get("impls")).items()},
-        )
-
-    def timing(self, name: str) -> TimingView | None:
-        """An implementation's timing, else a baseline's."""
-        return self.impls.get(name) or self.baselines.get(name)
-
-
-@dataclass(frozen=True)
-class PerfSummary:
-    """What the performance stage measured (Grade.perf, results.json extra_data.performance), typed: the device,
-    the measured copy bandwidth, the first calls' cost and each perf case's timings (TimingView).
-
-    Parsed once: from the stage's dict where the pipeline receives it, from results.json where a grade is read back
-    (from_json); written once, by Grade.to_json (to_json). `raw` is that JSON form, kept whole for the fields no
-    report reads (rounds, wall times, the baseline record) and for their order, so that results.json keeps every
-    byte; it is never parsed again: with_first_calls() updates the typed fields and the JSON form together."""
-
-    cases: dict[str, PerfCase] = field(default_factory=dict)
-    device_name: str | None = None
-    torch: str | None = None
-    copy_bytes_per_s: float = 0.0
-    first_call_s: float | None = None
-    first_call_overlapped_s: float | None = None
-    # case -> baseline -> seconds: the baselines' first calls made while the correctness stage ran
-    baseline_first_calls_s: dict[str, dict[str, float]] = field(default_factory=dict)
-    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
-
-    @classmethod
-    def from_json(cls, d: Any) -> PerfSummary:
-        d = _obj(d)
-        dev = _obj(d.get("device"))
-        name, torch = dev.get("name"), dev.get("torch")
-        return cls(
-            {str(k): PerfCase.from_json(v) for k, v in _obj(d.get("cases")).items() if isinstance(v, dict)},
-            None if name is None else str(name),
-            None if torch is None else str(torch),
-            number(d.get("copy_bytes_per_s")),
-            _float_or_none(d.get("first_call_s")),
-            _float_or_none(d.get("first_call_overlapped_s")),
-            {
-                str(c): {str(b): number(s) for b, s in _obj(bs).items()}
-                for c, bs in _obj(d.get("baseline_first_calls_s")).items()
-            },
-            d,
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.raw)
-
-    def with_first_calls(self) -> PerfSummary:
-        """The summary with what the first calls (Triton JIT, torch.compile) cost: first_call_s inside the timing
-        phase, first_call_overlapped_s for the baselines' made while correctness ran (baseline_first_calls_s;
-        those cases' baselines are not counted again)."""
-        early = self.baseline_first_calls_s
-        first = sum(
-            t.compile_s or 0.0
-            for name, c in self.cases.items()
-            for t in (*([] if name in early else c.baselines.values()), *c.impls.values())
-        )
-        overlapped = sum(v for c in early.values() for v in c.values())
-        raw = {**self.raw, "first_call_s": first, "first_call_overlapped_s": overlapped}
-        return replace(self, first_call_s=first, first_call_overlapped_s=overlapped, raw=raw)
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,17 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # results and errors: the records and words every layer shares, each importing nothing of the grader: the typed
     # grade (results), the usage error (errors), how a message names a command to run (commands), and whether
     # Triton can run on this machine (availability).
-    ("results/errors", ("grader.results", "grader.errors", "grader.commands", "grader.availability")),
+    (
+        "results/errors",
+        (
+            "grader.results",
+            "grader.perfsummary",
+            "grader.resultvalues",
+            "grader.errors",
+            "grader.commands",
+            "grader.availability",
+        ),
+    ),
     # child: what runs beside student code imports nothing of the trusted side (tests/test_boundary.py); the trusted
     # side imports what both ends must agree on (the wire format, the inputs, the launch records), so it is lowest.
     ("child", ("grader.child.*",)),
@@ -313,13 +323,15 @@ def test_module_docstrings_are_at_most_ten_lines():
 
 
 MAX_MODULE_LINES = 600
-MODULES_NOT_YET_SPLIT = {"grader/results.py"}  # the timing record's rewrite (one Timing) is splitting it
+MODULES_NOT_YET_SPLIT: set[str] = set()  # a module that must wait names its reason here
 
 
 def test_no_grader_module_is_over_600_lines():
     """A module a newcomer can read in one sitting: over 600 lines, split it by responsibility (as correctness/stage,
     pipeline, child/worker, cuda/cudacpu and report/similarity were)."""
-    sizes = {p.relative_to(ROOT).as_posix(): len(p.read_text(encoding="utf-8").splitlines()) for p in GRADER.rglob("*.py")}
+    sizes = {
+        p.relative_to(ROOT).as_posix(): len(p.read_text(encoding="utf-8").splitlines()) for p in GRADER.rglob("*.py")
+    }
     over = {p: n for p, n in sizes.items() if n > MAX_MODULE_LINES and p not in MODULES_NOT_YET_SPLIT}
     assert over == {}, over
     assert all(sizes.get(p, 0) > MAX_MODULE_LINES for p in MODULES_NOT_YET_SPLIT), "an exception no longer needed"
