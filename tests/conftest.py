@@ -109,9 +109,22 @@ def _named(item: pytest.Item, config: pytest.Config) -> bool:
 _SLOW_DESELECTED = pytest.StashKey[int]()  # how many slow tests the fast tier deselected, for the summary line
 
 
+SLOW_MEASURED = Path(__file__).resolve().parent / "slow_measured.txt"
+
+
+def slow_measured() -> set[str]:
+    """The node ids tests/slow_measured.txt lists: measured over 3 s each, slow as if marked so."""
+    lines = SLOW_MEASURED.read_text(encoding="utf-8").splitlines() if SLOW_MEASURED.exists() else []
+    return {ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The fast tier deselects tests marked slow (reported as "N deselected", not as skips); tests marked
-    @pytest.mark.gpu are skipped cleanly when PyTorch sees no CUDA GPU."""
+    """The fast tier deselects tests marked slow, or listed in tests/slow_measured.txt (reported as "N deselected",
+    not as skips); tests marked @pytest.mark.gpu are skipped cleanly when PyTorch sees no CUDA GPU."""
+    measured = slow_measured()
+    for item in items:
+        if item.nodeid in measured:
+            item.add_marker(pytest.mark.slow)
     if not full_tier(config) and not config.getoption("markexpr"):
         keep, drop = [], []
         for item in items:
