@@ -72,11 +72,16 @@ DISGUISES = (
 
 CUDA_CHOICES = {
     "design": 6, "sig": 5, "idx": 3, "rowcol": 2, "order": 2, "ptr": 2, "helper": 2, "ldg": 2, "grid": 6,
-    "temp": 2,
+    "temp": 2, "mul": 2, "deref": 2, "ystore": 2, "cmp": 2, "early": 3, "bounds": 2, "ld": 2, "neg": 2,
 }  # fmt: skip
 
 
-def _csig(kind: int, b: str) -> str:
+def _csig(kind: int, b: str, neg: int = 0) -> str:
+    sig = _csig0(kind, b)
+    return sig.replace(f"(-{b})", f"(0.0f - {b})") if neg else sig
+
+
+def _csig0(kind: int, b: str) -> str:
     return [
         f"1.0f / (1.0f + __expf(-{b}))",
         f"1.0f / (1.0f + expf(-{b}))",
@@ -97,23 +102,32 @@ def cuda_honest(rng: random.Random, c: dict[str, int]) -> str:  # noqa: C901 - o
         "threadIdx.x + (int64_t)blockDim.x * blockIdx.x",
     ][c["idx"]]
     load = "__ldg(&{})" if c["ldg"] else "{}"
-    sig = f"sigm({b})" if c["helper"] else _csig(c["sig"], b)
+    sig = f"sigm({b})" if c["helper"] else _csig(c["sig"], b, c["neg"])
+
+    def at(base: str, off: str) -> str:  # an element, by subscript or by pointer arithmetic
+        if c["deref"]:
+            return f"{base} + {off}" if c["ldg"] else f"*({base} + {off})"
+        return load.format(f"{base}[{off}]")
 
     def loads(base: str, off_a: str, off_b: str, ind: str) -> str:
+        wrap = "__ldg({})" if c["ldg"] and c["deref"] else "{}"
         if c["ptr"]:
             head = f"{ind}const T* p = x + {base};\n"
-            la = f"{ind}float {a} = to_float({load.format(f'p[{off_a}]')});\n"
-            lb = f"{ind}float {b} = to_float({load.format(f'p[{off_b}]')});\n"
+            la = f"{ind}float {a} = to_float({wrap.format(at('p', off_a))});\n"
+            lb = f"{ind}float {b} = to_float({wrap.format(at('p', off_b))});\n"
         else:
             head = ""
-            la = f"{ind}float {a} = to_float({load.format(f'x[{base} + {off_a}]')});\n"
-            lb = f"{ind}float {b} = to_float({load.format(f'x[{base} + {off_b}]')});\n"
+            la = f"{ind}float {a} = to_float({wrap.format(at('x', f'{base} + {off_a}'))});\n"
+            lb = f"{ind}float {b} = to_float({wrap.format(at('x', f'{base} + {off_b}'))});\n"
         return head + (la + lb if c["order"] == 0 else lb + la)
 
     def store(dst: str, ind: str) -> str:
-        if c["temp"]:
-            return f"{ind}float s = {sig};\n{ind}{dst} = from_float<T>({a} * s);\n"
-        return f"{ind}{dst} = from_float<T>({a} * {sig});\n"
+        if c["ystore"]:  # y[i] or *(y + i)
+            dst = "*(" + dst.replace("[", " + ", 1)[:-1] + ")"
+        s = "s" if c["temp"] else sig
+        prod = f"{a} * {s}" if c["mul"] == 0 else f"{s} * {a}"
+        pre = f"{ind}float s = {sig};\n" if c["temp"] else ""
+        return f"{pre}{ind}{dst} = from_float<T>({prod});\n"
 
     def rowcol(ind: str) -> str:
         if c["rowcol"]:
@@ -172,6 +186,15 @@ def cuda_honest(rng: random.Random, c: dict[str, int]) -> str:  # noqa: C901 - o
             + store(f"y[{i}]", "            ")
             + "        }\n    }\n"
         )
+    if c["cmp"]:  # the loops' bound checks the other way round
+        body = re.sub(r"\b(\w+) < (\w+)([;)])", r"\2 > \1\3", body)
+    if c["ld"]:  # the row stride in a local of its own
+        body = "    const int64_t ld = x_row_stride;\n" + body.replace("x_row_stride", "ld")
+    body = [
+        "",
+        "    if (rows == 0 || h == 0) return;\n",
+        "    if (rows * h == 0) return;\n",
+    ][c["early"]] + body
     per = 2 if d == 5 else 1
     grids = [
         f"    int64_t want = (rows * h + {per} * threads - 1) / ({per} * threads);\n"
@@ -204,7 +227,7 @@ def cuda_honest(rng: random.Random, c: dict[str, int]) -> str:  # noqa: C901 - o
         grid = grids[c["grid"]]
     src = STUB_C
     start = src.index("    // TODO 1: your code here.")
-    end = src.index("}\n", start)
+    end = src.index("\n}\n", start) + 1
     src = src[:start] + body + src[end:]
     src = src.replace("    int blocks = 1;\n", grid)
     lines = src.splitlines(keepends=True)
@@ -212,9 +235,11 @@ def cuda_honest(rng: random.Random, c: dict[str, int]) -> str:  # noqa: C901 - o
     src = "".join(lines[:cut] + lines[cut + 3 :])
     src = src.replace("    const int threads = 256;", f"    const int threads = {rng.choice([128, 256, 512, 1024])};")
     if c["helper"]:
-        helper = f"__device__ __forceinline__ float sigm(float t) {{ return {_csig(c['sig'], 't')}; }}\n\n"
+        helper = f"__device__ __forceinline__ float sigm(float t) {{ return {_csig(c['sig'], 't', c['neg'])}; }}\n\n"
         k = src.index("template <typename T>\n__global__")
         src = src[:k] + helper + src[k:]
+    if c["bounds"]:
+        src = src.replace("__global__ void glu_kernel(", "__global__ void __launch_bounds__(1024) glu_kernel(", 1)
     if rng.random() < 0.5:
         src = "\n".join(ln for ln in src.splitlines() if not ln.lstrip().startswith("//")) + "\n"
     return src
@@ -235,7 +260,7 @@ def own_style(src: str, lang: str, rng: random.Random) -> str:
             )
         if rng.random() < 0.5:
             src = re.sub(
-                r"(?m)^(\s+)tl\.store\(([^,]+), (.+), mask=(\w+)\)$",
+                r"(?m)^(\s+)tl\.store\((.+?), ((?:\(.*\)|\w+)\.to\([\w.]+\)), mask=(\w+)\)$",
                 r"\1out_v = \3\n\1tl.store(\2, out_v, mask=\4)",
                 src,
             )
