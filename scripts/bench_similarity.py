@@ -84,11 +84,11 @@ def _csig(kind: int, b: str, neg: int = 0) -> str:
 def _csig0(kind: int, b: str) -> str:
     return [
         f"1.0f / (1.0f + __expf(-{b}))",
-        f"1.0f / (1.0f + expf(-{b}))",
+        f"1.0f / (1.0f + exp2f(-{b} * 1.4426950408889634f))",
         f"0.5f * (1.0f + tanhf(0.5f * {b}))",
         f"({b} >= 0.0f ? 1.0f / (1.0f + __expf(-{b})) : __expf({b}) / (1.0f + __expf({b})))",
-        f"__fdividef(1.0f, 1.0f + __expf(-{b}))",
-    ][kind]
+        f"({b} >= 0.0f ? 1.0f : __expf({b})) / (1.0f + __expf(-fabsf({b})))",
+    ][kind]  # five formulas (not spellings of one: __expf/expf, __fdividef are one after normalisation)
 
 
 def cuda_honest(rng: random.Random, c: dict[str, int]) -> str:  # noqa: C901 - one branch per design
@@ -98,7 +98,7 @@ def cuda_honest(rng: random.Random, c: dict[str, int]) -> str:  # noqa: C901 - o
     r, col = rng.choice([("r", "c"), ("row", "col"), ("rr", "cc"), ("ri", "ci")])
     tid = [
         "(int64_t)blockIdx.x * blockDim.x + threadIdx.x",
-        "blockIdx.x * (int64_t)blockDim.x + threadIdx.x",
+        "blockDim.x * (int64_t)blockIdx.x + threadIdx.x",
         "threadIdx.x + (int64_t)blockDim.x * blockIdx.x",
     ][c["idx"]]
     load = "__ldg(&{})" if c["ldg"] else "{}"
@@ -161,7 +161,7 @@ def cuda_honest(rng: random.Random, c: dict[str, int]) -> str:  # noqa: C901 - o
         )
     elif d == 3:  # 2-D grid
         body = (
-            f"    const int64_t {col} = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n    if ({col} >= h) return;\n"
+            f"    const int64_t {col} = {tid};\n    if ({col} >= h) return;\n"
             f"    for (int64_t {r} = blockIdx.y; {r} < rows; {r} += gridDim.y) {{\n"
             + loads(f"{r} * x_row_stride", col, f"{col} + h", "        ")
             + store(f"y[{r} * h + {col}]", "        ")
@@ -253,7 +253,7 @@ def own_style(src: str, lang: str, rng: random.Random) -> str:
     its own line, a store through a temporary, a keyword argument, a guard. (A copier keeps its source's.)"""
     if lang == "py":
         if rng.random() < 0.5:
-            src = re.sub(r"(\w+) \* (\w+) \+ (\w+)\b(?!\()", r"\3 + \1 * \2", src)
+            src = re.sub(r"(?<![\w.])(\w+) \* (\w+) \+ (\w+)\b(?![\w.(\[])", r"\3 + \1 * \2", src)
         if rng.random() < 0.5:
             src = re.sub(
                 r"(?m)^(\s+)(\w+) = (tl\.load\(.*\))\.to\(tl\.float32\)$", r"\1\2 = \3\n\1\2 = \2.to(tl.float32)", src
@@ -291,37 +291,66 @@ def own_style(src: str, lang: str, rng: random.Random) -> str:
 # -- the class -----------------------------------------------------------------------------------------------------
 
 
-def _far(c: dict[str, int], seen: list[dict[str, int]], need: int) -> bool:
-    return all(sum(c[k] != o[k] for k in c) >= need for o in seen)
+def effective(c: dict[str, int], lang: str) -> dict[str, int]:
+    """The decisions that change the code: Triton's 64-bit offsets only in the flat design (0); in CUDA's row designs
+    (2, 3) the grid one of two and no row/column split, in the block-per-row design (2) no thread index."""
+    e = dict(c)
+    if lang == "py" and e["design"] != 0:
+        e["i64"] = 0
+    if lang == "c" and e["design"] in (2, 3):
+        e["grid"] %= 2
+        e["rowcol"] = 0  # no flat index to split
+    if lang == "c" and e["design"] == 2:
+        e["idx"] = 0  # threadIdx.x and blockIdx.x on their own
+    return e
+
+
+# The decisions that shape the code's statements; the others (an order, an extra line, a spelling) are what a copier's
+# disguise changes too, and the detector forgives them: two honest students must differ in STRONG_MIN_DIFF of these.
+STRONG = {
+    "py": ("design", "sig", "helper", "dtype_arg", "flat", "alloc", "guard", "block", "style", "bptr", "cast"),
+    "c": ("design", "sig", "idx", "rowcol", "ptr", "helper", "ldg", "grid", "temp", "deref", "ystore"),
+}
+STRONG_MIN_DIFF = 2
+
+
+def _far(c: dict[str, int], seen: list[dict[str, int]], need: int, lang: str) -> bool:
+    strong = STRONG[lang]
+    return all(
+        sum(c[k] != o[k] for k in c) >= need and sum(c[k] != o[k] for k in strong) >= STRONG_MIN_DIFF for o in seen
+    )
 
 
 def honest(n: int, seed: int) -> tuple[list[str], list[str]]:
     """n honest students' (Triton, CUDA) files, every two at least TRITON_MIN_DIFF / CUDA_MIN_DIFF decisions apart
-    (relaxed by one, then two, when the space runs out at large n)."""
+    (and STRONG_MIN_DIFF of the STRONG ones); the first relaxed by one after RELAX_AFTER draws in a row found none."""
     rng = random.Random(seed)
     tri: list[str] = []
     cu: list[str] = []
-    seen_t: list[dict[str, int]] = []
-    seen_c: list[dict[str, int]] = []
-    need_t, need_c, tries = TRITON_MIN_DIFF, CUDA_MIN_DIFF, 0
+    seen: dict[str, list[dict[str, int]]] = {"py": [], "c": []}
+    need = {"py": TRITON_MIN_DIFF, "c": CUDA_MIN_DIFF}
+    misses = {"py": 0, "c": 0}
     while len(tri) < n or len(cu) < n:
-        tries += 1
-        if tries % 1500 == 0:
-            need_t, need_c = max(2, need_t - 1), max(2, need_c - 1)
-        if len(tri) < n:
-            ct = gen.choices(rng, gen.TRITON_CHOICES)
-            if _far(ct, seen_t, need_t):
-                seen_t.append(ct)
-                tri.append(own_style(gen.triton_file(rng, ct, gen._pick(rng)), "py", rng))
-        if len(cu) < n:
-            cc = gen.choices(rng, CUDA_CHOICES)
-            if _far(cc, seen_c, need_c):
-                seen_c.append(cc)
-                cu.append(own_style(cuda_honest(rng, cc), "c", rng))
-    SPREAD[n] = (need_t, need_c)
+        for lang, out, spec in (("py", tri, gen.TRITON_CHOICES), ("c", cu, CUDA_CHOICES)):
+            if len(out) >= n:
+                continue
+            c = gen.choices(rng, spec)
+            if not _far(effective(c, lang), seen[lang], need[lang], lang):
+                misses[lang] += 1
+                if misses[lang] >= RELAX_AFTER:
+                    need[lang], misses[lang] = max(2, need[lang] - 1), 0
+                continue
+            misses[lang] = 0
+            seen[lang].append(effective(c, lang))
+            if lang == "py":
+                out.append(own_style(gen.triton_file(rng, c, gen._pick(rng)), "py", rng))
+            else:
+                out.append(own_style(cuda_honest(rng, c), "c", rng))
+    SPREAD[n] = (need["py"], need["c"])
     return tri, cu
 
 
+RELAX_AFTER = 3000
 SPREAD: dict[int, tuple[int, int]] = {}  # honest(n)'s final minimum distance (Triton, CUDA decisions)
 
 
@@ -370,7 +399,7 @@ def reorder(src: str, lang: str) -> str:
     _swap_first(lines, "tl.load(" if lang == "py" else "to_float(")
     text = "\n".join(lines) + "\n"
     if lang == "py":
-        blocks = re.split(r"\n(?=@triton\.jit\n|def |_TL = )", text)
+        blocks = re.split(r"\n(?=@triton\.jit\n)|(?<!@triton\.jit)\n(?=def |_TL = )", text)
         head = [b for b in blocks if not b.startswith(("@triton.jit", "def ", "_TL"))]
         defs = [b for b in blocks if b.startswith(("@triton.jit", "def "))]
         tables = [b for b in blocks if b.startswith("_TL")]

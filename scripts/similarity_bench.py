@@ -170,7 +170,7 @@ def triton_wrapper(rng: random.Random, c: dict[str, int], v: dict[str, str]) -> 
     kern = v["kern"]
     flat = [
         "    x2 = x.view(-1, cols)\n",
-        "    x2 = x.reshape(-1, cols)\n",
+        "    x2 = x.view(math.prod(x.shape[:-1]), cols)\n",
         "    x2 = x.flatten(0, -2) if x.dim() > 1 else x.unsqueeze(0)\n",
     ][c["flat"]]
     alloc = [
@@ -213,7 +213,10 @@ def triton_wrapper(rng: random.Random, c: dict[str, int], v: dict[str, str]) -> 
         )
     if c["kw_launch"]:  # the constexprs by name on the launch line
         launch = "".join(
-            ln.replace(", tile_rows, block", ", ROWS=tile_rows, block").replace(", block", f", {v['blk']}=block")
+            ln[: ln.index("](")]
+            + ln[ln.index("](") :]
+            .replace(", tile_rows, block", ", ROWS=tile_rows, block")
+            .replace(", block", f", {v['blk']}=block")
             if "](" in ln
             else ln
             for ln in launch.splitlines(keepends=True)
@@ -247,7 +250,8 @@ def triton_wrapper(rng: random.Random, c: dict[str, int], v: dict[str, str]) -> 
         )
     # a launcher function the entry point calls
     return (
-        f"{table}def _launch(x2, y, rows, h):\n{block}{launch.replace('x2.stride(0)', 'x2.stride()[0]')}\n\n"
+        f"{table}def _launch(x2, y, rows, h):\n{block}"
+        f"{launch.replace('x2.stride(0)', 'x2.stride()[0]').replace('_TL[x.dtype]', '_TL[x2.dtype]')}\n\n"
         f"def glu_triton(x: torch.Tensor) -> torch.Tensor:\n{doc}{contig}"
         f"    h = x.size(-1) // 2\n    cols = x.size(-1)\n{alloc}{flat}    rows = x2.size(0)\n{guard}"
         f"    _launch(x2, y, rows, h)\n{ret}"
