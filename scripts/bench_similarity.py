@@ -311,24 +311,22 @@ STRONG = {
     "py": ("design", "sig", "helper", "dtype_arg", "flat", "alloc", "guard", "block", "style", "bptr", "cast"),
     "c": ("design", "sig", "idx", "rowcol", "ptr", "helper", "ldg", "grid", "temp", "deref", "ystore"),
 }
-STRONG_MIN_DIFF = 2
+STRONG_MIN_DIFF = {"py": 2, "c": 3}
 
 
-def _far(c: dict[str, int], seen: list[dict[str, int]], need: int, lang: str) -> bool:
+def _far(c: dict[str, int], seen: list[dict[str, int]], need: tuple[int, int], lang: str) -> bool:
     strong = STRONG[lang]
-    return all(
-        sum(c[k] != o[k] for k in c) >= need and sum(c[k] != o[k] for k in strong) >= STRONG_MIN_DIFF for o in seen
-    )
+    return all(sum(c[k] != o[k] for k in c) >= need[0] and sum(c[k] != o[k] for k in strong) >= need[1] for o in seen)
 
 
 def honest(n: int, seed: int) -> tuple[list[str], list[str]]:
     """n honest students' (Triton, CUDA) files, every two at least TRITON_MIN_DIFF / CUDA_MIN_DIFF decisions apart
-    (and STRONG_MIN_DIFF of the STRONG ones); the first relaxed by one after RELAX_AFTER draws in a row found none."""
+    (and STRONG_MIN_DIFF of the STRONG ones); both relaxed by one after RELAX_AFTER draws in a row found none."""
     rng = random.Random(seed)
     tri: list[str] = []
     cu: list[str] = []
     seen: dict[str, list[dict[str, int]]] = {"py": [], "c": []}
-    need = {"py": TRITON_MIN_DIFF, "c": CUDA_MIN_DIFF}
+    need = {"py": (TRITON_MIN_DIFF, STRONG_MIN_DIFF["py"]), "c": (CUDA_MIN_DIFF, STRONG_MIN_DIFF["c"])}
     misses = {"py": 0, "c": 0}
     while len(tri) < n or len(cu) < n:
         for lang, out, spec in (("py", tri, gen.TRITON_CHOICES), ("c", cu, CUDA_CHOICES)):
@@ -338,7 +336,7 @@ def honest(n: int, seed: int) -> tuple[list[str], list[str]]:
             if not _far(effective(c, lang), seen[lang], need[lang], lang):
                 misses[lang] += 1
                 if misses[lang] >= RELAX_AFTER:
-                    need[lang], misses[lang] = max(2, need[lang] - 1), 0
+                    need[lang], misses[lang] = (max(2, need[lang][0] - 1), max(1, need[lang][1] - 1)), 0
                 continue
             misses[lang] = 0
             seen[lang].append(effective(c, lang))
@@ -351,7 +349,7 @@ def honest(n: int, seed: int) -> tuple[list[str], list[str]]:
 
 
 RELAX_AFTER = 3000
-SPREAD: dict[int, tuple[int, int]] = {}  # honest(n)'s final minimum distance (Triton, CUDA decisions)
+SPREAD: dict[int, tuple[tuple[int, int], tuple[int, int]]] = {}  # honest(n)'s final (decisions, strong ones) apart
 
 
 # -- disguises -----------------------------------------------------------------------------------------------------
@@ -694,10 +692,11 @@ def main() -> int:
             folder = base / f"class-{n}"
             planted = build(folder, n, a.seed)
             wall, rc = timed(folder, base / f"report-{n}")
-            dt, dc = SPREAD[max(SPREAD)]
+            (dt, st), (dc, sc) = SPREAD[max(SPREAD)]
             print(
                 f"{n} submissions: `python -m grader similarity` {wall:.1f} s wall (exit {rc}); honest students at "
-                f"least {dt} of {len(gen.TRITON_CHOICES)} Triton and {dc} of {len(CUDA_CHOICES)} CUDA decisions apart"
+                f"least {dt} of {len(gen.TRITON_CHOICES)} Triton decisions apart ({st} of the {len(STRONG['py'])} "
+                f"that shape statements) and {dc} of {len(CUDA_CHOICES)} CUDA ({sc} of {len(STRONG['c'])})"
             )
             for line in evaluate(folder, planted):
                 print(line)
