@@ -6,12 +6,14 @@ planted copies under each disguise a copier uses, scored as a TA would want it s
 The class (per part, Triton and CUDA):
 
 - Honest students, each writing both parts independently: the Triton kernels of scripts/similarity_bench.py's
-  generator (13 decisions: grid design, sigmoid, 64-bit offsets, helpers, the wrapper's flattening, allocation,
-  guard, block, warps, ...), kept only when every two honest students differ in at least TRITON_MIN_DIFF of them; and
-  CUDA kernels of this script's own generator (cuda_honest: 6 loop designs, 5 sigmoids, the thread index's spelling,
-  how row and column are found, load order, pointer or index addressing, a helper or not, __ldg or not, 6 grid
-  sizes), at least CUDA_MIN_DIFF decisions apart. Two traps: a student who submitted the starter stub, and one who
-  wrote only the few lines the spec forces.
+  generator (24 decisions: grid design, sigmoid, 64-bit offsets, helpers, mask spelling, cache hints, named pointers,
+  cast, load order, the wrapper's checks, flattening, allocation, guard, block, warps, launch, ...) and CUDA kernels
+  of this script's own generator (cuda_honest, 18: 6 loop designs, 5 sigmoid formulas, the thread index's spelling,
+  how row and column are found, load order, pointer or index addressing, subscript or pointer arithmetic, a helper
+  or not, __ldg or not, 6 grid sizes, bound checks, an early return, __launch_bounds__, ...), kept only when every
+  two differ in at least TRITON_MIN_DIFF / CUDA_MIN_DIFF of the decisions their designs use and STRONG_MIN_DIFF of
+  the STRONG ones (those that shape the statements). Two traps: a student who submitted the starter stub, and one
+  who wrote only the few lines the spec forces.
 - Copiers, 20% of the class, each copying both parts of one source (an honest student, or the staff solution) with
   one disguise: verbatim with new comments, renamed, statements reordered, dead code added, no-op tokens (`; pass`
   after each Python statement, a second `;` after each C++ statement and `#define` aliases of keywords), translated

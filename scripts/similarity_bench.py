@@ -4,10 +4,11 @@ tests/test_similarity.py checks the detector on.
 Each generated student writes both parts from the starter stubs' contract, choosing independently, as students do,
 among designs a class really produces: the Triton grid (a flat 1-D grid over the outputs, a 2-D grid of rows and
 column blocks, one program per row looping over its columns, 2-D tiles), the sigmoid (tl.sigmoid, 1/(1+exp(-b)),
-exp2 with log2(e), a branch-free stable form), where the 64-bit offsets come from, the loads' `other=`, helpers or
-not, and a wrapper with its own way to flatten, allocate, pick the block and launch; the CUDA kernel's loop (grid
-stride, one element per thread, a block per row, a 2-D grid), its sigmoid, a vectorised pair path or not, and the
-grid size. Names come from pools and comments from a few styles, which the detector ignores anyway.
+exp2 with log2(e), a branch-free stable form), where the 64-bit offsets come from, the loads' `other=`, cache hints,
+cast and order, the mask's spelling, helpers or not, and a wrapper with its own checks and its own way to flatten,
+allocate, pick the block and launch; the CUDA kernel's loop (grid stride, one element per thread, a block per row, a
+2-D grid), its sigmoid, a vectorised pair path or not, and the grid size. Names come from pools and comments from a
+few styles, which the detector ignores anyway.
 
     python scripts/similarity_bench.py --students 500 [--keep DIR]
 
