@@ -6,12 +6,14 @@ planted copies under each disguise a copier uses, scored as a TA would want it s
 The class (per part, Triton and CUDA):
 
 - Honest students, each writing both parts independently: the Triton kernels of scripts/similarity_bench.py's
-  generator (13 decisions: grid design, sigmoid, 64-bit offsets, helpers, the wrapper's flattening, allocation,
-  guard, block, warps, ...), kept only when every two honest students differ in at least TRITON_MIN_DIFF of them; and
-  CUDA kernels of this script's own generator (cuda_honest: 6 loop designs, 5 sigmoids, the thread index's spelling,
-  how row and column are found, load order, pointer or index addressing, a helper or not, __ldg or not, 6 grid
-  sizes), at least CUDA_MIN_DIFF decisions apart. Two traps: a student who submitted the starter stub, and one who
-  wrote only the few lines the spec forces.
+  generator (24 decisions: grid design, sigmoid, 64-bit offsets, helpers, mask spelling, cache hints, named pointers,
+  cast, load order, the wrapper's checks, flattening, allocation, guard, block, warps, launch, ...) and CUDA kernels
+  of this script's own generator (cuda_honest, 18: 6 loop designs, 5 sigmoid formulas, the thread index's spelling,
+  how row and column are found, load order, pointer or index addressing, subscript or pointer arithmetic, a helper
+  or not, __ldg or not, 6 grid sizes, bound checks, an early return, __launch_bounds__, ...), kept only when every
+  two differ in at least TRITON_MIN_DIFF / CUDA_MIN_DIFF of the decisions their designs use and STRONG_MIN_DIFF of
+  the STRONG ones (those that shape the statements). Two traps: a student who submitted the starter stub, and one
+  who wrote only the few lines the spec forces.
 - Copiers, 20% of the class, each copying both parts of one source (an honest student, or the staff solution) with
   one disguise: verbatim with new comments, renamed, statements reordered, dead code added, no-op tokens (`; pass`
   after each Python statement, a second `;` after each C++ statement and `#define` aliases of keywords), translated
@@ -72,18 +74,23 @@ DISGUISES = (
 
 CUDA_CHOICES = {
     "design": 6, "sig": 5, "idx": 3, "rowcol": 2, "order": 2, "ptr": 2, "helper": 2, "ldg": 2, "grid": 6,
-    "temp": 2,
+    "temp": 2, "mul": 2, "deref": 2, "ystore": 2, "cmp": 2, "early": 3, "bounds": 2, "ld": 2, "neg": 2,
 }  # fmt: skip
 
 
-def _csig(kind: int, b: str) -> str:
+def _csig(kind: int, b: str, neg: int = 0) -> str:
+    sig = _csig0(kind, b)
+    return sig.replace(f"(-{b})", f"(0.0f - {b})") if neg else sig
+
+
+def _csig0(kind: int, b: str) -> str:
     return [
         f"1.0f / (1.0f + __expf(-{b}))",
-        f"1.0f / (1.0f + expf(-{b}))",
+        f"1.0f / (1.0f + exp2f(-{b} * 1.4426950408889634f))",
         f"0.5f * (1.0f + tanhf(0.5f * {b}))",
         f"({b} >= 0.0f ? 1.0f / (1.0f + __expf(-{b})) : __expf({b}) / (1.0f + __expf({b})))",
-        f"__fdividef(1.0f, 1.0f + __expf(-{b}))",
-    ][kind]
+        f"({b} >= 0.0f ? 1.0f : __expf({b})) / (1.0f + __expf(-fabsf({b})))",
+    ][kind]  # five formulas (not spellings of one: __expf/expf, __fdividef are one after normalisation)
 
 
 def cuda_honest(rng: random.Random, c: dict[str, int]) -> str:  # noqa: C901 - one branch per design
@@ -93,27 +100,36 @@ def cuda_honest(rng: random.Random, c: dict[str, int]) -> str:  # noqa: C901 - o
     r, col = rng.choice([("r", "c"), ("row", "col"), ("rr", "cc"), ("ri", "ci")])
     tid = [
         "(int64_t)blockIdx.x * blockDim.x + threadIdx.x",
-        "blockIdx.x * (int64_t)blockDim.x + threadIdx.x",
+        "blockDim.x * (int64_t)blockIdx.x + threadIdx.x",
         "threadIdx.x + (int64_t)blockDim.x * blockIdx.x",
     ][c["idx"]]
     load = "__ldg(&{})" if c["ldg"] else "{}"
-    sig = f"sigm({b})" if c["helper"] else _csig(c["sig"], b)
+    sig = f"sigm({b})" if c["helper"] else _csig(c["sig"], b, c["neg"])
+
+    def at(base: str, off: str) -> str:  # an element, by subscript or by pointer arithmetic
+        if c["deref"]:
+            return f"{base} + {off}" if c["ldg"] else f"*({base} + {off})"
+        return load.format(f"{base}[{off}]")
 
     def loads(base: str, off_a: str, off_b: str, ind: str) -> str:
+        wrap = "__ldg({})" if c["ldg"] and c["deref"] else "{}"
         if c["ptr"]:
             head = f"{ind}const T* p = x + {base};\n"
-            la = f"{ind}float {a} = to_float({load.format(f'p[{off_a}]')});\n"
-            lb = f"{ind}float {b} = to_float({load.format(f'p[{off_b}]')});\n"
+            la = f"{ind}float {a} = to_float({wrap.format(at('p', off_a))});\n"
+            lb = f"{ind}float {b} = to_float({wrap.format(at('p', off_b))});\n"
         else:
             head = ""
-            la = f"{ind}float {a} = to_float({load.format(f'x[{base} + {off_a}]')});\n"
-            lb = f"{ind}float {b} = to_float({load.format(f'x[{base} + {off_b}]')});\n"
+            la = f"{ind}float {a} = to_float({wrap.format(at('x', f'{base} + {off_a}'))});\n"
+            lb = f"{ind}float {b} = to_float({wrap.format(at('x', f'{base} + {off_b}'))});\n"
         return head + (la + lb if c["order"] == 0 else lb + la)
 
     def store(dst: str, ind: str) -> str:
-        if c["temp"]:
-            return f"{ind}float s = {sig};\n{ind}{dst} = from_float<T>({a} * s);\n"
-        return f"{ind}{dst} = from_float<T>({a} * {sig});\n"
+        if c["ystore"]:  # y[i] or *(y + i)
+            dst = "*(" + dst.replace("[", " + ", 1)[:-1] + ")"
+        s = "s" if c["temp"] else sig
+        prod = f"{a} * {s}" if c["mul"] == 0 else f"{s} * {a}"
+        pre = f"{ind}float s = {sig};\n" if c["temp"] else ""
+        return f"{pre}{ind}{dst} = from_float<T>({prod});\n"
 
     def rowcol(ind: str) -> str:
         if c["rowcol"]:
@@ -147,7 +163,7 @@ def cuda_honest(rng: random.Random, c: dict[str, int]) -> str:  # noqa: C901 - o
         )
     elif d == 3:  # 2-D grid
         body = (
-            f"    const int64_t {col} = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n    if ({col} >= h) return;\n"
+            f"    const int64_t {col} = {tid};\n    if ({col} >= h) return;\n"
             f"    for (int64_t {r} = blockIdx.y; {r} < rows; {r} += gridDim.y) {{\n"
             + loads(f"{r} * x_row_stride", col, f"{col} + h", "        ")
             + store(f"y[{r} * h + {col}]", "        ")
@@ -172,6 +188,15 @@ def cuda_honest(rng: random.Random, c: dict[str, int]) -> str:  # noqa: C901 - o
             + store(f"y[{i}]", "            ")
             + "        }\n    }\n"
         )
+    if c["cmp"]:  # the loops' bound checks the other way round
+        body = re.sub(r"\b(\w+) < (\w+)([;)])", r"\2 > \1\3", body)
+    if c["ld"]:  # the row stride in a local of its own
+        body = "    const int64_t ld = x_row_stride;\n" + body.replace("x_row_stride", "ld")
+    body = [
+        "",
+        "    if (rows == 0 || h == 0) return;\n",
+        "    if (rows * h == 0) return;\n",
+    ][c["early"]] + body
     per = 2 if d == 5 else 1
     grids = [
         f"    int64_t want = (rows * h + {per} * threads - 1) / ({per} * threads);\n"
@@ -204,7 +229,7 @@ def cuda_honest(rng: random.Random, c: dict[str, int]) -> str:  # noqa: C901 - o
         grid = grids[c["grid"]]
     src = STUB_C
     start = src.index("    // TODO 1: your code here.")
-    end = src.index("}\n", start)
+    end = src.index("\n}\n", start) + 1
     src = src[:start] + body + src[end:]
     src = src.replace("    int blocks = 1;\n", grid)
     lines = src.splitlines(keepends=True)
@@ -212,9 +237,11 @@ def cuda_honest(rng: random.Random, c: dict[str, int]) -> str:  # noqa: C901 - o
     src = "".join(lines[:cut] + lines[cut + 3 :])
     src = src.replace("    const int threads = 256;", f"    const int threads = {rng.choice([128, 256, 512, 1024])};")
     if c["helper"]:
-        helper = f"__device__ __forceinline__ float sigm(float t) {{ return {_csig(c['sig'], 't')}; }}\n\n"
+        helper = f"__device__ __forceinline__ float sigm(float t) {{ return {_csig(c['sig'], 't', c['neg'])}; }}\n\n"
         k = src.index("template <typename T>\n__global__")
         src = src[:k] + helper + src[k:]
+    if c["bounds"]:
+        src = src.replace("__global__ void glu_kernel(", "__global__ void __launch_bounds__(1024) glu_kernel(", 1)
     if rng.random() < 0.5:
         src = "\n".join(ln for ln in src.splitlines() if not ln.lstrip().startswith("//")) + "\n"
     return src
@@ -228,14 +255,14 @@ def own_style(src: str, lang: str, rng: random.Random) -> str:
     its own line, a store through a temporary, a keyword argument, a guard. (A copier keeps its source's.)"""
     if lang == "py":
         if rng.random() < 0.5:
-            src = re.sub(r"(\w+) \* (\w+) \+ (\w+)\b(?!\()", r"\3 + \1 * \2", src)
+            src = re.sub(r"(?<![\w.])(\w+) \* (\w+) \+ (\w+)\b(?![\w.(\[])", r"\3 + \1 * \2", src)
         if rng.random() < 0.5:
             src = re.sub(
                 r"(?m)^(\s+)(\w+) = (tl\.load\(.*\))\.to\(tl\.float32\)$", r"\1\2 = \3\n\1\2 = \2.to(tl.float32)", src
             )
         if rng.random() < 0.5:
             src = re.sub(
-                r"(?m)^(\s+)tl\.store\(([^,]+), (.+), mask=(\w+)\)$",
+                r"(?m)^(\s+)tl\.store\((.+?), ((?:\(.*\)|\w+)\.to\([\w.]+\)), mask=(\w+)\)$",
                 r"\1out_v = \3\n\1tl.store(\2, out_v, mask=\4)",
                 src,
             )
@@ -266,38 +293,65 @@ def own_style(src: str, lang: str, rng: random.Random) -> str:
 # -- the class -----------------------------------------------------------------------------------------------------
 
 
-def _far(c: dict[str, int], seen: list[dict[str, int]], need: int) -> bool:
-    return all(sum(c[k] != o[k] for k in c) >= need for o in seen)
+def effective(c: dict[str, int], lang: str) -> dict[str, int]:
+    """The decisions that change the code: Triton's 64-bit offsets only in the flat design (0); in CUDA's row designs
+    (2, 3) the grid one of two and no row/column split, in the block-per-row design (2) no thread index."""
+    e = dict(c)
+    if lang == "py" and e["design"] != 0:
+        e["i64"] = 0
+    if lang == "c" and e["design"] in (2, 3):
+        e["grid"] %= 2
+        e["rowcol"] = 0  # no flat index to split
+    if lang == "c" and e["design"] == 2:
+        e["idx"] = 0  # threadIdx.x and blockIdx.x on their own
+    return e
+
+
+# The decisions that shape the code's statements; the others (an order, an extra line, a spelling) are what a copier's
+# disguise changes too, and the detector forgives them: two honest students must differ in STRONG_MIN_DIFF of these.
+STRONG = {
+    "py": ("design", "sig", "helper", "dtype_arg", "flat", "alloc", "guard", "block", "style", "bptr", "cast"),
+    "c": ("design", "sig", "idx", "rowcol", "ptr", "helper", "ldg", "grid", "temp", "deref", "ystore"),
+}
+STRONG_MIN_DIFF = {"py": 2, "c": 3}
+
+
+def _far(c: dict[str, int], seen: list[dict[str, int]], need: tuple[int, int], lang: str) -> bool:
+    strong = STRONG[lang]
+    return all(sum(c[k] != o[k] for k in c) >= need[0] and sum(c[k] != o[k] for k in strong) >= need[1] for o in seen)
 
 
 def honest(n: int, seed: int) -> tuple[list[str], list[str]]:
     """n honest students' (Triton, CUDA) files, every two at least TRITON_MIN_DIFF / CUDA_MIN_DIFF decisions apart
-    (relaxed by one, then two, when the space runs out at large n)."""
+    (and STRONG_MIN_DIFF of the STRONG ones); both relaxed by one after RELAX_AFTER draws in a row found none."""
     rng = random.Random(seed)
     tri: list[str] = []
     cu: list[str] = []
-    seen_t: list[dict[str, int]] = []
-    seen_c: list[dict[str, int]] = []
-    need_t, need_c, tries = TRITON_MIN_DIFF, CUDA_MIN_DIFF, 0
+    seen: dict[str, list[dict[str, int]]] = {"py": [], "c": []}
+    need = {"py": (TRITON_MIN_DIFF, STRONG_MIN_DIFF["py"]), "c": (CUDA_MIN_DIFF, STRONG_MIN_DIFF["c"])}
+    misses = {"py": 0, "c": 0}
     while len(tri) < n or len(cu) < n:
-        tries += 1
-        if tries % 1500 == 0:
-            need_t, need_c = max(2, need_t - 1), max(2, need_c - 1)
-        if len(tri) < n:
-            ct = gen.choices(rng, gen.TRITON_CHOICES)
-            if _far(ct, seen_t, need_t):
-                seen_t.append(ct)
-                tri.append(own_style(gen.triton_file(rng, ct, gen._pick(rng)), "py", rng))
-        if len(cu) < n:
-            cc = gen.choices(rng, CUDA_CHOICES)
-            if _far(cc, seen_c, need_c):
-                seen_c.append(cc)
-                cu.append(own_style(cuda_honest(rng, cc), "c", rng))
-    SPREAD[n] = (need_t, need_c)
+        for lang, out, spec in (("py", tri, gen.TRITON_CHOICES), ("c", cu, CUDA_CHOICES)):
+            if len(out) >= n:
+                continue
+            c = gen.choices(rng, spec)
+            if not _far(effective(c, lang), seen[lang], need[lang], lang):
+                misses[lang] += 1
+                if misses[lang] >= RELAX_AFTER:
+                    need[lang], misses[lang] = (max(2, need[lang][0] - 1), max(1, need[lang][1] - 1)), 0
+                continue
+            misses[lang] = 0
+            seen[lang].append(effective(c, lang))
+            if lang == "py":
+                out.append(own_style(gen.triton_file(rng, c, gen._pick(rng)), "py", rng))
+            else:
+                out.append(own_style(cuda_honest(rng, c), "c", rng))
+    SPREAD[n] = (need["py"], need["c"])
     return tri, cu
 
 
-SPREAD: dict[int, tuple[int, int]] = {}  # honest(n)'s final minimum distance (Triton, CUDA decisions)
+RELAX_AFTER = 3000
+SPREAD: dict[int, tuple[tuple[int, int], tuple[int, int]]] = {}  # honest(n)'s final (decisions, strong ones) apart
 
 
 # -- disguises -----------------------------------------------------------------------------------------------------
@@ -345,7 +399,7 @@ def reorder(src: str, lang: str) -> str:
     _swap_first(lines, "tl.load(" if lang == "py" else "to_float(")
     text = "\n".join(lines) + "\n"
     if lang == "py":
-        blocks = re.split(r"\n(?=@triton\.jit\n|def |_TL = )", text)
+        blocks = re.split(r"\n(?=@triton\.jit\n)|(?<!@triton\.jit)\n(?=def |_TL = )", text)
         head = [b for b in blocks if not b.startswith(("@triton.jit", "def ", "_TL"))]
         defs = [b for b in blocks if b.startswith(("@triton.jit", "def "))]
         tables = [b for b in blocks if b.startswith("_TL")]
@@ -640,10 +694,11 @@ def main() -> int:
             folder = base / f"class-{n}"
             planted = build(folder, n, a.seed)
             wall, rc = timed(folder, base / f"report-{n}")
-            dt, dc = SPREAD[max(SPREAD)]
+            (dt, st), (dc, sc) = SPREAD[max(SPREAD)]
             print(
                 f"{n} submissions: `python -m grader similarity` {wall:.1f} s wall (exit {rc}); honest students at "
-                f"least {dt} of {len(gen.TRITON_CHOICES)} Triton and {dc} of {len(CUDA_CHOICES)} CUDA decisions apart"
+                f"least {dt} of {len(gen.TRITON_CHOICES)} Triton decisions apart ({st} of the {len(STRONG['py'])} "
+                f"that shape statements) and {dc} of {len(CUDA_CHOICES)} CUDA ({sc} of {len(STRONG['c'])})"
             )
             for line in evaluate(folder, planted):
                 print(line)

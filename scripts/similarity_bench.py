@@ -4,10 +4,11 @@ tests/test_similarity.py checks the detector on.
 Each generated student writes both parts from the starter stubs' contract, choosing independently, as students do,
 among designs a class really produces: the Triton grid (a flat 1-D grid over the outputs, a 2-D grid of rows and
 column blocks, one program per row looping over its columns, 2-D tiles), the sigmoid (tl.sigmoid, 1/(1+exp(-b)),
-exp2 with log2(e), a branch-free stable form), where the 64-bit offsets come from, the loads' `other=`, helpers or
-not, and a wrapper with its own way to flatten, allocate, pick the block and launch; the CUDA kernel's loop (grid
-stride, one element per thread, a block per row, a 2-D grid), its sigmoid, a vectorised pair path or not, and the
-grid size. Names come from pools and comments from a few styles, which the detector ignores anyway.
+exp2 with log2(e), a branch-free stable form), where the 64-bit offsets come from, the loads' `other=`, cache hints,
+cast and order, the mask's spelling, helpers or not, and a wrapper with its own checks and its own way to flatten,
+allocate, pick the block and launch; the CUDA kernel's loop (grid stride, one element per thread, a block per row, a
+2-D grid), its sigmoid, a vectorised pair path or not, and the grid size. Names come from pools and comments from a
+few styles, which the detector ignores anyway.
 
     python scripts/similarity_bench.py --students 500 [--keep DIR]
 
@@ -57,19 +58,53 @@ def _sig_expr(kind: int, b: str) -> str:
     ][kind]
 
 
-def triton_kernel(rng: random.Random, c: dict[str, int], v: dict[str, str]) -> str:
-    x, y, h, st, n, blk, a, b, kern = (v[k] for k in ("x", "y", "h", "stride", "n", "blk", "a", "b", "kern"))
+def _less(lhs: str, rhs: str, kind: int) -> str:
+    """A bound check, spelled one of three ways."""
+    return [f"{lhs} < {rhs}", f"{rhs} > {lhs}", f"{lhs} <= {rhs} - 1"][kind]
+
+
+def _loads(c: dict[str, int], v: dict[str, str], ptr: str, mask: str, ind: str) -> str:
+    """The two loads (a at ptr, b h further on): their order, the pointers named or not, cache hints, the cast."""
+    a, b, h = v["a"], v["b"], v["h"]
+    kw = ["", ', eviction_policy="evict_first"', ', cache_modifier=".cg", eviction_policy="evict_first"'][c["cache"]]
     other = ", other=0.0" if c["other"] else ""
+    head = ""
+    pa, pb = ptr, f"{ptr} + {h}"
+    if c["bptr"]:
+        head = f"{ind}pa = {ptr}\n{ind}pb = pa + {h}\n"
+        pa, pb = "pa", "pb"
+
+    def one(name: str, at: str) -> str:
+        if c["cast"]:
+            return f"{ind}{name} = tl.load({at}, mask={mask}{other}{kw}).to(tl.float32)\n"
+        return f"{ind}{name} = tl.cast(tl.load({at}, mask={mask}{other}{kw}), tl.float32)\n"
+
+    la, lb = one(a, pa), one(b, pb)
+    return head + (la + lb if c["order"] == 0 else lb + la)
+
+
+def _product(c: dict[str, int], v: dict[str, str], sig: str, ind: str) -> tuple[str, str]:
+    """(lines before, the expression) of a * sigmoid(b): the sigmoid in its own variable or not, either order."""
+    a = v["a"]
+    pre = ""
+    if c["sigvar"]:
+        pre = f"{ind}sg = {sig}\n"
+        sig = "sg"
+    return pre, (f"{a} * {sig}" if c["prod"] == 0 else f"{sig} * {a}")
+
+
+def triton_kernel(rng: random.Random, c: dict[str, int], v: dict[str, str]) -> str:
+    x, y, h, st, n, blk, b, kern = (v[k] for k in ("x", "y", "h", "stride", "n", "blk", "b", "kern"))
     helper = ""
     if c["helper"]:
         helper = f"@triton.jit\ndef _sigm(t):\n    return {_sig_expr(c['sig'], 't')}\n\n\n"
         sig = f"_sigm({b})"
     else:
         sig = _sig_expr(c["sig"], b)
-    cast = ".to(tl.float32)"
     store_t = f"{y}.dtype.element_ty" if c["dtype_arg"] == 0 else "OUT_DTYPE"
     extra = "" if c["dtype_arg"] == 0 else ", OUT_DTYPE: tl.constexpr"
     design = c["design"]
+    mk = c["mask"]
     if design == 0:  # flat 1-D over the outputs
         pid = "tl.program_id(0).to(tl.int64)" if c["i64"] == 0 else "tl.program_id(0)"
         offs_line = (
@@ -77,54 +112,55 @@ def triton_kernel(rng: random.Random, c: dict[str, int], v: dict[str, str]) -> s
             if c["i64"] == 0
             else f"    offs = pid.to(tl.int64) * {blk} + tl.arange(0, {blk}).to(tl.int64)\n"
         )
+        pre, prod = _product(c, v, sig, "    ")
         body = (
-            f"    pid = {pid}\n" + offs_line + f"    m = offs < {n}\n"
+            f"    pid = {pid}\n" + offs_line + f"    m = {_less('offs', n, mk)}\n"
             f"    r = offs // {h}\n"
             f"    col = offs % {h}\n"
-            f"    base = r * {st} + col\n"
-            f"    {a} = tl.load({x} + base, mask=m{other}){cast}\n"
-            f"    {b} = tl.load({x} + base + {h}, mask=m{other}){cast}\n"
-            f"    res = {a} * {sig}\n"
+            f"    base = r * {st} + col\n" + _loads(c, v, f"{x} + base", "m", "    ") + pre + f"    res = {prod}\n"
             f"    tl.store({y} + offs, res.to({store_t}), mask=m)\n"
         )
         args = f"{x}, {y}, {n}, {h}, {st}, {blk}: tl.constexpr{extra}"
     elif design == 1:  # 2-D grid: rows x column blocks
+        pre, prod = _product(c, v, sig, "    ")
         body = (
             f"    row = tl.program_id(0).to(tl.int64)\n"
             f"    cb = tl.program_id(1)\n"
             f"    cols = cb * {blk} + tl.arange(0, {blk})\n"
-            f"    ok = cols < {h}\n"
+            f"    ok = {_less('cols', h, mk)}\n"
             f"    p = {x} + row * {st} + cols\n"
-            f"    {a} = tl.load(p, mask=ok{other}){cast}\n"
-            f"    {b} = tl.load(p + {h}, mask=ok{other}){cast}\n"
-            f"    tl.store({y} + row * {h} + cols, ({a} * {sig}).to({store_t}), mask=ok)\n"
+            + _loads(c, v, "p", "ok", "    ")
+            + pre
+            + f"    tl.store({y} + row * {h} + cols, ({prod}).to({store_t}), mask=ok)\n"
         )
         args = f"{x}, {y}, {h}, {st}, {blk}: tl.constexpr{extra}"
     elif design == 2:  # one program per row, looping over column blocks
+        pre, prod = _product(c, v, sig, "        ")
         body = (
             f"    row = tl.program_id(0)\n"
             f"    in_row = {x} + row.to(tl.int64) * {st}\n"
             f"    out_row = {y} + row.to(tl.int64) * {h}\n"
             f"    for start in range(0, {h}, {blk}):\n"
             f"        idx = start + tl.arange(0, {blk})\n"
-            f"        keep = idx < {h}\n"
-            f"        {a} = tl.load(in_row + idx, mask=keep{other}){cast}\n"
-            f"        {b} = tl.load(in_row + {h} + idx, mask=keep{other}){cast}\n"
-            f"        val = {a} * {sig}\n"
+            f"        keep = {_less('idx', h, mk)}\n"
+            + _loads(c, v, "in_row + idx", "keep", "        ")
+            + pre
+            + f"        val = {prod}\n"
             f"        tl.store(out_row + idx, val.to({store_t}), mask=keep)\n"
         )
         args = f"{x}, {y}, {h}, {st}, {blk}: tl.constexpr{extra}"
     else:  # 2-D tiles of rows x columns
+        pre, prod = _product(c, v, sig, "    ")
         body = (
             f"    pr = tl.program_id(0)\n"
             f"    pc = tl.program_id(1)\n"
             f"    rr = (pr * ROWS + tl.arange(0, ROWS)).to(tl.int64)\n"
             f"    cc = pc * {blk} + tl.arange(0, {blk})\n"
-            f"    msk = (rr[:, None] < n_rows) & (cc[None, :] < {h})\n"
+            f"    msk = ({_less('rr[:, None]', 'n_rows', mk)}) & ({_less('cc[None, :]', h, mk)})\n"
             f"    src = {x} + rr[:, None] * {st} + cc[None, :]\n"
-            f"    {a} = tl.load(src, mask=msk{other}){cast}\n"
-            f"    {b} = tl.load(src + {h}, mask=msk{other}){cast}\n"
-            f"    o = {a} * {sig}\n"
+            + _loads(c, v, "src", "msk", "    ")
+            + pre
+            + f"    o = {prod}\n"
             f"    tl.store({y} + rr[:, None] * {h} + cc[None, :], o.to({store_t}), mask=msk)\n"
         )
         args = f"{x}, {y}, n_rows, {h}, {st}, ROWS: tl.constexpr, {blk}: tl.constexpr{extra}"
@@ -135,7 +171,7 @@ def triton_wrapper(rng: random.Random, c: dict[str, int], v: dict[str, str]) -> 
     kern = v["kern"]
     flat = [
         "    x2 = x.view(-1, cols)\n",
-        "    x2 = x.reshape(-1, cols)\n",
+        "    x2 = x.view(math.prod(x.shape[:-1]), cols)\n",
         "    x2 = x.flatten(0, -2) if x.dim() > 1 else x.unsqueeze(0)\n",
     ][c["flat"]]
     alloc = [
@@ -176,6 +212,16 @@ def triton_wrapper(rng: random.Random, c: dict[str, int], v: dict[str, str]) -> 
             f"    grid = lambda meta: (triton.cdiv(rows, tile_rows), triton.cdiv(h, meta['{v['blk']}']))\n"
             f"    {kern}[grid](x2, y, rows, h, x2.stride(0), tile_rows, block{dt}{warps})\n"
         )
+    if c["kw_launch"]:  # the constexprs by name on the launch line
+        launch = "".join(
+            ln[: ln.index("](")]
+            + ln[ln.index("](") :]
+            .replace(", tile_rows, block", ", ROWS=tile_rows, block")
+            .replace(", block", f", {v['blk']}=block")
+            if "](" in ln
+            else ln
+            for ln in launch.splitlines(keepends=True)
+        )
     contig = "    if x.stride(-1) != 1:\n        x = x.contiguous()\n" if c["contig"] else ""
     table = (
         "_TL = {torch.float32: tl.float32, torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}\n\n\n"
@@ -183,25 +229,33 @@ def triton_wrapper(rng: random.Random, c: dict[str, int], v: dict[str, str]) -> 
         else ""
     )
     doc = rng.choice(['    """GLU of x along its last dimension."""\n', "    # a * sigmoid(b)\n", ""])
+    doc += [
+        "",
+        '    assert x.shape[-1] % 2 == 0, "the last dimension must be even"\n',
+        '    if x.shape[-1] % 2:\n        raise ValueError("GLU needs an even last dimension")\n',
+    ][c["check"]]
+    doc += "    assert x.is_cuda\n" if c["cuda_check"] else ""
+    ret = "    return y\n" if c["ret"] == 0 else "    return y.view(*x.shape[:-1], h)\n"
     if c["style"] == 0:  # straight-line wrapper
         return (
             f"{table}def glu_triton(x: torch.Tensor) -> torch.Tensor:\n{doc}"
             f"{contig}    cols = x.shape[-1]\n    h = cols // 2\n{flat}    rows = x2.shape[0]\n"
-            f"{alloc}{guard}{block}{launch}    return y\n"
+            f"{alloc}{guard}{block}{launch}{ret}"
         )
     if c["style"] == 1:  # a shape helper, then the launch
         return (
             f"{table}def _shape(x):\n    *lead, two_h = x.shape\n    return lead, two_h // 2, math.prod(lead)\n\n\n"
             f"def glu_triton(x: torch.Tensor) -> torch.Tensor:\n{doc}{contig}"
             f"    lead, h, rows = _shape(x)\n    cols = 2 * h\n{alloc.replace('x.shape[:-1]', 'tuple(lead)')}"
-            f"{guard}{flat}{block}{launch}    return y\n"
+            f"{guard}{flat}{block}{launch}{ret}"
         )
     # a launcher function the entry point calls
     return (
-        f"{table}def _launch(x2, y, rows, h):\n{block}{launch.replace('x2.stride(0)', 'x2.stride()[0]')}\n\n"
+        f"{table}def _launch(x2, y, rows, h):\n{block}"
+        f"{launch.replace('x2.stride(0)', 'x2.stride()[0]').replace('_TL[x.dtype]', '_TL[x2.dtype]')}\n\n"
         f"def glu_triton(x: torch.Tensor) -> torch.Tensor:\n{doc}{contig}"
         f"    h = x.size(-1) // 2\n    cols = x.size(-1)\n{alloc}{flat}    rows = x2.size(0)\n{guard}"
-        f"    _launch(x2, y, rows, h)\n    return y\n"
+        f"    _launch(x2, y, rows, h)\n{ret}"
     )
 
 
@@ -216,6 +270,8 @@ def triton_file(rng: random.Random, c: dict[str, int], v: dict[str, str]) -> str
 TRITON_CHOICES = {
     "design": 4, "sig": 4, "i64": 2, "other": 2, "helper": 2, "dtype_arg": 2,
     "flat": 3, "alloc": 3, "guard": 3, "block": 4, "warps": 3, "contig": 2, "style": 3,
+    "mask": 3, "cache": 3, "bptr": 2, "cast": 2, "order": 2, "sigvar": 2, "prod": 2,
+    "check": 3, "cuda_check": 2, "kw_launch": 2, "ret": 2,
 }  # fmt: skip
 
 
@@ -303,7 +359,7 @@ def cuda_file(rng: random.Random, c: dict[str, int], v: dict[str, str]) -> str:
     body, grid = cuda_body(c, v)
     src = _STUB
     start = src.index("    // TODO 1: your code here.")
-    end = src.index("}\n", start)
+    end = src.index("\n}\n", start) + 1
     src = src[:start] + body + src[end:]
     src = src.replace("    int blocks = 1;\n", grid)
     # TODO 3 done: the stub's "return GLU_ERR_NOT_IMPLEMENTED" line and its two marker lines go.

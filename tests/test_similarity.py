@@ -120,7 +120,9 @@ def planted_class(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, set[t
     t = dict(tri)
     c = dict(cu)
     gen_t = next(s for s, _ in tri if s.startswith("gen"))
-    gen_c = next(s for s, text in cu if s.startswith("gen") and text.count("= to_float(") >= 2)
+    gen_c = next(  # the two loads on lines of their own (swappable)
+        s for s, text in cu if s.startswith("gen") and sum("= to_float(" in ln for ln in text.splitlines()) >= 2
+    )
     staff_t = GLU.implementations["triton"].staff.read_text(encoding="utf-8")
     staff_c = GLU.implementations["cuda"].staff.read_text(encoding="utf-8")
     planted_files = {
@@ -603,3 +605,27 @@ def test_equivalent_c_spellings_are_one() -> None:
     a = "void f(int n) { for (long long i = (int64_t)n; i < n; i += 4) { g(i); } }\n"
     b = "void f(int n) { for (int64_t i = static_cast<int64_t>((n)); i < n; i = i + 4) g(i); }\n"
     assert simtokens.normalize(a, "c").kinds == simtokens.normalize(b, "c").kinds
+
+
+def test_equivalent_builtins_and_folded_constants_are_one() -> None:
+    """A copy translated between equivalent constructs: `__frcp_rn(x)` and `__fdividef(1.0f, x)` for `1.0f / x`,
+    `expf` for `__expf`, `+ (-1)` for `- 1`; in Python `x.size(-1)` for `x.shape[-1]`, `triton.cdiv`, `.reshape`,
+    `tl.math.sigmoid`, `x.stride()[0]` and a division by a constant for the multiplication."""
+    c = "float f(float b, int n, int t) { int k = (n + t - 1) / t; return 1.0f / (1.0f + __expf(-b)) * k; }\n"
+    for other in (
+        "float f(float b, int n, int t) { int k = (n + t + (-1)) / t; return __frcp_rn(1.0f + expf(-b)) * k; }\n",
+        "float f(float b, int n, int t) { int k = (n + t - 1) / t; return __fdividef(1.0f, 1.0f + exp(-b)) * k; }\n",
+    ):
+        assert simtokens.normalize(c, "c").kinds == simtokens.normalize(other, "c").kinds
+    # Different operators stay different.
+    minus, plus = "int f(int i) { return i - 1; }\n", "int f(int i) { return i + 1; }\n"
+    assert simtokens.normalize(minus, "c").kinds != simtokens.normalize(plus, "c").kinds
+    py = (
+        "def f(x, x2, n, b, c):\n    h = x.shape[-1] // 2\n    s = x2.stride(0)\n    g = triton.cdiv(n, b)\n"
+        "    y = x.view(-1, c)\n    return tl.sigmoid(y) * 1.4426950408889634 + h - 1\n"
+    )
+    tr = (
+        "def f(x, x2, n, b, c):\n    h = x.size(-1) // 2\n    s = x2.stride()[0]\n    g = (n + b - 1) // b\n"
+        "    y = x.reshape(-1, c)\n    return tl.math.sigmoid(y) / 0.6931471805599453 + h + -1\n"
+    )
+    assert simtokens.normalize(py, "py").kinds == simtokens.normalize(tr, "py").kinds

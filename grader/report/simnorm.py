@@ -37,6 +37,18 @@ C_INT = frozenset(
 )
 C_FLOAT = frozenset("float double".split())
 C_CASTS = frozenset("static_cast reinterpret_cast const_cast".split())
+# Equivalent builtins and intrinsics: one token each (the fast, the rounded and the double spelling of a function).
+C_SAME = {
+    "__expf": "expf", "exp": "expf", "__exp2f": "exp2f", "exp2": "exp2f", "__logf": "logf", "log": "logf",
+    "__tanhf": "tanhf", "tanh": "tanhf", "__fsqrt_rn": "sqrtf", "sqrt": "sqrtf", "__frsqrt_rn": "rsqrtf",
+    "rsqrt": "rsqrtf", "fmax": "fmaxf", "fmin": "fminf", "fabs": "fabsf", "__powf": "powf", "pow": "powf",
+}  # fmt: skip
+C_RECIPROCAL = frozenset("__frcp_rn __frcp_rz __frcp_ru __frcp_rd __drcp_rn __drcp_rz __drcp_ru __drcp_rd".split())
+# f(a, b) written as a OP b: the call's token goes and its top-level comma becomes the operator.
+C_BINARY = {
+    "__fdividef": "/", "__fdiv_rn": "/", "__fdiv_rz": "/", "__fmul_rn": "*", "__fmul_rz": "*", "__fadd_rn": "+",
+    "__fadd_rz": "+", "__fsub_rn": "-", "__fsub_rz": "-", "__ddiv_rn": "/", "__dmul_rn": "*", "__dadd_rn": "+",
+}  # fmt: skip
 
 
 @dataclass
@@ -189,8 +201,15 @@ def c_classes(kinds: list[str], lines: list[int]) -> Normal:
     start = 0
     prev = ";"
     cast = 0  # inside static_cast<...>: its angle brackets are a cast's parentheses
+    depth = 0  # parentheses (dropped, but counted for the binary intrinsics' commas)
+    binary: list[tuple[int, str]] = []  # (depth inside the call, its operator) of each open __fdividef(...)
     for t, ln in zip(kinds, lines, strict=True):
-        if t in C_DROP or t in "()":  # parentheses: `(int64_t)b`, `static_cast<int64_t>(b)`, `((b))` alike
+        if t in "()" and len(t) == 1:  # parentheses: `(int64_t)b`, `static_cast<int64_t>(b)`, `((b))` alike
+            depth += 1 if t == "(" else -1
+            while binary and depth < binary[-1][0]:
+                binary.pop()
+            continue
+        if t in C_DROP:
             continue
         if t in C_CASTS:
             cast = 1
@@ -206,12 +225,10 @@ def c_classes(kinds: list[str], lines: list[int]) -> Normal:
             start = len(k2)
             prev = t
             continue
-        if t in C_INT:
-            t = "int"
-            if k2 and k2[-1] == "int" and len(k2) > start:  # long long, unsigned int: one type
-                continue
-        elif t in C_FLOAT:
-            t = "float"
+        t = _c_equivalent(_c_class(t, k2, start), k2, l2, (depth, ln), binary)
+        if not t:
+            prev = k2[-1] if k2 else prev
+            continue
         if t in "+-*/" and len(k2) - start >= 3 and k2[-1] == "V" and k2[-2] == "=" and k2[-3] == "V":
             if len(k2) - start == 3 or k2[-4] in ",;":  # `i = i + s` is `i += s` (every name is "V" here)
                 k2[-2], k2[-1] = t, "="
@@ -226,6 +243,36 @@ def c_classes(kinds: list[str], lines: list[int]) -> Normal:
     if len(k2) > start:
         stmts.append((start, len(k2)))
     return Normal(k2, l2, stmts)
+
+
+def _c_equivalent(t: str, k2: list[str], l2: list[int], at: tuple[int, int], binary: list[tuple[int, str]]) -> str:
+    """The token to append for t after the equivalent intrinsics and folded constants ("" when done here): at is
+    (the parenthesis depth, the line); binary the open `__fdividef(`-like calls (their depth and operator)."""
+    depth, ln = at
+    if t in C_BINARY:
+        binary.append((depth + 1, C_BINARY[t]))
+        return ""
+    if t == "," and binary and binary[-1][0] == depth:
+        return binary.pop()[1]
+    if t in C_RECIPROCAL:  # __frcp_rn(x) is 1.0f / x
+        k2 += ["N", "/"]
+        l2 += [ln, ln]
+        return ""
+    if t == "N" and len(k2) >= 2 and k2[-1] == "-" and k2[-2] in "+-" and (len(k2) < 3 or k2[-3] != k2[-2]):
+        k2.pop()  # `+ (-1)` is `- 1`, `- (-1)` is `+ 1` (not after `++`/`--`)
+        l2.pop()
+        k2[-1] = "-" if k2[-1] == "+" else "+"
+    return t
+
+
+def _c_class(t: str, k2: list[str], start: int) -> str:
+    """t's class: one integer type, one float type, one name per equivalent function; "" when it merges into the
+    previous token (`long long`, `unsigned int`: one type)."""
+    if t in C_INT:
+        return "" if k2 and k2[-1] == "int" and len(k2) > start else "int"
+    if t in C_FLOAT:
+        return "float"
+    return C_SAME.get(t, t)
 
 
 # -- Python -------------------------------------------------------------------------------------------------------
@@ -249,7 +296,7 @@ def py_statements(src: str) -> list[tuple[str, int]] | None:
     """(canonical text, line) of every statement of src, in order, a compound one as its header (its body
     follows); None when `ast` cannot take it."""
     try:
-        tree = ast.parse(src)
+        tree = _Equivalents().visit(ast.parse(src))
         out: list[tuple[str, int]] = []
         todo: list[ast.stmt | tuple[str, int]] = list(reversed(tree.body))  # a stack, not recursion
         while todo:
@@ -268,6 +315,60 @@ def py_statements(src: str) -> list[tuple[str, int]] | None:
         return out
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
         return None
+
+
+def _call_of(node: ast.AST, *names: str) -> ast.Call | None:
+    """node when it is a call of a method or function named one of names (`t.size(...)`, `triton.cdiv(...)`)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in names:
+        return node if not node.keywords else None
+    return None
+
+
+class _Equivalents(ast.NodeTransformer):
+    """Equivalent spellings made one: `t.size(d)` is `t.shape[d]`, `t.stride()[d]` is `t.stride(d)`, `.reshape` is
+    `.view`, `tl.math.f` is `tl.f`, `triton.cdiv(a, b)` is `(a + b - 1) // b`, `tl.fdiv(a, b)` is `a / b`, `e / c` is
+    `e * c` for a constant c, `e + -c` is `e - c` and `e - -c` is `e + c`."""
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        self.generic_visit(node)
+        if node.attr == "reshape":
+            node.attr = "view"
+        v = node.value
+        if isinstance(v, ast.Attribute) and v.attr == "math" and isinstance(v.value, ast.Name) and v.value.id == "tl":
+            node.value = v.value
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if (c := _call_of(node, "size")) is not None and len(c.args) <= 1:
+            assert isinstance(c.func, ast.Attribute)
+            shape = ast.Attribute(c.func.value, "shape", ast.Load())
+            return ast.Subscript(shape, c.args[0], ast.Load()) if c.args else shape
+        if (c := _call_of(node, "cdiv")) is not None and len(c.args) == 2:
+            a, b = c.args
+            up = ast.BinOp(ast.BinOp(a, ast.Add(), b), ast.Sub(), ast.Constant(1))
+            return ast.BinOp(up, ast.FloorDiv(), b)
+        if (c := _call_of(node, "fdiv", "div_rn")) is not None and len(c.args) == 2:
+            return ast.BinOp(c.args[0], ast.Div(), c.args[1])
+        return node
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        self.generic_visit(node)
+        c = _call_of(node.value, "stride")
+        if c is not None and not c.args:
+            c.args = [node.slice]
+            return c
+        return node
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        r = node.right
+        if isinstance(node.op, ast.Div) and isinstance(r, ast.Constant) and isinstance(r.value, float):
+            node.op = ast.Mult()
+        elif isinstance(node.op, ast.Add | ast.Sub) and isinstance(r, ast.UnaryOp) and isinstance(r.op, ast.USub):
+            node.op = ast.Sub() if isinstance(node.op, ast.Add) else ast.Add()
+            node.right = r.operand
+        return node
 
 
 def _header(s: ast.stmt, nested: list[ast.stmt | tuple[str, int]]) -> ast.stmt:
