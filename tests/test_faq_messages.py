@@ -5,10 +5,8 @@ CPU path: Triton's interpreter, in this process (as tests/test_interpcheck.py)."
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
@@ -29,21 +27,6 @@ QUOTE = re.compile(r"\*\*`(OutOfBounds: [^`]*)`\*\*")
 @pytest.fixture(scope="module", autouse=True)
 def installed():
     assert interpcheck.install(), "this Triton lacks a hook the check needs: update grader/child/interpcheck.py"
-
-
-def _module(problem: str, sub: str) -> ModuleType:
-    f = next((DATA / problem / "broken" / sub).glob("*_triton.py"))
-    spec = importlib.util.spec_from_file_location(f"faq_{problem}_{sub}", f)
-    assert spec and spec.loader
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
-    return m
-
-
-def _raised(call) -> str:
-    with pytest.raises(interpcheck.OutOfBounds) as e:
-        call()
-    return "OutOfBounds: " + str(e.value).splitlines()[0]
 
 
 _MESSAGES = r"""
