@@ -190,7 +190,7 @@ def _shape(declared: Any) -> tuple[type, dict[str, tuple[type, ...] | None]]:
     """(the reply's type, its declared keys' allowed types) for a COMMANDS reply type."""
     if typing.is_typeddict(declared):
         return dict, {k: _kinds(h) for k, h in typing.get_type_hints(declared).items()}
-    return declared, {}
+    return typing.get_origin(declared) or declared, {}  # dict[str, X]: a dict, its values left to the stage
 
 
 _REPLIES = {cmd: _shape(reply) for cmd, (_, reply) in COMMANDS.items()}

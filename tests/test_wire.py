@@ -238,3 +238,95 @@ def test_a_child_that_abuses_the_pipe_fails_its_request_at_the_deadline(target, 
     assert e.value.reason == reason and e.value.fatal and text in e.value.line, e.value.line
     assert not box.alive
     box.close()
+
+
+# -- each timing command's reply against its declared type (grader/child/wire.py COMMANDS, wire.check_reply) ------
+
+
+class _Event:
+    def __init__(self, enable_timing: bool = False) -> None:
+        pass
+
+
+def _cpu_timer():
+    """A Timer (grader/child/timing.py) on the CPU: its own setup, round, samples and copy_bandwidth code, with the
+    CUDA clocks, sleeps and syncs replaced (events report 0.25 ms)."""
+    from grader.child.inputs import digest
+    from grader.child.timing import Timer
+
+    t = Timer.__new__(Timer)
+    t.device, t.calibrated, t.kept = torch.device("cpu"), True, {}
+    t._Event, t._record, t._elapsed, t._sync, t._sleep = _Event, lambda e: None, lambda s, e: 0.25, lambda: None, lambda c: None
+    t._occupy_ok, t.cycles_per_us, t.l2_bytes, t.flush_bytes, t.sleep_kind = False, 2000.0, 1 << 20, 1 << 21, "one-thread sleep"
+    t._mul, t._zero, t.flush, t._digest, t._stack = torch.mul, torch.Tensor.zero_, torch.empty(64, dtype=torch.uint8), digest, torch.stack
+    return t
+
+
+def _timing_replies(problem, monkeypatch) -> dict:
+    """Each timing command's reply as the worker's handlers (grader/child/timingcmds.py) write it and the parent
+    reads it (reply_bytes, then decode), for requests built as grader/performance/ builds them."""
+    import random
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from grader.child.timingcmds import TimingCommands
+    from grader.performance import rounds
+    from grader.problem import operands
+
+    case = replace(problem.performance.cases[0], shape=(8, 64), dtype="float32")
+    n_out = 8 * 32
+
+    def glu(x):
+        return x[..., :32] * torch.sigmoid(x[..., 32:])
+
+    fns = {"glu": glu, "not_a_tensor": lambda x: 3}  # the second's checksum is NaN, its sample a message
+    tc = TimingCommands(torch, torch.device("cpu"), SimpleNamespace(fns=fns, _poison=lambda on: None))
+    tc.timer = _cpu_timer()
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda d: SimpleNamespace(name="fake", uuid="GPU-0", multi_processor_count=132))
+    setup_p = {"inputs": operands.timing_seeds(problem, case, 1234, 3), "warmup_ms": 1, "spin_s": 0.0, "n_out": n_out,
+               "digest_seed": 5}
+    plan, checks = rounds.plan_round(random.Random(0), n_out, first=True, sets=3)
+    made = {
+        "copy_bandwidth": tc.copy_bandwidth({"nbytes": 3 * 4 * 1024, "reps": 1}),
+        "time_setup": tc.time_setup(setup_p),
+        "time_round": tc.time_round({"names": list(fns), "plan": plan}),
+        "time_samples": tc.time_samples({n: [(j, idx) for j, _, _, idx in checks] for n in fns}),
+        "prepare": {case.name: {"eager": 0.5, "compiled": 3}},  # TimingCommands.prepare's shape (it needs a reference)
+    }
+    return {cmd: wire.decode(child_wire.reply_bytes(("ok", v)))[1] for cmd, v in made.items()}
+
+
+def test_the_timers_replies_pass_their_declared_types_and_a_wrong_typed_key_fails(problem, monkeypatch):
+    from grader.performance import rounds
+
+    got = _timing_replies(problem, monkeypatch)
+    for cmd, reply in got.items():
+        assert wire.check_reply(cmd, reply) == "", (cmd, reply)
+    # What the replies hold that a stricter check would refuse: an int where a float is declared (warm-up calls, a
+    # prepare time), a NaN checksum, tagged by the wire (inside a dict keyed by name: the stage checks it), text
+    # for a sample, and torch.version.cuda, None on a CPU build.
+    assert type(got["time_setup"]["warmup_calls"]["glu"]) is int and next(iter(got["prepare"].values()))["compiled"] == 3
+    assert all(wire.tagged_float(v) != wire.tagged_float(v) for v in got["time_round"]["not_a_tensor"]["digest"])
+    assert rounds._is_round_reply(got["time_round"], "not_a_tensor", len(got["time_round"]["glu"]["event_ms"]))
+    assert type(got["time_samples"]["not_a_tensor"][0]) is str and type(got["time_samples"]["glu"][0]) is torch.Tensor
+    assert got["copy_bandwidth"]["cuda"] == torch.version.cuda and got["copy_bandwidth"]["sms"] == 132
+    assert wire.check_reply("copy_bandwidth", {**got["copy_bandwidth"], "bytes_per_s": 10**12}) == ""  # an int
+
+    bw, setup = got["copy_bandwidth"], got["time_setup"]
+    wrong = [
+        ("time_setup", {**setup, "compile_s": [0.5]}, "the 'compile_s' of a 'time_setup' reply is a list"),
+        ("time_setup", {**setup, "warmup_calls": 3}, "the 'warmup_calls' of a 'time_setup' reply is a int"),
+        ("copy_bandwidth", {**bw, "bytes_per_s": "fast"}, "the 'bytes_per_s' of a 'copy_bandwidth' reply is a str"),
+        ("copy_bandwidth", {**bw, "sms": 1.5}, "the 'sms' of a 'copy_bandwidth' reply is a float"),
+        ("copy_bandwidth", {**bw, "cuda": 12}, "the 'cuda' of a 'copy_bandwidth' reply is a int"),
+        # A ceiling is positive and finite by construction: a tagged one is not a number the parent takes.
+        ("copy_bandwidth", {**bw, "bytes_per_s": ("\x00grader:float", "nan")}, "is a tuple"),
+        # Keyed by name, these are dicts with their values left to the stage (rounds._is_round_reply).
+        ("time_round", [got["time_round"]], "a list answered 'time_round', not a dict"),
+        ("time_samples", (), "a tuple answered 'time_samples', not a dict"),
+        ("prepare", [], "a list answered 'prepare', not a dict"),
+        ("time_setup", None, "a NoneType answered 'time_setup', not a dict"),
+    ]
+    for cmd, reply, why in wrong:
+        assert why in wire.check_reply(cmd, reply), (cmd, reply, wire.check_reply(cmd, reply))

@@ -10,11 +10,23 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from .inputs import digest, digest_weights, make_input_seeded
+
+if TYPE_CHECKING:  # the requests and replies this timer serves (wire.COMMANDS)
+    from .wire import (
+        Bandwidth,
+        DeviceInfo,
+        RoundReply,
+        RoundRequest,
+        SamplesReply,
+        SamplesRequest,
+        SetupReply,
+        SetupRequest,
+    )
 
 try:
     import triton
@@ -166,7 +178,7 @@ class Timer:
             f"{t_side:.3f} ms, the sleep at {t_sleep:.3f} ms)"
         )
 
-    def device_info(self) -> dict[str, Any]:
+    def device_info(self) -> DeviceInfo:
         p = torch.cuda.get_device_properties(self.device)
         return {
             "name": p.name,
@@ -194,7 +206,7 @@ class Timer:
         times.sort()
         return times[len(times) // 2]
 
-    def copy_bandwidth(self, nbytes: int = 2**32, reps: int = 20) -> dict[str, float]:
+    def copy_bandwidth(self, nbytes: int = 2**32, reps: int = 20) -> Bandwidth:
         """Two ceilings, in bytes read + written per second:
         - copy: a device-to-device copy (1 read : 1 write), the conventional roofline;
         - read2_write1: c = a + b, GLU's own traffic mix (2 reads : 1 write). HBM serves read-heavy traffic a
@@ -218,7 +230,7 @@ class Timer:
             "nbytes": nbytes,
         }
 
-    def setup(self, fns: dict[str, Callable[..., Any]], p: dict[str, Any]) -> dict[str, Any]:
+    def setup(self, fns: dict[str, Callable[..., Any]], p: SetupRequest) -> SetupReply:
         """Make the case's input sets and warm every function up. Returns compile and warm-up facts."""
         self.pristine, self.work = [], []
         self.weights = None
@@ -237,7 +249,7 @@ class Timer:
                 bases.append(x._base if x._base is not None else x)
             self.pristine.append(bases)
             self.work.append([b.clone() for b in bases])
-        out: dict[str, Any] = {"compile_s": {}, "warmup_calls": {}}
+        out: SetupReply = {"compile_s": {}, "warmup_calls": {}}
         for name, fn in fns.items():
             xs = self._views(self.work[0])
             t0 = _perf_counter()
@@ -264,7 +276,7 @@ class Timer:
 
     # -- timed rounds ---------------------------------------------------------------------------------------
 
-    def round(self, fns: dict[str, Callable[..., Any]], p: dict[str, Any]) -> dict[str, Any]:
+    def round(self, fns: dict[str, Callable[..., Any]], p: RoundRequest) -> RoundReply:
         """Time each named function on the given call plan, a list of (set index, scale).
 
         The outputs are kept until `samples`: which calls and elements get verified is decided by the parent
@@ -277,7 +289,7 @@ class Timer:
         # event interval. 100 us was measured not to be enough (medians of launch-heavy kernels spread 5-12%).
         sleep_us = p.get("sleep_us", 1000)
         sleep_cycles = int(sleep_us * self.cycles_per_us)
-        result: dict[str, Any] = {}
+        result: RoundReply = {}
         self.kept = {}
         for name in p["names"]:
             fn = fns[name]
@@ -308,7 +320,7 @@ class Timer:
             result[name] = {"event_ms": ev, "host_ms": host, "digest": [float(d) for d in self._stack(sums).tolist()]}
         return result
 
-    def samples(self, p: dict[str, Any]) -> dict[str, list[Any]]:
+    def samples(self, p: SamplesRequest) -> SamplesReply:
         """Values of the last round's outputs at the parent's indices: {name: [(call, idx), ...]}. Frees them."""
         out = {name: [_sample(self.kept[name][j], idx) for j, idx in wants] for name, wants in p.items()}
         self.kept = {}

@@ -11,6 +11,17 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .timing import Timer
+    from .wire import (
+        CopyBandwidthReply,
+        CopyBandwidthRequest,
+        PrepareReply,
+        RoundReply,
+        RoundRequest,
+        SamplesReply,
+        SamplesRequest,
+        SetupReply,
+        SetupRequest,
+    )
 
 _perf_counter = time.perf_counter  # bound before any student import (a submission may patch the time module later)
 
@@ -32,7 +43,7 @@ class TimingCommands:
         fns: dict[str, Callable[[Any], Any]] = self.sub.fns
         return fns
 
-    def prepare(self, p: dict[str, Any]) -> dict[str, dict[str, float]]:
+    def prepare(self, p: dict[str, Any]) -> PrepareReply:
         """Trusted baselines only: import them and make every first call (torch.compile's, one per perf shape) now.
 
         The pipeline queues this right after the worker starts, so Dynamo's import and Inductor's compiles (~10 s
@@ -50,7 +61,7 @@ class TimingCommands:
         from .inputs import make_input_seeded
 
         torch = self.torch
-        out: dict[str, dict[str, float]] = {}
+        out: PrepareReply = {}
         for raw in p.get("cases", []):
             case = SimpleNamespace(**raw)
             try:
@@ -73,21 +84,21 @@ class TimingCommands:
                 torch.cuda.empty_cache()
         return out
 
-    def time_setup(self, p: dict[str, Any]) -> dict[str, Any]:
+    def time_setup(self, p: SetupRequest) -> SetupReply:
         assert self.timer is not None and self.timer.calibrated, "timing needs a CUDA device and a loaded worker"
         self.sub._poison(False)
         self.spin_s = float(p.get("spin_s", 0.0))
         return self.timer.setup(self.fns, p)
 
-    def time_round(self, p: dict[str, Any]) -> dict[str, Any]:
+    def time_round(self, p: RoundRequest) -> RoundReply:
         assert self.timer is not None
         return self.timer.round(self.fns, p)
 
-    def time_samples(self, p: dict[str, Any]) -> dict[str, Any]:
+    def time_samples(self, p: SamplesRequest) -> SamplesReply:
         assert self.timer is not None
         return self.timer.samples(p)
 
-    def copy_bandwidth(self, p: dict[str, Any]) -> dict[str, Any]:
+    def copy_bandwidth(self, p: CopyBandwidthRequest) -> CopyBandwidthReply:
         assert self.timer is not None
         return {**self.timer.copy_bandwidth(**p), **self.timer.device_info()}
 

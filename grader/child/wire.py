@@ -338,21 +338,93 @@ class ProfileReply(TypedDict, total=False):
     kernels: list[list[Any]]
 
 
+# The timing commands: grader/child/timing.py Timer's, through grader/child/timingcmds.py; the parent builds the
+# requests and reads the replies in grader/performance/. A reply keyed by function (or case) name is a dict alias,
+# not a TypedDict: its keys are names, not fields.
+
+
+class TimingInput(TypedDict):
+    case: dict[str, Any]  # asdict of grader/problem/spec.py Case (grader/problem/operands.py timing_seeds)
+    seeds: list[int]  # one per input set, mixed with the secret by the parent: the secret never travels
+
+
+class SetupRequest(TypedDict):
+    """`time_setup`: the case's input sets (per input of the op, in call order), the warm-up and the checksum."""
+
+    inputs: list[TimingInput]
+    warmup_ms: float
+    spin_s: float  # busy-wait this long for the next request (grader/child/hostprofile.py spin_wait)
+    n_out: int  # elements of one output: the checksum's weights
+    digest_seed: int
+    calls_per_round: NotRequired[int]  # outputs a warm-up keeps alive (the worker's default: as many as a round)
+
+
+class SetupReply(TypedDict):
+    compile_s: dict[str, float]  # function -> seconds of its first call
+    warmup_calls: dict[str, int]
+
+
+class RoundRequest(TypedDict):
+    """`time_round`: the functions to time, each on the same plan of (input set, scale) calls."""
+
+    names: list[str]
+    plan: list[tuple[int, float]]
+    sleep_us: NotRequired[float]  # the GPU sleep ahead of each call (the worker's default: 1000)
+
+
+class RoundTimes(TypedDict):
+    event_ms: list[float]
+    host_ms: list[float]
+    digest: list[float | tuple[str, str]]  # each output's checksum: a NaN comes tagged (grader/wire.py tagged_float)
+
+
+RoundReply = dict[str, RoundTimes]  # function -> its calls' times
+SamplesRequest = dict[str, list[tuple[int, torch.Tensor]]]  # function -> [(call in the round, flat indices)]
+SamplesReply = dict[str, list[torch.Tensor | str]]  # function -> per request its values, or why there are none
+PrepareReply = dict[str, dict[str, float]]  # case name -> baseline name -> seconds of its first call
+
+
+class CopyBandwidthRequest(TypedDict, total=False):
+    nbytes: int
+    reps: int
+
+
+class Bandwidth(TypedDict):
+    bytes_per_s: float  # a device-to-device copy's
+    read2_write1_bytes_per_s: float  # c = a + b's
+    nbytes: int
+
+
+class DeviceInfo(TypedDict):
+    name: str
+    uuid: str
+    sms: int
+    l2_bytes: int
+    flush_bytes: int
+    torch: str
+    cuda: str | None  # torch.version.cuda
+    pre_call_sleep: str
+
+
+class CopyBandwidthReply(Bandwidth, DeviceInfo):
+    """`copy_bandwidth`: Timer.copy_bandwidth's ceilings and Timer.device_info, in one reply."""
+
+
 # name -> (request type, reply type). The worker dispatches through it (grader/child/worker.py Worker.handlers);
-# the parent checks each reply's type against it (grader/wire.py check_reply). Replies of the timing commands are
-# grader/child/timing.py Timer's dicts, checked in depth by grader/performance/rounds.py.
+# the parent checks each reply's type against it (grader/wire.py check_reply: a TypedDict's keys one level deep, an
+# alias's container only). The timing replies are checked in depth by grader/performance/ (rounds.py).
 COMMANDS: dict[str, tuple[Any, Any]] = {
-    "prepare": (LoadRequest, dict),  # case name -> baseline name -> seconds of its first call
+    "prepare": (LoadRequest, PrepareReply),
     "load": (LoadRequest, str),  # "loaded"
     "run": (CaseRequest, RunReply),
     "kernels": (CaseRequest, KernelsReply),
     "profile": (ProfileRequest, ProfileReply),
     "launch_records": (str, list),  # "take": since the last take; anything else: all so far
     "gpu_compile": (LoadRequest, dict),  # grader/child/launches.py compile_launches
-    "time_setup": (dict, dict),  # grader/child/timing.py Timer.setup
-    "time_round": (dict, dict),  # Timer.round: {"names", "plan"}
-    "time_samples": (dict, dict),  # Timer.samples: impl name -> [(set, indices)]
-    "copy_bandwidth": (dict, dict),  # Timer.copy_bandwidth's keywords; its reply and Timer.device_info
+    "time_setup": (SetupRequest, SetupReply),
+    "time_round": (RoundRequest, RoundReply),
+    "time_samples": (SamplesRequest, SamplesReply),
+    "copy_bandwidth": (CopyBandwidthRequest, CopyBandwidthReply),
 }
 EXIT = "exit"  # the one command without a reply: the worker returns
 

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import torch
 
 from grader import wire
+from grader.child.wire import RoundReply, RoundRequest, SamplesReply, SamplesRequest
 from grader.performance import stats
 from grader.sandbox import WorkerFailure
 
@@ -170,18 +171,15 @@ def timed_rounds(
             last_k[n] = plan[-1][0]
             try:
                 t_req = time.monotonic()
-                r = boxes[w].request(
-                    "time_round", {"names": [n], "plan": plan}, timeout_s=limits.of(n), what=f"timing {case_name}"
-                )
+                req: RoundRequest = {"names": [n], "plan": plan}
+                r: RoundReply = boxes[w].request("time_round", req, timeout_s=limits.of(n), what=f"timing {case_name}")
                 wall = (time.monotonic() - t_req) * 1e3
                 limits.saw(n, wall / 1e3)
                 expect_reply(_is_round_reply(r, n, len(plan)), f"timing {case_name}")
                 out.overhead_ms[n].append((wall - sum(r[n]["event_ms"])) / len(plan))
-                got = boxes[w].request(
-                    "time_samples",
-                    {n: [(j, idx) for j, _, _, idx in want]},
-                    timeout_s=limits.of(n),
-                    what=f"checking {case_name}",
+                asked: SamplesRequest = {n: [(j, idx) for j, _, _, idx in want]}
+                got: SamplesReply = boxes[w].request(
+                    "time_samples", asked, timeout_s=limits.of(n), what=f"checking {case_name}"
                 )
                 expect_reply(
                     isinstance(got, dict)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from grader import sandbox
+from grader.child.wire import CopyBandwidthReply, CopyBandwidthRequest, SetupReply, SetupRequest
 from grader.correctness.target import Target
 from grader.performance import baselinerecord, judgement, rounds, score, stats, verification, workers
 from grader.performance.records import FirstPass, Timing
@@ -109,7 +110,8 @@ def run_performance(
         bw = boxes["baselines"]
         assert bw is not None
         progress("performance: measuring copy bandwidth")
-        copy = bw.request("copy_bandwidth", {}, timeout_s=limit, what="copy bandwidth")
+        defaults: CopyBandwidthRequest = {}  # the worker's nbytes and reps
+        copy: CopyBandwidthReply = bw.request("copy_bandwidth", defaults, timeout_s=limit, what="copy bandwidth")
         info["device"] = {k: v for k, v in copy.items() if k not in ("median_ms",)}
         info["copy_bytes_per_s"] = copy["bytes_per_s"]
         info["read2_write1_bytes_per_s"] = copy["read2_write1_bytes_per_s"]
@@ -280,7 +282,7 @@ class _CaseRun:
         boxes, dead = t.grade.boxes, t.grade.dead
         live_boxes = [w for w, b in boxes.items() if b is not None and w not in dead]
         self.digest_seed = inputs.mix_seed(t.case.seed, t.grade.secret, "digest")
-        self.setup_p: dict[str, Any] = {
+        self.setup_p: SetupRequest = {
             "inputs": timing_seeds,
             "warmup_ms": 200,
             "spin_s": workers.spin_budget(len(live_boxes), workers.cpus()),
@@ -310,7 +312,9 @@ class _CaseRun:
                 continue
             assert box is not None  # a worker that failed to load is in `dead`
             try:
-                got = box.request("time_setup", self.setup_p, timeout_s=self.limit, what=f"warm-up on {name}")
+                got: SetupReply = box.request(
+                    "time_setup", self.setup_p, timeout_s=self.limit, what=f"warm-up on {name}"
+                )
                 cs = got.get("compile_s") if isinstance(got, dict) else None
                 rounds.expect_reply(
                     isinstance(cs, dict) and all(isinstance(v, (int, float)) for v in cs.values()),

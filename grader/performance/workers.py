@@ -11,6 +11,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
+from grader.child.wire import PrepareReply, SetupRequest
 from grader.correctness.target import Target
 from grader.problem.spec import Problem
 from grader.sandbox import GraderFault, Sandbox, WorkerFailure
@@ -116,7 +117,8 @@ def load_workers(
             started[name].drain(timeout_s=limit)  # the baselines' `prepare`, queued by start_workers
             early = started[name].drained  # (settle may have collected it already)
             if early and name == "baselines":
-                info["baseline_first_calls_s"] = early[0]
+                first_calls: PrepareReply = early[0]
+                info["baseline_first_calls_s"] = first_calls
             started[name].request("load", payload, timeout_s=limit, what="loading")
             boxes[name] = started[name]
             load_s[name] = round(time.monotonic() - t0, 2)
@@ -142,7 +144,7 @@ def restart_workers(
     dead: dict[str, str],
     device: str,
     limit: float,
-    setup_p: dict[str, Any],
+    setup_p: SetupRequest,
     case_name: str,
     spares: list[Sandbox],
     base_spares: list[Sandbox] | None = None,

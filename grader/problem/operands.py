@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from grader.child.wire import TimingInput
 from grader.problem import inputs
 from grader.problem.spec import Case, Problem
 
@@ -63,7 +64,7 @@ def _timing_salt(k: int, j: int) -> str:
     return f"perf{k}" if j == 0 else f"perf{k}.input{j}"
 
 
-def timing_seeds(problem: Problem, case: Case, secret: int, sets: int) -> list[dict[str, Any]]:
+def timing_seeds(problem: Problem, case: Case, secret: int, sets: int) -> list[TimingInput]:
     """Per input, in call order: its case (as a dict, for the worker) and one mixed seed per input set. The secret
     itself never travels: a worker gets the seeds, from which it cannot recover the secret or the correctness inputs."""
     return [
