@@ -324,7 +324,10 @@ def _check(run: GradeRun) -> None:
             and not run.no_compile
         ):
             run.progress("performance: starting workers (in the background)")
-            run.early = start_workers(problem, run.targets, run.device)
+            record = _record_path()
+            run.early = start_workers(
+                problem, run.targets, run.device, recorded=record is not None and record.is_file()
+            )
             if run.beside is not None:
                 run.beside_thread = threading.Thread(target=_quietly(run.beside), name="beside", daemon=True)
                 run.beside_thread.start()

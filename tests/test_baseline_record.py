@@ -163,3 +163,37 @@ def test_calibrating_without_a_gpu_is_one_line_and_exit_1(tmp_path: Path, capsys
 def test_a_megabyte_of_nesting_is_one_record_error_in_linear_time() -> None:
     with pytest.raises(br.RecordError, match="nested too deeply"):
         br.parse("[" * (br.MAX_BYTES - 1))
+
+
+class _Spawned:
+    """A timing worker as start_workers spawns it: records what it is sent, starts nothing."""
+
+    made: list[_Spawned] = []
+
+    def __init__(self, device: str, *, wait: bool, timing: bool, trusted: bool) -> None:
+        self.trusted, self.sent = trusted, []
+        _Spawned.made.append(self)
+
+    def send(self, cmd: str, payload: dict, *, what: str) -> None:
+        self.sent.append((cmd, payload))
+
+
+@pytest.mark.parametrize("recorded", [False, True])
+def test_with_a_record_the_baselines_workers_prepare_only_the_control(monkeypatch, recorded: bool) -> None:
+    """torch.compile's first calls are made during correctness only for baselines that will be timed: with a
+    record, the control alone (the others' medians come from the record)."""
+    from types import SimpleNamespace
+
+    from grader.performance import workers
+    from grader.problem.spec import find_problem, load_problem
+
+    problem = load_problem(find_problem(None, Path(__file__).resolve().parent.parent))
+    monkeypatch.setattr(workers, "Sandbox", _Spawned)
+    _Spawned.made = []
+    targets = [SimpleNamespace(impl=SimpleNamespace(name=n)) for n in ("triton", "cuda")]  # all it reads of them
+    workers.start_workers(problem, targets, "cuda", recorded=recorded)
+    prepared = [p for w in _Spawned.made for cmd, p in w.sent if cmd == "prepare"]
+    assert len(prepared) == 2 and all(w.trusted for w in _Spawned.made if w.sent)  # the baselines and their spare
+    want = {br.control_baseline(problem)} if recorded else set(problem.baselines)
+    assert all(set(p["baselines"]) == want for p in prepared)
+    assert len(want) == (1 if recorded else 3)

@@ -94,7 +94,11 @@ def gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
     monkeypatch.setattr(gpulock, "phase", phase)
     monkeypatch.setattr(pl, "run_correctness", correctness)
     monkeypatch.setattr(pl, "run_performance", performance)
-    monkeypatch.setattr(pl, "start_workers", lambda p, ts, d: log.append("start workers") or {"w": Box()})
+    monkeypatch.setattr(
+        pl,
+        "start_workers",
+        lambda p, ts, d, recorded: log.append(f"start workers{' recorded' if recorded else ''}") or {"w": Box()},
+    )
     monkeypatch.setattr(
         part,
         "build_part",
@@ -127,6 +131,22 @@ def test_correctness_and_the_sanitizer_run_under_the_shared_hold_then_timing_alo
     assert log[log.index("release shared") + 1 :] == ["hold exclusive", "timing started=['w']", "release exclusive"]
     assert g.score == g.max_score and any(t.kind == Kind.PERFORMANCE for t in g.tests)
     assert [t.part for t in g.tests] == sorted((t.part for t in g.tests), key=["triton", "cuda"].index)
+
+
+@pytest.mark.parametrize("made", [False, True])
+def test_a_batch_s_record_file_tells_the_workers_to_prepare_the_control_only(
+    gpu: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, made: bool
+) -> None:
+    """The batch names the GPU's record (GRADER_BASELINE_RECORD); only a file that is there changes what the
+    baselines' workers prepare (a missing one: every baseline is timed, so every one is prepared)."""
+    from grader.performance import baselinerecord
+
+    rec = tmp_path / "gpu0.glu.json"
+    if made:
+        rec.write_text("{}")
+    monkeypatch.setenv(baselinerecord.ENV, str(rec))
+    gpu["grade"]()
+    assert ("start workers recorded" if made else "start workers") in gpu["log"], gpu["log"]
 
 
 def test_a_kernel_check_violation_forfeits_the_part(gpu: dict[str, Any]) -> None:

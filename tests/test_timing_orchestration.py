@@ -90,10 +90,14 @@ class FakeWorker:
             case = Case(**p["inputs"][0]["case"])
             self.sets = [make_input_seeded(case, "cpu", s) for s in p["inputs"][0]["seeds"]]
             self.weights = digest_weights(p["n_out"], p["digest_seed"], "cpu")
-            return {"compile_s": {n: 0.0 for n in self.fns}}
+            warm = [n for n in self.fns if n in p.get("names", self.fns)]  # as Timer.setup: only those asked for
+            self.warmed = [*getattr(self, "warmed", []), *warm]
+            return {"compile_s": {n: 0.0 for n in warm}, "warmup_calls": {n: 3 for n in warm}}
         if kind == "time_round":
             out, self.kept = {}, {}
             for n in p["names"]:
+                # A function timed before its warm-up would have its first call (a compile) in a timed call.
+                assert n in getattr(self, "warmed", []), f"{n} timed but never warmed up"
                 real, reported = self.fns[n]
                 ev, host, ys = [], [], []
                 for k, scale in p["plan"]:
@@ -868,6 +872,7 @@ def test_with_a_record_only_the_control_baseline_is_timed_and_the_others_come_fr
     # The record says compiled takes 2 ms (timed now it would be 3): the full-credit time follows the record.
     tests, info = run_case(glu, {"k": FakeWorker({"k": (3.0, 3.0)})}, baselines=base, record=_record(case, compiled=2.0))
     assert set(base.timed) == {"eager"}, base.timed
+    assert set(base.warmed) == {"eager"}, base.warmed  # the recorded ones are not even called
     assert info["baseline_record"]["used"] and info["baseline_record"]["drift"] == 0.0, info["baseline_record"]
     assert info["thresholds"]["sources"]["compiled"] == 2.0 and info["baselines"]["compiled"]["recorded"]
     assert info["thresholds"]["full_ms"] == pytest.approx(2.0 * (1 + glu[0].performance.margin))
@@ -885,6 +890,7 @@ def test_a_record_whose_control_drifted_past_the_bound_is_refused_and_every_base
         glu, {"k": FakeWorker({"k": (3.0, 3.0)})}, baselines=base, record=_record(case, eager=drifted, compiled=2.0)
     )
     assert set(base.timed) == set(MS), base.timed
+    assert set(base.warmed) == set(MS), base.warmed  # warmed up before their first timed call
     assert info["baseline_record"]["refused"] and not info["baseline_record"]["used"], info["baseline_record"]
     # Thresholds from what was timed now (compiled 3 ms), as in a single grade: the 3 ms kernel gets full credit.
     assert info["thresholds"]["sources"]["compiled"] == 3.0 and "recorded" not in info["baselines"]["compiled"]

@@ -330,3 +330,27 @@ def test_the_timers_replies_pass_their_declared_types_and_a_wrong_typed_key_fail
     ]
     for cmd, reply, why in wrong:
         assert why in wire.check_reply(cmd, reply), (cmd, reply, wire.check_reply(cmd, reply))
+
+
+def test_the_timer_warms_up_only_the_functions_a_case_will_time(problem, monkeypatch):
+    """time_setup's `names` (grader/performance/stage.py: with a batch's record, the control baseline alone): the
+    others are never called, so a baseline whose median the record gives costs no compile and no warm-up."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from grader.child.timingcmds import TimingCommands
+    from grader.problem import operands
+
+    called: list[str] = []
+
+    def fn(name):
+        return lambda x: called.append(name) or x[..., :32] * torch.sigmoid(x[..., 32:])
+
+    case = replace(problem.performance.cases[0], shape=(8, 64), dtype="float32")
+    tc = TimingCommands(torch, torch.device("cpu"), SimpleNamespace(fns={"eager": fn("eager"), "compiled": fn("compiled")}, _poison=lambda on: None))
+    tc.timer = _cpu_timer()
+    p = {"inputs": operands.timing_seeds(problem, case, 1234, 2), "warmup_ms": 1, "spin_s": 0.0, "n_out": 8 * 32, "digest_seed": 5}
+    got = tc.time_setup({**p, "names": ["eager"]})
+    assert set(got["compile_s"]) == {"eager"} and set(called) == {"eager"}
+    got = tc.time_setup(p)  # no names: every function, as before
+    assert set(got["compile_s"]) == {"eager", "compiled"} and "compiled" in called

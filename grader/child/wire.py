@@ -357,6 +357,7 @@ class SetupRequest(TypedDict):
     n_out: int  # elements of one output: the checksum's weights
     digest_seed: int
     calls_per_round: NotRequired[int]  # outputs a warm-up keeps alive (the worker's default: as many as a round)
+    names: NotRequired[list[str]]  # the functions to warm up (default: all): those this case will time
 
 
 class SetupReply(TypedDict):

@@ -302,25 +302,25 @@ class _CaseRun:
         self.units = [(w, n) for w in self.names for n in self.names[w]]
         self.last_k: dict[str, int] = {}
 
-    def setup_workers(self) -> None:
+    def setup_workers(self, only: str | None = None) -> None:
         """Every live worker makes the case's input sets (fresh buffers) and warms up. The first setup's
         compile times are the ones reported (later first calls hit the compiled code)."""
         dead, name = self.grade.dead, self.case.name
         t0 = time.monotonic()
         for w, box in self.grade.boxes.items():
-            if w in dead:
+            if w in dead or (only is not None and w != only):
                 continue
             assert box is not None  # a worker that failed to load is in `dead`
             try:
-                got: SetupReply = box.request(
-                    "time_setup", self.setup_p, timeout_s=self.limit, what=f"warm-up on {name}"
-                )
+                req: SetupRequest = {**self.setup_p, "names": self.names[w]}
+                got: SetupReply = box.request("time_setup", req, timeout_s=self.limit, what=f"warm-up on {name}")
                 cs = got.get("compile_s") if isinstance(got, dict) else None
                 rounds.expect_reply(
                     isinstance(cs, dict) and all(isinstance(v, (int, float)) for v in cs.values()),
                     f"warm-up on {name}",
                 )
-                self.setup_info.setdefault(w, got)
+                known = self.setup_info.setdefault(w, got)["compile_s"]
+                known.update({k: v for k, v in got["compile_s"].items() if k not in known})
             except WorkerFailure as e:
                 dead[w] = e.line
         self.setup_s += time.monotonic() - t0
@@ -391,6 +391,7 @@ class _CaseRun:
         self.recorded = {}
         self.names["baselines"] = list(self.problem.baselines)
         self.units = [("baselines", b) for b in self.problem.baselines] + [u for u in self.units if u[0] != "baselines"]
+        self.setup_workers(only="baselines")  # the others were not warmed up: their first calls (compiles) now
         return data.pooled(self.timed_rounds([("baselines", b) for b in self.problem.baselines]))
 
     def fresh_workers(self, names: list[str]) -> None:
@@ -416,6 +417,7 @@ class _CaseRun:
             self.case.name,
             g.spares,
             g.base_spares,
+            timed=self.names,
         )
 
     def wall_clock_check(self, data: rounds.Rounds) -> _WallCheck:

@@ -13,6 +13,7 @@ from typing import Any
 
 from grader.child.wire import PrepareReply, SetupRequest
 from grader.correctness.target import Target
+from grader.performance.baselinerecord import control_baseline
 from grader.problem.spec import Problem
 from grader.sandbox import GraderFault, Sandbox, WorkerFailure
 
@@ -46,7 +47,9 @@ def baseline_payload(problem: Problem) -> dict[str, Any]:
     return {"kind": "reference", "path": str(problem.reference), "baselines": problem.baselines, "display": "baselines"}
 
 
-def start_workers(problem: Problem, targets: list[Target], device: str) -> dict[str, Sandbox]:
+def start_workers(
+    problem: Problem, targets: list[Target], device: str, *, recorded: bool = False
+) -> dict[str, Sandbox]:
     """Spawn the timing workers (baselines, then one per implementation) without waiting for them.
 
     The pipeline calls this before the correctness stage, so that their start-up (imports, CUDA context:
@@ -54,6 +57,8 @@ def start_workers(problem: Problem, targets: list[Target], device: str) -> dict[
     told to `prepare` (import Dynamo, torch.compile every perf shape) as soon as it is up. A worker only binds
     its timer at start; it measures the GPU (calibration) when run_performance loads it, once the correctness
     stage has left the GPU idle, and a student's module is imported only after that.
+    `recorded`: a batch's baseline record is there, so only its control baseline will be timed: only that one is
+    prepared (a record refused later compiles the others in their warm-up, outside every timed call).
     """
     # The baselines are trusted (the staff's reference.py): the grader's uid and its own compile caches, which no
     # submission can write (grader/identity.py). Every implementation's worker is the submission's.
@@ -69,6 +74,11 @@ def start_workers(problem: Problem, targets: list[Target], device: str) -> dict[
         boxes[SPARE_BASELINES] = Sandbox(device, wait=False, timing=True, trusted=True)
     if problem.performance is not None:
         prep = {**baseline_payload(problem), "cases": [asdict(c) for c in problem.performance.cases]}
+        if recorded:
+            # torch.compile's first calls cost ~6 s of CPU per worker (Dynamo's import, Inductor), two workers a
+            # grade, beside up to three grades' correctness on one host; with a record they would never be timed.
+            control = control_baseline(problem)
+            prep["baselines"] = {control: problem.baselines[control]}
         for name in ("baselines", SPARE_BASELINES):
             if name in boxes:
                 try:
@@ -148,12 +158,13 @@ def restart_workers(
     case_name: str,
     spares: list[Sandbox],
     base_spares: list[Sandbox] | None = None,
+    timed: dict[str, list[str]] | None = None,
 ) -> None:
     """Replace each target's timing worker with a new process (same identity and scratch: grader/identity.py),
     loaded and set up for the case. All start at once, so their start-up overlaps. The old worker is closed only
     once its successor is ready: one that fails to start (out of GPU memory beside the old one, say) leaves the
     old worker in place, and the re-timing runs there. With `base_spares` (not None) the trusted baselines' worker
-    is replaced too, from those spares first."""
+    is replaced too, from those spares first. `timed`: each worker's functions to warm up (default: all of them)."""
     # A spare (started with the other timing workers, and idle since) skips the interpreter and CUDA start-up.
     fresh = {
         t.impl.name: (t.payload(problem), spares.pop() if spares else Sandbox(device, wait=False, timing=True))
@@ -168,7 +179,8 @@ def restart_workers(
             if name == "baselines":
                 box.drain(timeout_s=limit)  # a trusted spare's `prepare`, queued by start_workers
             box.request("load", payload, timeout_s=limit, what="loading")
-            box.request("time_setup", setup_p, timeout_s=limit, what=f"warm-up on {case_name}")
+            req: SetupRequest = {**setup_p, "names": timed[name]} if timed and name in timed else setup_p
+            box.request("time_setup", req, timeout_s=limit, what=f"warm-up on {case_name}")
         except (WorkerFailure, GraderFault):  # GraderFault: it failed to start; the grade goes on without it
             box.close()
             continue
