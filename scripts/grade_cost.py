@@ -12,17 +12,17 @@ explained. Needs a CUDA GPU.
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from grader.problem import inputs  # noqa: E402
+from grader.problem import operands  # noqa: E402
 from grader.problem.spec import load_problem  # noqa: E402
 from grader.sandbox import Sandbox  # noqa: E402
 
@@ -49,9 +49,10 @@ def main() -> int:
     t0 = time.perf_counter()
     box.request("load", payload, timeout_s=600, what="load")
     print(f"load baselines (calibrate, import, torch.compile wrap): {ms(t0):8.1f} ms")
-    seeds = [inputs.mix_seed(case.seed, 1, f"perf{k}") for k in range(3)]
+    setup = {"inputs": operands.timing_seeds(problem, case, 1, 3), "warmup_ms": 200, "spin_s": 0.25,
+             "n_out": math.prod(problem.out_shape(case.shape)), "digest_seed": 1}  # as grader/performance/stage.py builds it
     t0 = time.perf_counter()
-    info = box.request("time_setup", {"case": asdict(case), "seeds": seeds, "warmup_ms": 200, "spin_s": 0.25}, timeout_s=600, what="setup")
+    info = box.request("time_setup", setup, timeout_s=600, what="setup")
     print(f"setup {case.name} (inputs, compile, 3 x 200 ms warm-up): {ms(t0):8.1f} ms  compile_s={info['compile_s']}")
 
     plan = [(k % 3, 1.0) for k in range(5)]
@@ -76,11 +77,11 @@ def main() -> int:
     from grader.child.timing import Timer
 
     tm = Timer(torch.device("cuda"))
-    tm.setup({"eager": torch.nn.functional.glu}, {"case": asdict(case), "seeds": seeds, "warmup_ms": 50})
+    tm.setup({"eager": torch.nn.functional.glu}, {**setup, "warmup_ms": 50})
     sync = torch.cuda.synchronize
     parts: dict[str, list[float]] = {k: [] for k in ("mul+sync", "flush+sync", "sync(idle)", "occupy 1ms+sync", "round of 5 (in-process)")}
     for _ in range(20):
-        t0 = time.perf_counter(); torch.mul(tm.pristine[0], 2.0, out=tm.work[0]); sync(); parts["mul+sync"].append(ms(t0))
+        t0 = time.perf_counter(); torch.mul(tm.pristine[0][0], 2.0, out=tm.work[0][0]); sync(); parts["mul+sync"].append(ms(t0))
         t0 = time.perf_counter(); tm.flush.zero_(); sync(); parts["flush+sync"].append(ms(t0))
         t0 = time.perf_counter(); sync(); parts["sync(idle)"].append(ms(t0))
         t0 = time.perf_counter(); tm._occupy(1000) if tm._occupy_ok else tm._sleep(int(1000 * tm.cycles_per_us)); sync(); parts["occupy 1ms+sync"].append(ms(t0))
