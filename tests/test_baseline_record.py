@@ -197,3 +197,24 @@ def test_with_a_record_the_baselines_workers_prepare_only_the_control(monkeypatc
     want = {br.control_baseline(problem)} if recorded else set(problem.baselines)
     assert all(set(p["baselines"]) == want for p in prepared)
     assert len(want) == (1 if recorded else 3)
+
+
+def test_a_worker_that_prepared_the_control_loads_every_baseline_after(monkeypatch) -> None:
+    """The worker's side (grader/child/worker.py Submission): `prepare` with the control only, then the timing
+    stage's `load` with every baseline (a refused record times them all): each is there, the control's function
+    object is the prepared one (its compiled code kept)."""
+    import torch
+
+    from grader.child.worker import Submission
+    from grader.performance import workers
+    from grader.problem.spec import find_problem, load_problem
+
+    problem = load_problem(find_problem(None, Path(__file__).resolve().parent.parent))
+    control = br.control_baseline(problem)
+    monkeypatch.setattr(torch, "compile", lambda fn, dynamic: ("compiled", fn))  # the wrapper only, no Dynamo
+    sub = Submission(torch, torch.device("cpu"))
+    full = workers.baseline_payload(problem)
+    sub._load_reference({**full, "baselines": {control: problem.baselines[control]}})
+    prepared = sub.fns[control]
+    assert sub.load(full) == "loaded"
+    assert set(sub.fns) == set(problem.baselines) and sub.fns[control] is prepared

@@ -89,16 +89,16 @@ class Submission:
         assert spec and spec.loader
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
-        torch = self.torch
         for name, b in p["baselines"].items():
-            fn = getattr(mod, b.get("fn") or b["compile"])
-            self.fns[name] = torch.compile(fn, dynamic=False) if "compile" in b else fn
+            if name not in self.fns:  # `prepare` loaded some: their compiled code stays (cached per function object)
+                fn = getattr(mod, b.get("fn") or b["compile"])
+                self.fns[name] = self.torch.compile(fn, dynamic=False) if "compile" in b else fn
 
     def load(self, p: dict[str, Any]) -> str:
         """Import a Triton module or load a CUDA library; p says which (grader/correctness/stage.py Target.payload)."""
         self.name = p["display"]
         if p["kind"] == "reference":
-            if not self.fns:  # else `prepare` imported (and compiled) them already
+            if set(p["baselines"]) - set(self.fns):  # `prepare` loaded those it compiled (all, or the control)
                 self._load_reference(p)
             return "loaded"
         if p["kind"] == "triton":
