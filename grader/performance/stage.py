@@ -312,7 +312,7 @@ class _CaseRun:
                 continue
             assert box is not None  # a worker that failed to load is in `dead`
             try:
-                req: SetupRequest = {**self.setup_p, "names": self.names[w]}
+                req: SetupRequest = {**self.setup_p, "names": self.names.get(w, [])}
                 got: SetupReply = box.request("time_setup", req, timeout_s=self.limit, what=f"warm-up on {name}")
                 cs = got.get("compile_s") if isinstance(got, dict) else None
                 rounds.expect_reply(
