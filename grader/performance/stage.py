@@ -294,7 +294,7 @@ class _CaseRun:
         self.record_info: dict[str, Any] = {}
         timed = [b for b in problem.baselines if b not in self.recorded]
         self.names = {"baselines": timed} | {g.impl.name: [g.impl.name] for g in t.grade.targets}
-        self.setup_info: dict[str, Any] = {}
+        self.compile_s: dict[str, float] = {}  # each function's first-call seconds, from its first warm-up
         self.t_case = time.monotonic()
         self.setup_s = 0.0
         # One request times one function: every request has the same shape (rounds.CALLS_PER_ROUND calls of one
@@ -312,15 +312,15 @@ class _CaseRun:
                 continue
             assert box is not None  # a worker that failed to load is in `dead`
             try:
-                req: SetupRequest = {**self.setup_p, "names": self.names.get(w, [])}
+                req = workers.setup_request(self.setup_p, self.names.get(w, []))
                 got: SetupReply = box.request("time_setup", req, timeout_s=self.limit, what=f"warm-up on {name}")
                 cs = got.get("compile_s") if isinstance(got, dict) else None
                 rounds.expect_reply(
                     isinstance(cs, dict) and all(isinstance(v, (int, float)) for v in cs.values()),
                     f"warm-up on {name}",
                 )
-                known = self.setup_info.setdefault(w, got)["compile_s"]
-                known.update({k: v for k, v in got["compile_s"].items() if k not in known})
+                for fn, secs in got["compile_s"].items():
+                    self.compile_s.setdefault(fn, secs)
             except WorkerFailure as e:
                 dead[w] = e.line
         self.setup_s += time.monotonic() - t0
@@ -474,9 +474,7 @@ class _CaseRun:
 
     def describe(self, n: str, data: rounds.Rounds, s: _Scale) -> Timing:
         # A baseline's first call was made in `prepare` (during the correctness stage) when that ran.
-        compile_s = self.first_calls.get(
-            n, self.setup_info.get(rounds.owner(self.names, n), {}).get("compile_s", {}).get(n)
-        )
+        compile_s = self.first_calls.get(n, self.compile_s.get(n))
         return judgement.describe(
             data,
             n,

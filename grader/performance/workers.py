@@ -43,6 +43,12 @@ def cpus() -> int:
         return os.cpu_count() or 1
 
 
+def setup_request(common: SetupRequest, names: list[str] | None) -> SetupRequest:
+    """A worker's `time_setup` request: the case's common fields, and the functions it is to warm up (None: every
+    function it loaded)."""
+    return common if names is None else {**common, "names": names}
+
+
 def baseline_payload(problem: Problem) -> dict[str, Any]:
     return {"kind": "reference", "path": str(problem.reference), "baselines": problem.baselines, "display": "baselines"}
 
@@ -179,7 +185,7 @@ def restart_workers(
             if name == "baselines":
                 box.drain(timeout_s=limit)  # a trusted spare's `prepare`, queued by start_workers
             box.request("load", payload, timeout_s=limit, what="loading")
-            req: SetupRequest = {**setup_p, "names": timed[name]} if timed and name in timed else setup_p
+            req = setup_request(setup_p, timed.get(name) if timed else None)
             box.request("time_setup", req, timeout_s=limit, what=f"warm-up on {case_name}")
         except (WorkerFailure, GraderFault):  # GraderFault: it failed to start; the grade goes on without it
             box.close()
