@@ -38,6 +38,43 @@ class TimingJSON(TypedDict, total=False):
     recorded: bool  # a baseline from the batch's record, not timed in this grade (its event median only)
 
 
+class CaseJSON(TypedDict, total=False):
+    """One perf case in results.json (performance.cases.<case>): written by the performance stage
+    (grader/performance/stage.py _CaseRun.case_info, each implementation's timing added to "impls"), read by
+    PerfCase.from_json. The keys no report reads (rounds, wall times, spin) are kept for the TA's audit."""
+
+    shape: list[int]
+    dtype: str
+    bytes: int  # moved per call (read + write)
+    floor_ms: float
+    thresholds: dict[str, float]
+    stop: str  # why the timing rounds stopped
+    rounds: int
+    baselines: dict[str, TimingJSON]
+    impls: dict[str, TimingJSON]
+    worker_spin_s: float
+    setups: int
+    wall_s: dict[str, float]  # setup, rounds, verify
+    baseline_overhead_ms: float
+    stopped_early: list[str]
+    baseline_record: dict[str, Any]  # this case's use of the batch's record, when one was given
+
+
+class PerfJSON(TypedDict, total=False):
+    """The performance stage's whole record (results.json extra_data.performance): run_performance builds it,
+    the pipeline adds the first calls' cost, PerfSummary parses it once and keeps it as `raw`."""
+
+    cases: dict[str, CaseJSON]
+    baseline_first_calls_s: dict[str, dict[str, float]]  # case -> baseline -> seconds (the worker's `prepare`)
+    load_wall_s: dict[str, float]
+    device: dict[str, Any]  # the baselines' worker's description of the GPU (name, uuid, torch, ...)
+    copy_bytes_per_s: float
+    read2_write1_bytes_per_s: float
+    baseline_record: dict[str, Any]  # whether the batch's record was used, and where it was refused
+    first_call_s: float | None
+    first_call_overlapped_s: float | None
+
+
 @dataclass(frozen=True)
 class TimingView:
     """What the reports read of one timing (a TimingJSON, parsed): frozen, every field optional (an older file)."""

@@ -155,7 +155,7 @@ def run_case(glu, impls: dict[str, FakeWorker], case: Case | None = None, baseli
         confirmed=confirmed if confirmed is not None else {}, record=record,
     )
     res = stage._time_case(stage.CaseTiming(grade, case))
-    return {t.part: t for t in res["tests"]}, res["info"]
+    return {t.part: t for t in res.tests}, res.info
 
 
 def test_honest_and_forged_timings_in_one_run(glu):
@@ -370,8 +370,8 @@ def test_setup_tells_every_worker_how_long_to_spin(glu, monkeypatch):
                               rule=rule, rng=random.Random(2), copy_bps=1e15, ceiling_bps=1e15, progress=lambda s: None)
     res = stage._time_case(stage.CaseTiming(grade, case))
     assert got == [performance.SPIN_S] * 2
-    assert res["info"]["worker_spin_s"] == performance.SPIN_S
-    x = res["info"]["impls"]["x"]
+    assert res.info["worker_spin_s"] == performance.SPIN_S
+    x = res.info["impls"]["x"]
     lo, hi = x["overhead_range_ms"]
     assert lo <= x["overhead_ms"] <= hi
 

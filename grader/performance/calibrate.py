@@ -12,17 +12,17 @@ import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from grader.performance.baselinerecord import BaselineRecord, CaseRecord, control_baseline, record_key, save
 from grader.performance.gpulock import phase
+from grader.perfsummary import PerfJSON
 from grader.problem.reference import load_reference
 from grader.problem.spec import Problem
 
 
-def record_from_info(problem: Problem, info: dict[str, Any]) -> BaselineRecord:
+def record_from_info(problem: Problem, info: PerfJSON) -> BaselineRecord:
     """The record of a performance stage's info (run_performance's second value) that timed every baseline."""
     cases: dict[str, CaseRecord] = {}
     for name, c in info.get("cases", {}).items():

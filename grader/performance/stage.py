@@ -13,13 +13,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from grader import sandbox
 from grader.child.wire import CopyBandwidthReply, CopyBandwidthRequest, SetupReply, SetupRequest
 from grader.correctness.target import Target
 from grader.performance import baselinerecord, judgement, rounds, score, stats, verification, workers
 from grader.performance.records import FirstPass, Timing
+from grader.perfsummary import CaseJSON, PerfJSON
 from grader.problem import inputs, operands
 from grader.problem.reference import Reference
 from grader.problem.spec import Case, Problem
@@ -81,7 +82,7 @@ def run_performance(
     progress: Callable[[str], None] = lambda s: None,
     started: dict[str, Sandbox] | None = None,
     record_path: Path | None = None,
-) -> tuple[list[TestResult], dict[str, Any]]:
+) -> tuple[list[TestResult], PerfJSON]:
     """Time every target against the baselines. `started`: workers from start_workers (closed here, always).
     `record_path`: a batch's baseline record for this GPU (grader/performance/baselinerecord.py): if it is usable,
     only the control baseline is timed beside the targets; a case whose control drifted past the bound times every
@@ -90,11 +91,11 @@ def run_performance(
     if perf is None:
         for b in (started or {}).values():
             b.close()
-        return [], {}
+        return [], PerfJSON()
     rule = rule or stats.StopRule()
     rng = random.Random(secret ^ 0x5EED)
     limit = problem.limits.timing_s
-    info: dict[str, Any] = {"cases": {}}
+    info: PerfJSON = {"cases": {}}
     tests: list[TestResult] = []
 
     # Every worker starts at once, so that CUDA start-up and imports overlap (and, started by the pipeline,
@@ -139,8 +140,8 @@ def run_performance(
             progress(f"performance: {case.name}")
             first_calls = info.get("baseline_first_calls_s", {}).get(case.name, {})
             res = _time_case(CaseTiming(grade, case, first_calls))
-            info["cases"][case.name] = res["info"]
-            tests += res["tests"]
+            info["cases"][case.name] = res.info
+            tests += res.tests
         _refuse_record(record_path, info)
     finally:
         # boxes: also the workers a re-timing started in place of the first ones. Killed at once, all together:
@@ -150,7 +151,7 @@ def run_performance(
     return tests, info
 
 
-def _load_record(problem: Problem, path: Path | None, info: dict[str, Any]) -> baselinerecord.BaselineRecord | None:
+def _load_record(problem: Problem, path: Path | None, info: PerfJSON) -> baselinerecord.BaselineRecord | None:
     """The batch's record for this GPU if there is one and it is usable here (info["baseline_record"] says)."""
     if path is None:
         return None
@@ -166,7 +167,7 @@ def _load_record(problem: Problem, path: Path | None, info: dict[str, Any]) -> b
     return rec
 
 
-def _refuse_record(path: Path | None, info: dict[str, Any]) -> None:
+def _refuse_record(path: Path | None, info: PerfJSON) -> None:
     """A case's control drifted past the bound: the record no longer stands for this GPU. Removing it makes the
     next grades time every baseline until the batch re-calibrates (a grade never writes a record)."""
     drifted = [n for n, c in info["cases"].items() if c.get("baseline_record", {}).get("refused")]
@@ -244,7 +245,14 @@ class _Scale:
     gap_ref: float
 
 
-def _time_case(t: CaseTiming) -> dict[str, Any]:
+class CaseOutcome(NamedTuple):
+    """One timed case: its result rows (one per implementation) and its part of the performance record."""
+
+    tests: list[TestResult]
+    info: CaseJSON
+
+
+def _time_case(t: CaseTiming) -> CaseOutcome:
     """Time one case: the setups' timed rounds, the wall-clock check's re-timings, verification of the timed
     outputs, then each implementation's Timing judged into a result row."""
     run = _CaseRun(t)
@@ -258,7 +266,7 @@ def _time_case(t: CaseTiming) -> dict[str, Any]:
     scale = run.scale(data, verified)
     case_info = run.case_info(data, scale, check, t_verify)
     tests = [run.result(target, data, scale, check, case_info) for target in t.grade.targets]
-    return {"tests": tests, "info": case_info}
+    return CaseOutcome(tests, case_info)
 
 
 class _CaseRun:
@@ -497,10 +505,10 @@ class _CaseRun:
             f"(bound {100 * baselinerecord.DRIFT_BOUND:g}%)"
         )
 
-    def case_info(self, data: rounds.Rounds, s: _Scale, check: _WallCheck, t_verify: float) -> dict[str, Any]:
+    def case_info(self, data: rounds.Rounds, s: _Scale, check: _WallCheck, t_verify: float) -> CaseJSON:
         """The case's part of the grade's performance info; each implementation's entry is added to "impls"."""
         case = self.case
-        return {
+        info: CaseJSON = {
             "shape": list(case.shape),
             "dtype": case.dtype,
             "bytes": s.nbytes,
@@ -525,10 +533,13 @@ class _CaseRun:
             },
             "baseline_overhead_ms": check.base_overhead,
             "stopped_early": list(data.stopped_early),
-        } | ({"baseline_record": self.record_info} if self.record_info else {})
+        }
+        if self.record_info:
+            info["baseline_record"] = self.record_info
+        return info
 
     def result(
-        self, target: Target, data: rounds.Rounds, s: _Scale, check: _WallCheck, case_info: dict[str, Any]
+        self, target: Target, data: rounds.Rounds, s: _Scale, check: _WallCheck, case_info: CaseJSON
     ) -> TestResult:
         """One implementation's result row on the case; its timing goes into case_info["impls"]."""
         n, case, dead = target.impl.name, self.case, self.grade.dead

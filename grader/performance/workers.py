@@ -14,6 +14,7 @@ from typing import Any
 from grader.child.wire import PrepareReply, SetupRequest
 from grader.correctness.target import Target
 from grader.performance.baselinerecord import control_baseline
+from grader.perfsummary import PerfJSON
 from grader.problem.spec import Problem
 from grader.sandbox import GraderFault, Sandbox, WorkerFailure
 
@@ -116,7 +117,7 @@ def spares_of(started: dict[str, Sandbox]) -> tuple[list[Sandbox], list[Sandbox]
 
 
 def load_workers(
-    problem: Problem, targets: list[Target], started: dict[str, Sandbox], limit: float, info: dict[str, Any]
+    problem: Problem, targets: list[Target], started: dict[str, Sandbox], limit: float, info: PerfJSON
 ) -> tuple[dict[str, Sandbox | None], dict[str, str]]:
     """Wait for each started worker, then load its code: the baselines first, then one worker per implementation.
     Returns the loaded workers and why the others failed (by name); `info` gets the baselines' first calls (from
