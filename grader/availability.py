@@ -10,6 +10,7 @@ module level; the worker imports it only to run Triton code, which is then never
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -65,11 +66,10 @@ def torch_compiled_each_start() -> str | None:
 
     Each grade starts a parent and several workers, and each imports torch. Without torch's bytecode (a .pyc beside
     its modules: a pip install writes them; an install with --no-compile or a copied tree may have none) and with
-    Python told not to write it (PYTHONDONTWRITEBYTECODE, as in the container), every one of them compiles torch
-    from source: on an H100 host `import torch` took 4.7 s instead of 1.95 s and a worker's first profiled call
-    8.3 s instead of 1.6 s (docs/performance.md, Grade cost)."""
-    if not sys.dont_write_bytecode:
-        return None  # the first process writes the bytecode and the rest read it
+    this process unable to write it (PYTHONDONTWRITEBYTECODE, as in the container; or torch's folder not writable by
+    this user, as a system install is to a TA's account), every one of them compiles torch from source (workers
+    never write it: they run with PYTHONDONTWRITEBYTECODE, as other users): on an H100 host `import torch` took
+    4.7 s instead of 1.95 s and a worker's first profiled call 8.3 s instead of 1.6 s (docs/performance.md)."""
     spec = importlib.util.find_spec("torch")
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         return None
@@ -79,9 +79,16 @@ def torch_compiled_each_start() -> str | None:
         return None
     if Path(cached).is_file():
         return None
+    if sys.dont_write_bytecode:
+        cannot = "PYTHONDONTWRITEBYTECODE is set"
+    else:
+        folder = Path(cached).parent if Path(cached).parent.is_dir() else Path(spec.origin).parent
+        if os.access(folder, os.W_OK):
+            return None  # this process writes it at its first import, and every later one reads it
+        cannot = f"this user cannot write it into {folder}"
     site = Path(spec.origin).parent.parent
     return (
-        f"torch has no compiled bytecode ({Path(cached).name} is missing) and PYTHONDONTWRITEBYTECODE is set, so "
-        f"every grade's processes compile torch from source (seconds each): run `python -m compileall -q {site}` "
-        "once, as the user who installed it"
+        f"torch has no compiled bytecode ({Path(cached).name} is missing) and {cannot}, so every grade's processes "
+        f"compile torch from source (seconds each): run `python -m compileall -q {site}` once, as the user who "
+        "installed it"
     )

@@ -343,9 +343,33 @@ def test_a_torch_without_bytecode_where_python_may_not_write_it_is_named_with_th
     # Python may write bytecode: the first process does, the rest read it.
     monkeypatch.setattr(availability.sys, "dont_write_bytecode", False)
     assert availability.torch_compiled_each_start() is None
+    # ... unless this user cannot write torch's folder (a system install, graded from a TA's account): the workers
+    # never write it (PYTHONDONTWRITEBYTECODE, other users), so each of them compiles torch too.
+    monkeypatch.setattr(availability.os, "access", lambda path, mode: Path(path) != init.parent)
+    why = availability.torch_compiled_each_start()
+    assert why and f"cannot write it into {init.parent}" in why and "python -m compileall -q" in why
+    monkeypatch.undo()
+    monkeypatch.setattr(availability.importlib.util, "find_spec", lambda name: spec if name == "torch" else None)
     # The bytecode is there.
     monkeypatch.setattr(availability.sys, "dont_write_bytecode", True)
     cached = Path(importlib.util.cache_from_source(str(init)))
     cached.parent.mkdir()
     cached.write_bytes(b"")
     assert availability.torch_compiled_each_start() is None
+
+
+def test_a_single_grade_says_once_that_torch_will_be_compiled_by_each_process(monkeypatch, capsys):
+    """Not only a batch: one grade starts a parent and several workers too, so `grade` says it before grading."""
+    import argparse
+
+    from grader import availability
+    from grader.app import grade as grade_app
+
+    monkeypatch.setattr(availability, "torch_compiled_each_start", lambda: "torch has no compiled bytecode (x)")
+    graded = []
+    monkeypatch.setattr(grade_app, "_run", lambda args: graded.append(args) or 0)
+    assert grade_app.run(argparse.Namespace(course=None, watch=False)) == 0
+    assert graded and capsys.readouterr().err.count("warning: torch has no compiled bytecode (x)") == 1
+    monkeypatch.setattr(availability, "torch_compiled_each_start", lambda: None)
+    grade_app.run(argparse.Namespace(course=None, watch=False))
+    assert "warning" not in capsys.readouterr().err

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from grader import keyfile, report
+from grader import availability, keyfile, report
 from grader.app import EXIT_GRADER_FAULT, EXIT_OK, EXIT_USAGE, ROOT, _check_writable, _key, course
 from grader.commands import grader_command
 from grader.graderun import Options
@@ -173,6 +173,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """grade, autograde or bench; grade --course (grader/app/course.py) and grade --watch."""
+    if why := availability.torch_compiled_each_start():  # said once, before any grade (batch/cli.py says it too)
+        print(f"warning: {why}", file=sys.stderr)
     if getattr(args, "course", None) is not None:
         if args.out is None:  # a course's problems go to OUT/<problem>/: the same folders as their own grades
             args.out = DEFAULT_OUT
