@@ -25,7 +25,7 @@ Both sides grade with one key file (`--secret-file KEY`, or one made in DIR): th
 and grades as the batch makes them (signed, `--allow-advisory` because a benchmark is not an official grade).
 
     python scripts/bench_grading.py --out DIR [--device cpu|cuda] [--size N] [--problem P] [--gpus 0,1]
-        [--shared-baselines] [--single-sample K] [--phase batch|single|compare|all]
+        [--no-shared-baselines] [--single-sample K] [--phase batch|single|compare|all]
     nox -s bench-grading -- --out DIR --size 6
 
 DIR/bench.json holds everything (the class, every results.json of both phases, the walls, the phase sums, the
@@ -306,7 +306,7 @@ def run_batch(a: argparse.Namespace, b: Bench, cls_dir: Path, n: int, key: list[
            "--problem", a.problem, "--device", a.device, *key]  # fmt: skip
     if a.device == "cuda":
         cmd += (["--gpus", a.gpus] if a.gpus else []) + (["--per-gpu", a.per_gpu] if a.per_gpu else [])
-        cmd += ["--shared-baselines"] if a.shared_baselines else []
+        cmd += ["--shared-baselines" if a.shared_baselines else "--no-shared-baselines"]
     else:
         cmd += ["--slots", str(a.slots)]
     t0 = time.monotonic()
@@ -416,8 +416,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--slots", type=int, default=1, help="batch --slots N (cpu; default 1)")
     ap.add_argument(
         "--shared-baselines",
-        action="store_true",
-        help="batch --shared-baselines (cuda): each GPU's baselines measured once; compare with a run without it",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="batch --shared-baselines (cuda; the batch's default): each GPU's baselines measured once; "
+        "--no-shared-baselines to compare with every grade timing every baseline",
     )
     ap.add_argument("--single-sample", type=int, default=None, help="regrade singly only the first K (default all)")
     ap.add_argument("--single", default=None, help="regrade singly only these ids (comma-separated)")

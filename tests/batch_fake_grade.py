@@ -47,7 +47,7 @@ faults = (sub / "faults").read_text().split() if (sub / "faults").exists() else 
 fault = faults[n] if n < len(faults) else "ok"
 t0 = time.time()
 real = os.environ.get("FAKE_GRADE_REAL") == "1"
-spans: dict[str, float | str | None] = {"lock": os.environ.get("GRADER_GPU_LOCK")}
+spans: dict[str, float | str | bool | None] = {"lock": os.environ.get("GRADER_GPU_LOCK")}
 if not real and os.environ.get("FAKE_GRADE_LOCKED") == "1":
     # As grader/pipeline.py: the GPU's lock shared for the first half ("correctness"), alone for the second ("timing").
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -56,6 +56,8 @@ if not real and os.environ.get("FAKE_GRADE_LOCKED") == "1":
     half = float(os.environ.get("FAKE_GRADE_SLEEP", "0.2")) / 2
     with gpulock.phase(False):
         spans["shared_start"] = time.time()
+        record = os.environ.get("GRADER_BASELINE_RECORD")
+        spans["record_seen"] = bool(record) and os.path.exists(record)  # as the pipeline asks in its shared hold
         time.sleep(half)
         spans["shared_end"] = time.time()
     with gpulock.phase(True):

@@ -218,3 +218,35 @@ def test_a_worker_that_prepared_the_control_loads_every_baseline_after(monkeypat
     prepared = sub.fns[control]
     assert sub.load(full) == "loaded"
     assert set(sub.fns) == set(problem.baselines) and sub.fns[control] is prepared
+
+
+def test_a_compiled_baseline_is_compiled_at_its_first_call_not_at_load(monkeypatch) -> None:
+    """With a record only the control is timed, so `load` must not make the other baselines' torch.compile (its
+    Dynamo import was 1.6-2.6 s of every batch grade's exclusive hold on an H100, 2026-12-08): the compiled baseline
+    is made at its first call (a warm-up), and from then on `fns` holds the compiled function itself."""
+    import torch
+
+    from grader.child.worker import Submission
+    from grader.performance import workers
+    from grader.problem.spec import find_problem, load_problem
+
+    problem = load_problem(find_problem(None, Path(__file__).resolve().parent.parent))
+    compiled_names = [n for n, b in problem.baselines.items() if "compile" in b]
+    assert compiled_names, problem.baselines  # GLU's spec has one: the test would prove nothing without it
+    made: list[object] = []
+
+    def compile_(fn, dynamic):
+        made.append(fn)
+        return lambda *a: ("compiled", fn(*a))
+
+    monkeypatch.setattr(torch, "compile", compile_)
+    sub = Submission(torch, torch.device("cpu"))
+    assert sub.load(workers.baseline_payload(problem)) == "loaded"
+    assert set(sub.fns) == set(problem.baselines) and made == [], made  # nothing compiled by the load
+    x = torch.randn(4, 8)
+    for name in compiled_names:
+        lazy = sub.fns[name]
+        tag, y = lazy(x)
+        assert tag == "compiled" and torch.allclose(y, torch.nn.functional.glu(x, -1), atol=1e-6)
+        assert sub.fns[name] is not lazy and sub.fns[name](x)[0] == "compiled"  # replaced: no wrapper when timed
+    assert len(made) == len(compiled_names)  # once each

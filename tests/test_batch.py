@@ -185,6 +185,26 @@ def test_the_gpu_lock_is_shared_by_stages_and_taken_alone_by_timing(tmp_path, mo
         assert waited == 0.0
 
 
+def test_the_batch_sees_when_a_gpu_s_lock_is_held_alone(tmp_path):
+    """What the engine asks of a GPU being calibrated (gpulock.held_alone): held alone by another process, not when
+    it is free or only shared."""
+    fcntl = pytest.importorskip("fcntl")
+    from grader.performance import gpulock
+
+    lock = str(tmp_path / "gpu0.lock")
+    assert not gpulock.held_alone(lock)
+    other = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(other, fcntl.LOCK_SH)
+        assert not gpulock.held_alone(lock)  # a grade's correctness stage: shared
+        fcntl.flock(other, fcntl.LOCK_EX)
+        assert gpulock.held_alone(lock)  # a calibration (or a grade's timing)
+        fcntl.flock(other, fcntl.LOCK_UN)
+        assert not gpulock.held_alone(lock)
+    finally:
+        os.close(other)
+
+
 @pytest.mark.slow  # ~8-22 s on 2 cores: the full tier (tests/conftest.py)
 def test_a_rerun_grades_only_what_changed_or_broke(tmp_path, fake):
     subs = make_class(tmp_path / "class", {f"s{i}": {} for i in range(5)})
@@ -709,18 +729,28 @@ def test_gpu_hours_count_a_shared_gpu_once(tmp_path):
 
 FAKE_CALIBRATE = """
 import json, os, sys, time
+from pathlib import Path
+sys.path.insert(0, os.environ["FAKE_CALIBRATE_ROOT"])
+from grader.performance import gpulock
 args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
 log = os.environ["FAKE_CALIBRATE_LOG"]
-t0 = time.time()
-time.sleep(0.3)
-if os.environ.get("FAKE_CALIBRATE_FAIL") == "1":
-    sys.exit(1)
-fd = os.open(args["--out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-os.write(fd, b"{}")
-os.close(fd)
+time.sleep(float(os.environ.get("FAKE_CALIBRATE_START", "0")))  # the interpreter's and torch's imports
+with gpulock.phase(True):  # as grader/performance/calibrate.py: alone on the GPU, the record written inside
+    t0 = time.time()
+    time.sleep(float(os.environ.get("FAKE_CALIBRATE_SLEEP", "0.3")))
+    # hold on until this many fake grades have started (each writes its count file first), or 30 s
+    want, deadline = int(os.environ.get("FAKE_CALIBRATE_WAIT_GRADES", "0")), time.time() + 30
+    while want and time.time() < deadline and len(list(Path(os.environ["FAKE_GRADE_LOG"]).glob("*.count"))) < want:
+        time.sleep(0.05)
+    if os.environ.get("FAKE_CALIBRATE_FAIL") == "1":
+        sys.exit(1)
+    fd = os.open(args["--out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.write(fd, b"{}")
+    os.close(fd)
+    t1 = time.time()
 with open(log, "a") as f:
     f.write(json.dumps({"cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), "lock": os.environ.get("GRADER_GPU_LOCK"),
-                        "problem": args["--problem"], "out": args["--out"], "start": t0, "end": time.time()}) + "\\n")
+                        "problem": args["--problem"], "out": args["--out"], "start": t0, "end": t1}) + "\\n")
 """
 
 
@@ -731,14 +761,24 @@ def fake_calibrate(tmp_path, monkeypatch):
     log = tmp_path / "calibrations.jsonl"
     monkeypatch.setenv("GRADER_BATCH_CALIBRATE_COMMAND", json.dumps([sys.executable, str(script)]))
     monkeypatch.setenv("FAKE_CALIBRATE_LOG", str(log))
+    monkeypatch.setenv("FAKE_CALIBRATE_ROOT", str(Path(__file__).resolve().parent.parent))
     return log
 
 
+def _overlaps(g: dict, c: dict) -> bool:
+    """Whether a fake grade's GPU work (its shared and its exclusive span) overlapped a calibration's hold."""
+    spans = [(g["shared_start"], g["shared_end"]), (g["timing_start"], g["timing_end"])]
+    return any(a < c["end"] and c["start"] < b for a, b in spans)
+
+
 @pytest.mark.slow  # ~11 s: ten fake grades and three calibrations
-def test_shared_baselines_calibrate_each_gpu_drained_and_again_after_a_refused_record(tmp_path, fake, fake_calibrate):
+def test_shared_baselines_calibrate_each_gpu_drained_and_again_after_a_refused_record(
+    tmp_path, fake, fake_calibrate, monkeypatch
+):
     """--shared-baselines: each GPU's record is measured before its first task, with none of its slots busy; every
     grade is told the record's file; a grade that refuses the record (removes it) makes the engine drain that GPU
     and measure it again before its next task."""
+    monkeypatch.setenv("FAKE_GRADE_LOCKED", "1")  # the fake grades hold the GPU's lock as real ones do
     subs = make_class(tmp_path / "class", {f"s{i}": {} for i in range(10)})
     # the first task refuses: its GPU is re-measured while most of the class is still queued (a refusal near the
     # end, with nothing left to grade, needs no new record)
@@ -753,11 +793,34 @@ def test_shared_baselines_calibrate_each_gpu_drained_and_again_after_a_refused_r
     for c in cal:
         assert c["out"].endswith(f"gpu{c['cuda']}.json") and c["lock"].endswith(f"gpu{c['cuda']}.lock")
         mine = [g for g in got if g["cuda"] == c["cuda"]]
-        assert not any(g["start"] < c["end"] and c["start"] < g["end"] for g in mine), "a grade ran during calibration"
+        assert not any(_overlaps(g, c) for g in mine), "a grade used the GPU during its calibration"
     assert all(g["record"] and g["record"].endswith(f"gpu{g['cuda']}.json") for g in got), got
-    first = {gpu: min(c["start"] for c in cal if c["cuda"] == gpu) for gpu in ("3", "5")}
-    assert all(g["start"] > first[g["cuda"]] for g in got)  # no grade before its GPU's first record
+    first = {gpu: min(c["end"] for c in cal if c["cuda"] == gpu) for gpu in ("3", "5")}
+    assert all(g["shared_start"] > first[g["cuda"]] for g in got)  # no GPU work before its GPU's first record
     assert json.loads((out / ".batch" / "manifest.json").read_text())["options"]["shared_baselines"] is True
+
+
+@pytest.mark.slow  # ~13 s: four fake grades and a calibration
+def test_grades_start_while_their_gpu_is_calibrated_and_wait_for_it_at_the_lock(
+    tmp_path, fake, fake_calibrate, monkeypatch
+):
+    """A grade's start (interpreter, imports, build, static checks) needs no GPU: the batch starts the first grades
+    once the calibration holds the GPU's lock, and they wait for it there. Their GPU work (the lock's spans) never
+    overlaps the calibration, and each finds the record written when it gets the lock. On an H100 a calibration
+    took 17 s during which the class waited (docs/performance.md)."""
+    monkeypatch.setenv("FAKE_GRADE_LOCKED", "1")
+    monkeypatch.setenv("FAKE_CALIBRATE_START", "0.5")  # the lock taken only after the imports, as for real
+    monkeypatch.setenv("FAKE_CALIBRATE_WAIT_GRADES", "2")  # it holds the lock until two grades started (or 30 s)
+    subs = make_class(tmp_path / "class", {f"s{i}": {} for i in range(4)})
+    out = tmp_path / "out"
+    assert batch(subs, "--out", out, "--gpus", "3", "--per-gpu", "2", "--device", "cpu", "--shared-baselines") == 0
+    (c,) = [json.loads(x) for x in fake_calibrate.read_text().splitlines()]
+    got = calls(fake)
+    assert len(got) == 4
+    assert sum(g["start"] < c["end"] for g in got) == 2, (c, got)  # both slots' first grades started during it
+    assert all(g["start"] > c["start"] for g in got)  # but only once it held the lock
+    assert not any(_overlaps(g, c) for g in got), (c, got)
+    assert all(g["record_seen"] for g in got), got
 
 
 @pytest.mark.slow  # ~6 s
@@ -765,9 +828,13 @@ def test_a_gpu_whose_calibration_fails_grades_without_a_record(tmp_path, fake, f
     monkeypatch.setenv("FAKE_CALIBRATE_FAIL", "1")
     subs = make_class(tmp_path / "class", {f"s{i}": {} for i in range(3)})
     out = tmp_path / "out"
+    monkeypatch.setenv("FAKE_GRADE_LOCKED", "1")
     assert batch(subs, "--out", out, "--gpus", "3", "--device", "cpu", "--shared-baselines") == 0
     got = calls(fake)
-    assert len(got) == 3 and not any(g["record"] for g in got), got
+    # a grade started while the calibration held the GPU is told the record's file, which never came
+    assert len(got) == 3 and not any(g["record_seen"] for g in got), got
+    told = max((x["end"] for x in got if x["record"]), default=0.0)
+    assert not any(g["record"] for g in got if g["start"] > told), got  # once it failed, none is told the file
     said = capsys.readouterr()
     assert "GPU 3: its baselines could not be measured" in " ".join((said.out + said.err).split())
 
@@ -804,10 +871,14 @@ def test_an_aged_record_is_measured_again_without_limit_and_refused_ones_up_to_t
     assert len(fake_calibrate.read_text().splitlines()) == run.calibrations["3"]
 
 
-def test_without_shared_baselines_no_record_is_named(tmp_path, fake, fake_calibrate):
+def test_shared_baselines_are_the_default_and_no_shared_baselines_names_no_record(tmp_path, fake, fake_calibrate):
+    """On by default since every score of a 12-submission class on an H100 agreed with its single grade
+    (docs/performance.md); --no-shared-baselines: no calibration, every grade times every baseline."""
     subs = make_class(tmp_path / "class", {"s0": {}})
-    assert batch(subs, "--out", tmp_path / "out", "--gpus", "3", "--device", "cpu") == 0
+    assert batch(subs, "--out", tmp_path / "off", "--gpus", "3", "--device", "cpu", "--no-shared-baselines") == 0
     assert not calls(fake)[0]["record"] and not fake_calibrate.exists()
+    assert batch(subs, "--out", tmp_path / "on", "--gpus", "3", "--device", "cpu") == 0
+    assert calls(fake)[1]["record"] and len(fake_calibrate.read_text().splitlines()) == 1
 
 
 def test_a_grades_results_json_that_cannot_be_read_is_left_out_of_the_summary(tmp_path):

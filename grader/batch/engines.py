@@ -212,13 +212,16 @@ class _LocalRun:
 
     def record_ready(self, slot: Slot) -> bool:
         """--shared-baselines: whether a task may start on SLOT as far as its GPU's baseline record goes. A GPU
-        without a fresh record is drained (no new task on any of its slots) and then calibrated, so that no
-        submission process is alive on it while its baselines are measured (grader/performance/baselinerecord.py)."""
+        without a fresh record is drained (no new task on any of its slots) and then calibrated, so that no grade
+        uses it while its baselines are measured (grader/performance/baselinerecord.py). Tasks start again once the
+        calibration holds the GPU's lock alone: their start-up, builds and static checks overlap it, and their GPU
+        work waits for the lock (grader/performance/gpulock.py), which the calibration gives up with its record
+        written."""
         gpu = slot.cuda
         if not slot.record or gpu in self.no_record:
             return True
         if gpu in self.calibrating:
-            return False
+            return bool(slot.lock) and gpulock.held_alone(slot.lock)
         if record_fresh(slot.record):
             return True
         if any(s.cuda == gpu and s.name in self.running for s in self.slots):

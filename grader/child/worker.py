@@ -25,6 +25,7 @@ from .errors import (  # noqa: F401  (explain, _error: imported from here by tes
     explain_error,
 )
 from .hostprofile import _HostProfile, _stderr_muted
+from .timingcmds import CompileOnFirstCall, TimingCommands
 
 if TYPE_CHECKING:
     from .timing import Timer
@@ -92,7 +93,7 @@ class Submission:
         for name, b in p["baselines"].items():
             if name not in self.fns:  # `prepare` loaded some: their compiled code stays (cached per function object)
                 fn = getattr(mod, b.get("fn") or b["compile"])
-                self.fns[name] = self.torch.compile(fn, dynamic=False) if "compile" in b else fn
+                self.fns[name] = CompileOnFirstCall(self.torch, fn, self.fns, name) if "compile" in b else fn
 
     def load(self, p: dict[str, Any]) -> str:
         """Import a Triton module or load a CUDA library; p says which (grader/correctness/stage.py Target.payload)."""
@@ -415,7 +416,6 @@ class Worker:
         self.sub = Submission(torch, self.device)
         self.cases = CaseRunner(torch, self.device, self.sub)
         from .profilecmd import Profiler
-        from .timingcmds import TimingCommands
 
         self.timing = TimingCommands(torch, self.device, self.sub)
         self.profiler = Profiler(self.cases)

@@ -40,3 +40,23 @@ def phase(exclusive: bool, progress: Callable[[str], None] = lambda s: None) -> 
         yield time.monotonic() - t0
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+
+
+def held_alone(path: str) -> bool:
+    """Whether some process holds the lock at PATH exclusively now (a shared hold cannot be had at once). The batch
+    asks this of a GPU being calibrated: once the calibration holds it, grades may start, and wait for it there."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no flock, so no calibration to hold it
+        return False
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
