@@ -871,6 +871,7 @@ def test_an_aged_record_is_measured_again_without_limit_and_refused_ones_up_to_t
     assert len(fake_calibrate.read_text().splitlines()) == run.calibrations["3"]
 
 
+@pytest.mark.slow  # ~9 s: two batches
 def test_shared_baselines_are_the_default_and_no_shared_baselines_names_no_record(tmp_path, fake, fake_calibrate):
     """On by default since every score of a 12-submission class on an H100 agreed with its single grade
     (docs/performance.md); --no-shared-baselines: no calibration, every grade times every baseline."""
