@@ -248,5 +248,6 @@ def test_a_compiled_baseline_is_compiled_at_its_first_call_not_at_load(monkeypat
         lazy = sub.fns[name]
         tag, y = lazy(x)
         assert tag == "compiled" and torch.allclose(y, torch.nn.functional.glu(x, -1), atol=1e-6)
+        assert lazy(x)[0] == "compiled"  # called again through the same object (a warm-up loop): not compiled again
         assert sub.fns[name] is not lazy and sub.fns[name](x)[0] == "compiled"  # replaced: no wrapper when timed
     assert len(made) == len(compiled_names)  # once each
